@@ -1,0 +1,355 @@
+"""The Kubernetes API adapter: the only module that imports the ``kubernetes`` client.
+
+pykured uses the official client for what it is good at — kubeconfig and in-cluster configuration, token
+refresh, TLS and the urllib3 connection pool — and speaks the REST API through it with plain JSON. It never
+touches the generated ``CoreV1Api`` classes: they cost ~26 MB RSS and 0.4 s per process (python-stack.md
+§2.1) and their pydantic models reject fields newer than the client. Objects come back as plain dicts
+(``Obj``); errors come back as :mod:`pykured.errors` types with the HTTP status.
+
+Every call carries a request timeout, so a half-open connection never hangs the daemon.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import quote
+
+from pykured import errors
+
+logger = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+"""A Kubernetes object or list, decoded from JSON."""
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+DEFAULT_TIMEOUT = 30.0
+
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+_ERRORS: dict[int, type[errors.KubeError]] = {
+    403: errors.ForbiddenError,
+    404: errors.NotFoundError,
+    409: errors.ConflictError,
+    429: errors.TooManyRequestsError,
+}
+
+
+def _q(value: str) -> str:
+    return quote(value, safe="")
+
+
+def error_from_status(status: int, body: str | bytes | None, reason: str = "") -> errors.KubeError:
+    """Build the pykured error for an HTTP error answer of the API server."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
+    message = reason or "request failed"
+    status_reason = ""
+    try:
+        decoded = json.loads(text) if text else {}
+        if isinstance(decoded, dict):
+            message = str(decoded.get("message") or message)
+            status_reason = str(decoded.get("reason") or "")
+    except ValueError:
+        if text:
+            message = text[:300]
+    cls = _ERRORS.get(status, errors.KubeError)
+    return cls(f"{message} (HTTP {status})", status=status, reason=status_reason)
+
+
+class Kube:
+    """A thin, typed JSON client for the handful of endpoints pykured uses."""
+
+    def __init__(self, api_client: Any, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self._api = api_client
+        self._timeout = timeout
+        self._local = threading.local()
+
+    # -- construction -------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_kubeconfig(cls, path: str, *, context: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> Kube:
+        """A client for the cluster of a kubeconfig file."""
+        from kubernetes import client, config
+
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
+        return cls(client.ApiClient(configuration), timeout=timeout)
+
+    @classmethod
+    def in_cluster(
+        cls,
+        *,
+        token_dir: str = SERVICE_ACCOUNT_DIR,
+        host: str | None = None,
+        port: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> Kube:
+        """A client from the pod's service account (``KUBERNETES_SERVICE_HOST``/``PORT``, token, ca.crt)."""
+        from kubernetes import client
+        from kubernetes.config import incluster_config
+
+        environ = dict(os.environ)
+        if host is not None:
+            environ["KUBERNETES_SERVICE_HOST"] = host
+        if port is not None:
+            environ["KUBERNETES_SERVICE_PORT"] = port
+        loader = incluster_config.InClusterConfigLoader(
+            token_filename=os.path.join(token_dir, "token"),
+            cert_filename=os.path.join(token_dir, "ca.crt"),
+            environ=environ,
+        )
+        configuration = client.Configuration()
+        loader.load_and_set(configuration)
+        return cls(client.ApiClient(configuration), timeout=timeout)
+
+    @classmethod
+    def auto(cls, *, kubeconfig: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> Kube:
+        """In-cluster when running in a pod (as kured), else the kubeconfig given or ``$KUBECONFIG``."""
+        path = kubeconfig or os.environ.get("KUBECONFIG")
+        if path:
+            return cls.from_kubeconfig(path, timeout=timeout)
+        try:
+            return cls.in_cluster(timeout=timeout)
+        except Exception as exc:
+            raise errors.KubeError(f"no in-cluster configuration and no kubeconfig: {exc}") from exc
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._api.close()
+
+    @property
+    def server(self) -> str:
+        """The API server's base URL."""
+        return str(self._api.configuration.host)
+
+    # -- the transport -------------------------------------------------------------------------------------
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str | None,
+        timeout: float | tuple[float, float] | None,
+    ) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        try:
+            method_, url, header_params, body_, post = self._api.param_serialize(
+                method=method,
+                resource_path=path,
+                query_params=params,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            return self._api.call_api(
+                method_, url, header_params=header_params, body=body_, post_params=post,
+                _request_timeout=timeout if timeout is not None else self._timeout,
+            )
+        except ApiException as exc:
+            raise error_from_status(exc.status or 0, exc.body, str(exc.reason or "")) from exc
+        except errors.PykuredError:
+            raise
+        except Exception as exc:  # urllib3 errors, timeouts, refused connections
+            raise errors.KubeError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+    ) -> Obj:
+        """One API call; returns the decoded JSON answer, raises :class:`errors.KubeError` on failure."""
+        response = self._send(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+        try:
+            data = response.response.data
+        finally:
+            response.response.release_conn()
+        status = int(response.status)
+        if status >= 400:
+            raise error_from_status(status, data, str(response.reason or ""))
+        if not data:
+            return {}
+        decoded = json.loads(data)
+        return decoded if isinstance(decoded, dict) else {"items": decoded}
+
+    def watch(
+        self,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        timeout_seconds: int = 60,
+    ) -> Iterator[Obj]:
+        """Stream watch events (``{"type", "object"}``) until the server closes the watch.
+
+        The server ends the watch after ``timeout_seconds``; the client read timeout is a little longer, so
+        a dead connection is noticed. ``ERROR`` events (410 Gone) are yielded for the caller to re-list.
+        """
+        params = dict(query or {})
+        params.update(watch="true", timeoutSeconds=str(timeout_seconds), allowWatchBookmarks="true")
+        response = self._send(
+            "GET", path, query=params, body=None, content_type=None, timeout=(10.0, timeout_seconds + 15.0)
+        )
+        raw = response.response
+        try:
+            if int(response.status) >= 400:
+                raise error_from_status(int(response.status), raw.data, str(response.reason or ""))
+            buffer = b""
+            for chunk in raw.stream(4096, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        except errors.PykuredError:
+            raise
+        except Exception as exc:
+            raise errors.KubeError(f"watch {path}: {type(exc).__name__}: {exc}") from exc
+        finally:
+            raw.release_conn()
+
+    # -- nodes ---------------------------------------------------------------------------------------------
+
+    def get_node(self, name: str) -> Obj:
+        """GET a Node."""
+        return self.request("GET", f"/api/v1/nodes/{_q(name)}")
+
+    def list_nodes(self, *, label_selector: str | None = None) -> Obj:
+        """LIST Nodes (needs ``list`` on nodes, which kured's RBAC does not grant)."""
+        return self.request("GET", "/api/v1/nodes", query={"labelSelector": label_selector})
+
+    def patch_node(self, name: str, patch: Any, *, patch_type: str = STRATEGIC_MERGE_PATCH) -> Obj:
+        """PATCH a Node (strategic merge by default; a list body needs ``JSON_PATCH``)."""
+        return self.request("PATCH", f"/api/v1/nodes/{_q(name)}", body=patch, content_type=patch_type)
+
+    def patch_node_status(self, name: str, patch: Any, *, patch_type: str = STRATEGIC_MERGE_PATCH) -> Obj:
+        """PATCH a Node's status subresource (used by the simulated kubelet)."""
+        return self.request("PATCH", f"/api/v1/nodes/{_q(name)}/status", body=patch, content_type=patch_type)
+
+    # -- pods ----------------------------------------------------------------------------------------------
+
+    def list_pods(
+        self,
+        *,
+        namespace: str | None = None,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        limit: int | None = None,
+    ) -> Obj:
+        """LIST Pods in one namespace or all of them."""
+        path = f"/api/v1/namespaces/{_q(namespace)}/pods" if namespace else "/api/v1/pods"
+        query = {"fieldSelector": field_selector, "labelSelector": label_selector, "limit": limit}
+        return self.request("GET", path, query=query)
+
+    def get_pod(self, namespace: str, name: str) -> Obj:
+        """GET a Pod."""
+        return self.request("GET", f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}")
+
+    def delete_pod(
+        self, namespace: str, name: str, *, grace_period_seconds: int | None = None, uid: str | None = None
+    ) -> Obj:
+        """DELETE a Pod, optionally with a grace period and a UID precondition."""
+        body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        if uid is not None:
+            body["preconditions"] = {"uid": uid}
+        return self.request("DELETE", f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}", body=body)
+
+    def evict_pod(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> Obj:
+        """POST a ``policy/v1`` Eviction; a PodDisruptionBudget refusal raises ``TooManyRequestsError``."""
+        body: Obj = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        if grace_period_seconds is not None and grace_period_seconds >= 0:
+            body["deleteOptions"] = {"gracePeriodSeconds": grace_period_seconds}
+        path = f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}/eviction"
+        return self.request("POST", path, body=body)
+
+    def supports_eviction(self) -> bool:
+        """Discovery: does ``/api/v1`` list the ``pods/eviction`` subresource (kubectl's check)?"""
+        resources = self.request("GET", "/api/v1").get("resources", [])
+        return any(r.get("name") == "pods/eviction" for r in resources)
+
+    # -- daemonsets ----------------------------------------------------------------------------------------
+
+    def get_daemonset(self, namespace: str, name: str) -> Obj:
+        """GET an apps/v1 DaemonSet."""
+        return self.request("GET", f"/apis/apps/v1/namespaces/{_q(namespace)}/daemonsets/{_q(name)}")
+
+    def replace_daemonset(self, namespace: str, name: str, obj: Obj) -> Obj:
+        """PUT a whole DaemonSet; its ``metadata.resourceVersion`` makes a stale write fail with 409."""
+        path = f"/apis/apps/v1/namespaces/{_q(namespace)}/daemonsets/{_q(name)}"
+        return self.request("PUT", path, body=obj)
+
+    # -- leases --------------------------------------------------------------------------------------------
+
+    def _lease_path(self, namespace: str, name: str | None = None) -> str:
+        base = f"/apis/coordination.k8s.io/v1/namespaces/{_q(namespace)}/leases"
+        return f"{base}/{_q(name)}" if name else base
+
+    def get_lease(self, namespace: str, name: str) -> Obj:
+        """GET a Lease."""
+        return self.request("GET", self._lease_path(namespace, name))
+
+    def list_leases(self, namespace: str, *, label_selector: str | None = None) -> Obj:
+        """LIST Leases; the list's ``metadata.resourceVersion`` starts a watch."""
+        return self.request("GET", self._lease_path(namespace), query={"labelSelector": label_selector})
+
+    def watch_leases(
+        self, namespace: str, *, resource_version: str, label_selector: str | None = None, timeout_seconds: int = 60
+    ) -> Iterator[Obj]:
+        """WATCH Leases from ``resource_version``."""
+        query = {"resourceVersion": resource_version, "labelSelector": label_selector}
+        return self.watch(self._lease_path(namespace), query=query, timeout_seconds=timeout_seconds)
+
+    def create_lease(self, namespace: str, obj: Obj) -> Obj:
+        """POST a Lease; an existing name raises ``ConflictError``."""
+        return self.request("POST", self._lease_path(namespace), body=obj)
+
+    def replace_lease(self, namespace: str, name: str, obj: Obj) -> Obj:
+        """PUT a Lease with its resourceVersion (optimistic concurrency)."""
+        return self.request("PUT", self._lease_path(namespace, name), body=obj)
+
+    def delete_lease(self, namespace: str, name: str) -> Obj:
+        """DELETE a Lease."""
+        return self.request("DELETE", self._lease_path(namespace, name))
+
+    # -- events --------------------------------------------------------------------------------------------
+
+    def create_event(self, namespace: str, obj: Obj) -> Obj:
+        """POST a core/v1 Event."""
+        return self.request("POST", f"/api/v1/namespaces/{_q(namespace)}/events", body=obj)
+
+    # -- anything else (tests, demo, lock status) -----------------------------------------------------------
+
+    def create(self, path: str, obj: Obj) -> Obj:
+        """POST an object to a collection path, e.g. ``/api/v1/namespaces``."""
+        return self.request("POST", path, body=obj)
+
+    def get(self, path: str, *, query: Mapping[str, Any] | None = None) -> Obj:
+        """GET any path."""
+        return self.request("GET", path, query=query)
+
+    def version(self) -> Obj:
+        """GET /version."""
+        return self.request("GET", "/version")
