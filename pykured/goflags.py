@@ -80,7 +80,7 @@ def parse_duration(text: str) -> int:
             raise GoValueError(f"time: unknown unit {_quote(unit_text)} in duration {_quote(orig)}")
         unit = _UNITS[unit_text]
         whole = int(int_digits) if int_digits else 0
-        if whole > _INT64_MAX // unit:
+        if whole * unit > _INT64_MAX + 1:
             raise GoValueError(f"time: invalid duration {_quote(orig)}")
         value = whole * unit
         if frac_digits:
