@@ -1,0 +1,275 @@
+"""Prometheus metrics: kured's ``kured_reboot_required{node}`` gauge and pykured's own, on ``/metrics``.
+
+kured registers one gauge on the global registry and serves ``promhttp.Handler()`` on
+``<--metrics-host>:<--metrics-port>`` with only ``/metrics`` routed (everything else is 404). pykured keeps
+the name, help text and label of that gauge, and the ``/metrics``-only routing, but uses its own
+:class:`CollectorRegistry` (no import-time side effects) and adds ``pykured_*`` metrics for what kured users
+ask for (#1156, PR #1164): lock holders, lock waits, blocking reason, drain duration, reboot outcomes,
+notification failures, handoff state and FleetLock requests.
+
+Default collectors: ``process_*`` (same names as Go's, so dashboards keep working) and ``python_info`` are
+registered; ``python_gc_*`` is not (GC noise with no kured counterpart). Go's ``go_*`` and
+``promhttp_metric_handler_*`` have no equivalent. Host ``""`` means all addresses, as in Go: a dual-stack
+``::`` socket, falling back to ``0.0.0.0`` when IPv6 is unavailable.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import socketserver
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+)
+from prometheus_client.exposition import choose_encoder
+
+__all__ = ["BLOCK_REASONS", "REBOOT_OUTCOMES", "Metrics"]
+
+logger = logging.getLogger(__name__)
+
+BLOCK_REASONS = ("none", "window", "sentinel", "prometheus", "pods", "lock")
+REBOOT_OUTCOMES = ("triggered", "completed", "failed", "handoff")
+KURED_VERSION = "1.23.0"
+_DRAIN_BUCKETS = (5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)
+_WAIT_BUCKETS = (1.0, 10.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0)
+
+
+class _OneHot:
+    """A labelled gauge where exactly one label value is 1 (current state), every value seen so far 0."""
+
+    def __init__(self, gauge: Gauge, initial: tuple[str, ...]) -> None:
+        self._gauge = gauge
+        self._seen = list(initial)
+        self.set(initial[0])
+
+    def set(self, value: str) -> None:
+        if value not in self._seen:
+            self._seen.append(value)
+        for seen in self._seen:
+            self._gauge.labels(seen).set(1 if seen == value else 0)
+
+
+class Metrics:
+    """All pykured metrics on one private registry, and the HTTP server that exposes them."""
+
+    def __init__(self, *, version: str = "0.1.0", process_collectors: bool = True) -> None:
+        disable_created_metrics()  # Go's exposition has no *_created samples
+        self.registry = CollectorRegistry(auto_describe=True)
+        reg = self.registry
+        if process_collectors:
+            ProcessCollector(registry=reg)
+            PlatformCollector(registry=reg)
+        self._reboot_required = Gauge(
+            "reboot_required",
+            "OS requires reboot due to software updates.",
+            ["node"],
+            subsystem="kured",
+            registry=reg,
+        )
+        info = Gauge("pykured_build_info", "pykured version and the kured version it mirrors.", registry=reg,
+                     labelnames=["version", "kured_version"])  # fmt: skip
+        info.labels(version, KURED_VERSION).set(1)
+        self._lock_holders = Gauge(
+            "pykured_lock_holders", "Nodes currently holding the reboot lock.", ["backend"], registry=reg
+        )
+        self._lock_wait = Gauge(
+            "pykured_lock_wait_seconds",
+            "Seconds this node has been waiting for the lock (0 = not waiting).",
+            registry=reg,
+        )
+        self._lock_wait.set_function(self._waited)
+        self._lock_wait_hist = Histogram(
+            "pykured_lock_wait_duration_seconds", "Time from wanting the lock to holding it.", registry=reg,
+            buckets=_WAIT_BUCKETS,
+        )  # fmt: skip
+        self._lock_freed = Counter(
+            "pykured_lock_freed_gone_node",
+            "Lock slots released because the holder node no longer exists.",
+            registry=reg,
+        )
+        self._blocked = _OneHot(
+            Gauge(
+                "pykured_blocked",
+                "Why this node is not rebooting now (one reason is 1).",
+                ["reason"],
+                registry=reg,
+            ),
+            BLOCK_REASONS,
+        )
+        self._drain = Histogram(
+            "pykured_drain_duration_seconds",
+            "Duration of cordon + drain.",
+            registry=reg,
+            buckets=_DRAIN_BUCKETS,
+        )
+        self._reboots = Counter("pykured_reboots", "Reboots by outcome.", ["outcome"], registry=reg)
+        for outcome in REBOOT_OUTCOMES:
+            self._reboots.labels(outcome)
+        self._notify_failures = Counter(
+            "pykured_notification_failures",
+            "Notifications that could not be sent.",
+            ["service"],
+            registry=reg,
+        )
+        self._handoff = _OneHot(
+            Gauge(
+                "pykured_handoff_state",
+                "Lock handoff state of this node (one state is 1).",
+                ["state"],
+                registry=reg,
+            ),
+            ("none",),
+        )
+        self._fleetlock = Counter(
+            "pykured_fleetlock_requests", "FleetLock HTTP requests served.", ["api", "kind"], registry=reg
+        )
+        self._wait_started: float | None = None
+        self._state_lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # kured's metric
+    def set_reboot_required(self, node: str, required: bool) -> None:
+        self._reboot_required.labels(node).set(1 if required else 0)
+
+    # pykured's metrics
+    def set_blocked(self, reason: str | None) -> None:
+        """The current blocking reason (``None`` = not blocked)."""
+        self._blocked.set(reason or "none")
+
+    def lock_holders(self, backend: str, n: int) -> None:
+        self._lock_holders.labels(backend).set(n)
+
+    def lock_waiting(self, waiting: bool) -> None:
+        """Start (or stop) the ``pykured_lock_wait_seconds`` clock; stopping observes the wait."""
+        with self._state_lock:
+            if waiting and self._wait_started is None:
+                self._wait_started = time.monotonic()
+            elif not waiting and self._wait_started is not None:
+                self._lock_wait_hist.observe(time.monotonic() - self._wait_started)
+                self._wait_started = None
+
+    def _waited(self) -> float:
+        started = self._wait_started
+        return 0.0 if started is None else time.monotonic() - started
+
+    def lock_freed_gone_node(self) -> None:
+        self._lock_freed.inc()
+
+    def observe_drain(self, seconds: float) -> None:
+        self._drain.observe(seconds)
+
+    def reboot(self, outcome: str) -> None:
+        if outcome not in REBOOT_OUTCOMES:
+            raise ValueError(f"unknown reboot outcome {outcome!r}, expected one of {REBOOT_OUTCOMES}")
+        self._reboots.labels(outcome).inc()
+
+    def notify_failed(self, service: str = "unknown") -> None:
+        """Count one failed notification; fits :class:`pykured.notify.Notifier`'s ``on_failure``."""
+        self._notify_failures.labels(service).inc()
+
+    def set_handoff(self, state: str | None) -> None:
+        self._handoff.set(state or "none")
+
+    def fleetlock_request(self, api: str, kind: str) -> None:
+        self._fleetlock.labels(api, kind).inc()
+
+    def render(self, accept: str = "") -> tuple[bytes, str]:
+        """The exposition body and its content type for an ``Accept`` header."""
+        encoder, content_type = choose_encoder(accept)
+        return encoder(self.registry), content_type
+
+    # HTTP exposition
+    def serve(self, host: str = "", port: int = 8080) -> int:
+        """Serve ``/metrics`` on ``host:port`` in a daemon thread; returns the bound port (0 picks one)."""
+        if self._server is not None:
+            raise RuntimeError("metrics server already running")
+        self._server = _bind(host, port, self)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="pykured-metrics", daemon=True
+        )
+        self._thread.start()
+        bound = int(self._server.server_address[1])
+        logger.debug("Serving metrics on %s:%d", host, bound)
+        return bound
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:
+        self._answer(body=True)
+
+    def do_HEAD(self) -> None:
+        self._answer(body=False)
+
+    def _answer(self, *, body: bool) -> None:
+        if self.path.split("?", 1)[0] != "/metrics":
+            payload, content_type, status = b"404 page not found\n", "text/plain; charset=utf-8", 404
+        else:
+            payload, content_type = self.server.metrics.render(self.headers.get("Accept", ""))
+            status = 200
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if body:
+            self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - BaseHTTPRequestHandler's name
+        logger.debug("metrics: " + format, *args)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    metrics: Metrics
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind resolves the bind address with getfqdn (a reverse DNS lookup): skip that.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name = str(self.server_address[0])
+        self.server_port = int(self.server_address[1])
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+    def server_bind(self) -> None:
+        self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)  # dual-stack, like Go's ":port"
+        super().server_bind()
+
+
+def _bind(host: str, port: int, metrics: Metrics) -> _Server:
+    server: _Server
+    if host in ("", "::"):
+        try:
+            server = _Server6(("::", port), _Handler)
+        except OSError:
+            logger.debug("IPv6 unavailable, metrics listen on 0.0.0.0")
+            server = _Server(("0.0.0.0", port), _Handler)  # noqa: S104 - "" means all interfaces in kured
+    else:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        server_class = type("_ServerFamily", (_Server,), {"address_family": family})
+        server = server_class((host, port), _Handler)
+    server.metrics = metrics
+    return server
