@@ -1,0 +1,333 @@
+"""The drainer: cordon a node, then evict (or delete) its pods and wait until they are gone.
+
+Concept: the I/O half of kubectl's drain helper as kured configures it (kured.md §7). Which pods go is
+decided by :func:`pykured.drain.filters.select_pods`; this adapter cordons, lists the node's pods, looks up
+their DaemonSets, evicts in parallel and polls until the pods are gone.
+
+Invariants:
+* Evictions run in parallel (at most ``max_parallel`` at once). HTTP 429 (a PodDisruptionBudget) is retried
+  after a jittered delay that doubles from ``retry_delay`` up to ``max_retry_delay`` (kured leaves kubectl's
+  retry delay at 0 and so retries in a hot loop); before each retry the pod is re-read, and a pod that is
+  gone or replaced (new UID) counts as evicted. 404 means done; any other error fails that pod, and the
+  drain fails after the other pods had their chance (kubectl's aggregate error).
+* Without the eviction API (discovery of ``pods/eviction``) pods are DELETEd with a UID precondition.
+* A pod counts as gone when it is no longer listed on the node with the same UID (one LIST per poll for all
+  pods instead of one GET per pod and second), or when it has been terminating longer than the skip-wait
+  timeout.
+* ``timeout`` (0 = none) bounds the whole drain; ``cancel`` (a ``threading.Event``) stops it early. Both raise
+  :class:`pykured.errors.DrainError`; a timeout uses kubectl's texts
+  (``error when evicting pods/"x" -n "ns": global timeout reached: 1m0s``).
+* Log lines follow kubectl's output: ``evicting pod ns/name``, ``pod/name evicted``, ``WARNING: …``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import datetime
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
+
+from pykured import errors
+from pykured.drain.filters import (
+    PodRef,
+    PodSelection,
+    PodSkip,
+    aggregate,
+    daemonset_owner,
+    deleted_longer_than,
+    pod_ref,
+    retry_delay_for,
+    select_pods,
+)
+from pykured.goflags import Duration, format_duration
+from pykured.kube import Kube, Obj
+from pykured.nodeinfo import NodeView
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DrainResult:
+    """What a finished drain did."""
+
+    node: str
+    evicted: tuple[PodRef, ...]
+    skipped: tuple[PodSkip, ...]
+    warnings: str
+    used_eviction: bool
+    seconds: float
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+_OK = "ok"
+_STOPPED = "stopped"
+_POLL_STEP = 0.25
+
+
+def _collect(
+    pending: set[concurrent.futures.Future[str]],
+    futures: Mapping[concurrent.futures.Future[str], PodRef],
+    waiting: list[PodRef],
+    failures: list[str],
+) -> None:
+    """Move finished evictions out of ``pending``: successes to ``waiting``, error texts to ``failures``."""
+    for future in [f for f in pending if f.done()]:
+        pending.discard(future)
+        outcome = future.result()
+        if outcome == _OK:
+            waiting.append(futures[future])
+        elif outcome != _STOPPED:
+            failures.append(outcome)
+
+
+class Drainer:
+    """Cordon, drain and uncordon one node."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        node: str,
+        grace_period: int = -1,
+        pod_selector: str = "",
+        skip_wait_for_delete_timeout: int = 0,
+        timeout: Duration | float = 0.0,
+        retry_delay: float = 5.0,
+        max_retry_delay: float = 30.0,
+        max_parallel: int = 32,
+        poll_interval: float = 1.0,
+        cancel: threading.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime.datetime] = _utcnow,
+    ) -> None:
+        self._kube = kube
+        self.node = node
+        self._grace = grace_period
+        self._selector = pod_selector
+        self._skip_wait = skip_wait_for_delete_timeout
+        self._timeout = timeout if isinstance(timeout, Duration) else Duration.of_seconds(timeout)
+        self._retry_delay = retry_delay
+        self._max_retry_delay = max_retry_delay
+        self._max_parallel = max(1, max_parallel)
+        self._poll_interval = poll_interval
+        self._cancel = cancel or threading.Event()
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._random = random.SystemRandom()
+
+    # -- cordon --------------------------------------------------------------------------------------------
+
+    def cordon(self) -> bool:
+        """Mark the node unschedulable; returns whether anything changed."""
+        return self._set_unschedulable(True)
+
+    def uncordon(self) -> bool:
+        """Mark the node schedulable; returns whether anything changed."""
+        return self._set_unschedulable(False)
+
+    def _set_unschedulable(self, desired: bool) -> bool:
+        verb = "cordon" if desired else "uncordon"
+        try:
+            view = NodeView.from_obj(self._kube.get_node(self.node))
+            if view.unschedulable == desired:
+                logger.info("node/%s already %sed", self.node, verb)
+                return False
+            # kubectl's two-way diff: true when cordoning, the field removed (false is omitted) when not.
+            self._kube.patch_node(self.node, {"spec": {"unschedulable": True if desired else None}})
+        except errors.KubeError as exc:
+            raise errors.DrainError(f"error {verb}ing node {self.node}: {exc}") from exc
+        logger.info("node/%s %sed", self.node, verb)
+        return True
+
+    # -- drain ---------------------------------------------------------------------------------------------
+
+    def pods_to_evict(
+        self,
+        pods: Iterable[Mapping[str, Any]],
+        *,
+        now: datetime.datetime,
+        missing_daemonsets: Collection[tuple[str, str]] = (),
+        daemonset_errors: Mapping[tuple[str, str], str] | None = None,
+    ) -> PodSelection:
+        """:func:`select_pods` with this drainer's skip-wait timeout (pure)."""
+        return select_pods(
+            pods,
+            now=now,
+            skip_wait_for_delete_timeout=self._skip_wait,
+            missing_daemonsets=missing_daemonsets,
+            daemonset_errors=daemonset_errors,
+        )
+
+    def _list(self, *, label_selector: str | None) -> list[Obj]:
+        field = f"spec.nodeName={self.node}"
+        return list(
+            self._kube.list_pods(field_selector=field, label_selector=label_selector).get("items", [])
+        )
+
+    def _lookup_daemonsets(
+        self, pods: Iterable[Obj]
+    ) -> tuple[set[tuple[str, str]], dict[tuple[str, str], str]]:
+        missing: set[tuple[str, str]] = set()
+        failed: dict[tuple[str, str], str] = {}
+        for key in {owner for pod in pods if (owner := daemonset_owner(pod)) is not None}:
+            try:
+                self._kube.get_daemonset(*key)
+            except errors.NotFoundError:
+                missing.add(key)
+            except errors.KubeError as exc:
+                failed[key] = str(exc)
+        return missing, failed
+
+    def drain(self) -> DrainResult:
+        """Evict (or delete) the node's pods and wait until they are gone; raises :class:`DrainError`."""
+        start = self._clock()
+        deadline = start + self._timeout.seconds if self._timeout.ns > 0 else None
+        try:
+            pods = self._list(label_selector=self._selector or None)
+            missing, failed = self._lookup_daemonsets(pods)
+            use_eviction = self._kube.supports_eviction()
+        except errors.KubeError as exc:
+            raise errors.DrainError(f"error preparing drain of node {self.node}: {exc}") from exc
+        selection = self.pods_to_evict(
+            pods, now=self._wall_clock(), missing_daemonsets=missing, daemonset_errors=failed
+        )
+        if selection.errors:
+            raise errors.DrainError(aggregate(selection.errors))
+        warnings = selection.warning_text()
+        if warnings:
+            logger.warning("WARNING: %s", warnings)
+        evicted = self._evict_and_wait([d.pod for d in selection.to_evict], use_eviction, deadline)
+        seconds = self._clock() - start
+        logger.info("node/%s drained (%d pods in %.1fs)", self.node, len(evicted), seconds)
+        return DrainResult(self.node, evicted, selection.skipped, warnings, use_eviction, seconds)
+
+    def _evict_and_wait(
+        self, refs: list[PodRef], use_eviction: bool, deadline: float | None
+    ) -> tuple[PodRef, ...]:
+        if not refs:
+            return ()
+        stop = threading.Event()
+        failures: list[str] = []
+        waiting: list[PodRef] = []
+        gone: list[PodRef] = []
+        pool = concurrent.futures.ThreadPoolExecutor(min(self._max_parallel, len(refs)), "drain")
+        try:
+            futures = {pool.submit(self._evict_one, ref, use_eviction, stop): ref for ref in refs}
+            pending = set(futures)
+            next_poll = self._clock()
+            while True:
+                _collect(pending, futures, waiting, failures)
+                if waiting and self._clock() >= next_poll:
+                    waiting = self._poll_gone(waiting, gone, use_eviction)
+                    next_poll = self._clock() + self._poll_interval
+                if not pending and not waiting:
+                    break
+                if self._cancel.is_set():
+                    raise errors.DrainError(f"drain of node {self.node} cancelled")
+                if deadline is not None and self._clock() >= deadline:
+                    failures.extend(self._timeout_errors([futures[f] for f in pending], waiting))
+                    break
+                now = self._clock()
+                step = min(
+                    _POLL_STEP, next_poll - now if waiting else _POLL_STEP, (deadline or now + 1) - now
+                )
+                if pending:
+                    concurrent.futures.wait(pending, timeout=max(0.0, step), return_when="FIRST_COMPLETED")
+                else:
+                    self._cancel.wait(max(0.0, step))
+        finally:
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+        if failures:
+            raise errors.DrainError(aggregate(failures))
+        return tuple(gone)
+
+    def _timeout_errors(self, evicting: list[PodRef], waiting: list[PodRef]) -> list[str]:
+        limit = format_duration(self._timeout.ns)
+        out = [
+            f'error when evicting pods/"{r.name}" -n "{r.namespace}": global timeout reached: {limit}'
+            for r in evicting
+        ]
+        out += [
+            f'error when waiting for pod "{r.name}" in namespace "{r.namespace}" to terminate: '
+            f"global timeout reached: {limit}"
+            for r in waiting
+        ]
+        return out
+
+    def _poll_gone(self, waiting: list[PodRef], gone: list[PodRef], use_eviction: bool) -> list[PodRef]:
+        try:
+            present = {pod_ref(p).uid: p for p in self._list(label_selector=None)}
+        except errors.KubeError as exc:
+            logger.warning("error listing pods on node %s (will retry): %s", self.node, exc)
+            return waiting
+        now = self._wall_clock()
+        still: list[PodRef] = []
+        for ref in waiting:
+            pod = present.get(ref.uid)
+            if pod is None:
+                logger.info("pod/%s %s", ref.name, "evicted" if use_eviction else "deleted")
+                gone.append(ref)
+            elif deleted_longer_than(pod, self._skip_wait, now=now):
+                logger.info("pod %s still terminating after %ds; not waiting for it", ref, self._skip_wait)
+                gone.append(ref)
+            else:
+                still.append(ref)
+        return still
+
+    def _evict_one(self, ref: PodRef, use_eviction: bool, stop: threading.Event) -> str:
+        """Evict or delete one pod, retrying 429s; returns ``_OK``, ``_STOPPED`` or an error text."""
+        grace = self._grace if self._grace >= 0 else None
+        logger.info("evicting pod %s", ref)
+        attempt = 0
+        while not stop.is_set():
+            try:
+                if use_eviction:
+                    self._kube.evict_pod(ref.namespace, ref.name, grace_period_seconds=grace)
+                else:
+                    self._kube.delete_pod(
+                        ref.namespace, ref.name, grace_period_seconds=grace, uid=ref.uid or None
+                    )
+                return _OK
+            except (errors.NotFoundError, errors.ConflictError):
+                return _OK  # already gone, or (UID precondition) replaced by a new pod of the same name
+            except errors.KubeError as exc:
+                retryable = isinstance(exc, errors.TooManyRequestsError) or (
+                    isinstance(exc, errors.ForbiddenError) and "being terminated" in str(exc)
+                )
+                if not retryable:
+                    return f'error when evicting pods/"{ref.name}" -n "{ref.namespace}": {exc}'
+                delay = retry_delay_for(
+                    attempt,
+                    base=self._retry_delay,
+                    cap=self._max_retry_delay,
+                    jitter=self._random.uniform(-0.2, 0.2),
+                )
+                attempt += 1
+                logger.warning(
+                    'error when evicting pods/"%s" -n "%s" (will retry after %s): %s',
+                    ref.name,
+                    ref.namespace,
+                    format_duration(round(delay * 1e9)),
+                    exc,
+                )
+                if stop.wait(delay) or self._replaced(ref):
+                    return _OK if not stop.is_set() else _STOPPED
+        return _STOPPED
+
+    def _replaced(self, ref: PodRef) -> bool:
+        """Before a retry: is the pod gone, or a different pod by now (kubectl re-reads it too)?"""
+        try:
+            return pod_ref(self._kube.get_pod(ref.namespace, ref.name)).uid != ref.uid
+        except errors.NotFoundError:
+            return True
+        except errors.KubeError:
+            return False
