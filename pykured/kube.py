@@ -73,7 +73,9 @@ class Kube:
     # -- construction -------------------------------------------------------------------------------------
 
     @classmethod
-    def from_kubeconfig(cls, path: str, *, context: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> Kube:
+    def from_kubeconfig(
+        cls, path: str, *, context: str | None = None, timeout: float = DEFAULT_TIMEOUT
+    ) -> Kube:
         """A client for the cluster of a kubeconfig file."""
         from kubernetes import client, config
 
@@ -156,7 +158,11 @@ class Kube:
                 auth_settings=["BearerToken"],
             )
             return self._api.call_api(
-                method_, url, header_params=header_params, body=body_, post_params=post,
+                method_,
+                url,
+                header_params=header_params,
+                body=body_,
+                post_params=post,
                 _request_timeout=timeout if timeout is not None else self._timeout,
             )
         except ApiException as exc:
@@ -177,7 +183,9 @@ class Kube:
         timeout: float | None = None,
     ) -> Obj:
         """One API call; returns the decoded JSON answer, raises :class:`errors.KubeError` on failure."""
-        response = self._send(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+        response = self._send(
+            method, path, query=query, body=body, content_type=content_type, timeout=timeout
+        )
         try:
             data = response.response.data
         finally:
@@ -187,7 +195,10 @@ class Kube:
             raise error_from_status(status, data, str(response.reason or ""))
         if not data:
             return {}
-        decoded = json.loads(data)
+        try:
+            decoded = json.loads(data)
+        except ValueError:  # plain-text endpoints such as /readyz
+            return {"text": data.decode("utf-8", "replace")}
         return decoded if isinstance(decoded, dict) else {"items": decoded}
 
     def watch(
@@ -316,7 +327,12 @@ class Kube:
         return self.request("GET", self._lease_path(namespace), query={"labelSelector": label_selector})
 
     def watch_leases(
-        self, namespace: str, *, resource_version: str, label_selector: str | None = None, timeout_seconds: int = 60
+        self,
+        namespace: str,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        timeout_seconds: int = 60,
     ) -> Iterator[Obj]:
         """WATCH Leases from ``resource_version``."""
         query = {"resourceVersion": resource_version, "labelSelector": label_selector}

@@ -92,7 +92,7 @@ class LogrusJSONFormatter(logging.Formatter):
 
 
 def configure(log_format: str = "text", level: str = "info", stream: TextIO | None = None) -> None:
-    """Send pykured's logs to ``stream`` (stderr) in kured's format; ``json`` selects JSON, anything else text."""
+    """Send logs to ``stream`` (stderr) in kured's format: ``json`` selects JSON, anything else text."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(LogrusJSONFormatter() if log_format == "json" else LogrusTextFormatter())
     root = logging.getLogger()
