@@ -74,20 +74,27 @@ def slack_hook_to_url(hook: str) -> str:
     return "slack://" + "/".join(parts)
 
 
-def _passthrough(raw: str, url: GoURL) -> Destination:
-    if url.scheme == "msteams":
+def _passthrough(raw: str, scheme: str) -> Destination:
+    """A URL in apprise's own syntax (which Go may not even parse, e.g. ``tgram://1:secret/chat``)."""
+    if "://" not in raw or not scheme.isascii() or not scheme.replace("+", "").isalnum():
+        raise ConfigError("missing protocol scheme")
+    if scheme == "msteams":
         raise not_convertible("msteams", "apprise retired msteams:// (Office 365 connectors)", _WORKFLOWS)
-    if url.scheme == "https" and url.hostname.lower().endswith(".webhook.office.com"):
-        return chat.teams(url, custom=True)  # kured: unknown service "https"; pykured sends it as Teams
-    return AppriseTarget(url=raw, service=url.scheme)
+    if scheme == "https" and ".webhook.office.com/webhookb2/" in raw.lower():
+        return chat.teams(
+            parse(raw), custom=True
+        )  # kured: unknown service "https"; pykured sends it as Teams
+    return AppriseTarget(url=raw, service=scheme)
 
 
 def convert(raw: str) -> Destination:
     """The destination for one ``--notify-url``; :class:`ConfigError` says why (and what to use) if none."""
-    url = parse(strip_quotes(raw.strip()))
-    service, plus, custom = url.scheme.partition("+")
+    text = strip_quotes(raw.strip())
+    scheme = text.partition(":")[0].lower()
+    service, plus, custom = scheme.partition("+")
     if service not in SHOUTRRR_SCHEMES:
-        return _passthrough(strip_quotes(raw.strip()), url)
+        return _passthrough(text, scheme)
+    url = parse(text)
     if plus:
         if service not in ("generic", "teams") or custom not in ("http", "https"):
             raise ConfigError(f"custom URLs are not supported by {service!r}")

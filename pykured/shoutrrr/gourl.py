@@ -1,10 +1,10 @@
 """Go ``net/url`` parsing as shoutrrr v0.8.0 sees a notification URL, plus secret redaction for logs.
 
 shoutrrr parses ``--notify-url`` with Go's ``url.Parse``. Python's ``urllib.parse`` differs in ways that
-break tokens: ``.hostname`` lower-cases (``T00000000`` → ``t00000000``) and userinfo handling
-differs. So this module splits the URL itself: userinfo ends at the **last** ``@`` of the authority, the
-port must be digits (Go's ``invalid port ":x" after host``), the path and userinfo are percent-decoded, query keys are matched
-case-insensitively (shoutrrr lower-cases them) and only the first value of a key counts.
+break tokens: ``.hostname`` lower-cases (``T00000000`` → ``t00000000``) and userinfo handling differs. So
+this module splits the URL itself: userinfo ends at the **last** ``@`` of the authority, the port must be
+digits (Go's ``invalid port ":x" after host``), the path and userinfo are percent-decoded, query keys are
+matched case-insensitively (shoutrrr lower-cases them) and only the first value of a key counts.
 """
 
 from __future__ import annotations

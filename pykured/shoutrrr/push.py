@@ -241,7 +241,7 @@ def join(url: GoURL) -> Destination:
     devices = split_list(url.get("devices"))
     if not url.password or not devices:
         raise ConfigError("join: expected join://shoutrrr:api-key@join/?devices=…")
-    path = "".join("/" + enc(d) for d in devices)
+    path = "".join("/" + enc(d) for d in devices) + "?image=no"
     return AppriseTarget(
         url=f"join://{enc(url.password)}{path}", service="join", title=url.get("title") or None
     )
@@ -268,7 +268,8 @@ def bark(url: GoURL) -> Destination:
         raise ConfigError("bark: expected bark://devicekey@host")
     scheme = "bark" if url.get("scheme", "https").lower() == "http" else "barks"
     path = enc(url.path.rstrip("/"), safe="/")
-    params = [(key, url.get(key)) for key in ("sound", "badge", "group", "category") if url.get(key)]
+    extras = ("sound", "badge", "group", "category")
+    params = [("image", "no")] + [(key, url.get(key)) for key in extras if url.get(key)]
     return AppriseTarget(
         url=f"{scheme}://{url.host}{path}/{enc(url.username)}{query(params)}",
         service="bark",
