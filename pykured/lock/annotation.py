@@ -1,0 +1,279 @@
+"""kured's reboot lock: a JSON annotation on the kured DaemonSet, read with GET and written with a full PUT.
+
+Mirrors ``pkg/daemonsetlock/daemonsetlock.go`` (kured.md §3.2) and needs exactly kured's RBAC: ``get`` on
+daemonsets and ``update`` on the named one (no patch, no list, no watch).
+
+* Every write is GET → decide (pure, :mod:`pykured.lock.record`) → PUT of the whole object carrying its
+  ``resourceVersion``, so two writers can never both succeed on the same state. A 409 is retried from the
+  GET after ~1 s (jittered 0.5–1.5 s, so a crowd does not retry in lock step).
+* The GET is retried every ``retry_interval`` (kured: 5 s) for ``retry_timeout`` (kured: 5 min).
+* An ambiguous PUT failure (5xx, timeout: the write may have landed) is never repeated blindly: the next
+  GET decides, and as acquire is reentrant a landed write reads as "acquired".
+* Single form when ``concurrency`` <= 1, multi form above it (``maxOwners`` from our own concurrency).
+  Release deletes the annotation key (single) or removes our entries and leaves
+  ``{"maxOwners":N,"locks":[]}`` (multi), as kured does.
+* An unreadable value is never overwritten: acquire reports it held by ``UNKNOWN_HOLDER`` and logs how to
+  fix it (``pykured lock release``).
+* Differences from kured: no in-process release delay (the daemon's job), holders whose Node is gone are
+  freed (:mod:`pykured.lock.liveness`), both JSON forms are read whatever our concurrency.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pykured.errors import ConflictError, ForbiddenError, KubeError, LockError
+from pykured.goflags import Duration
+from pykured.lock.base import AcquireResult, GoneHolderHook
+from pykured.lock.liveness import HolderLiveness
+from pykured.lock.record import (
+    UNKNOWN_HOLDER,
+    LockEntry,
+    LockForm,
+    LockValue,
+    decode,
+    encode,
+    find,
+    live,
+    plan_acquire,
+    ttl_expired,
+    value_for,
+)
+
+if TYPE_CHECKING:
+    from pykured.kube import Kube, Obj
+
+logger = logging.getLogger(__name__)
+
+UNKNOWN = LockEntry(UNKNOWN_HOLDER)
+
+
+class AnnotationLock:
+    """The ``weave.works/kured-node-lock`` DaemonSet annotation lock (implements ``Lock``)."""
+
+    backend = "annotation"
+
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        namespace: str,
+        ds_name: str,
+        annotation: str,
+        node_id: str,
+        concurrency: int,
+        ttl: Duration,
+        on_gone_holder: GoneHolderHook | None = None,
+        conflict_delay: float = 1.0,
+        retry_interval: float = 5.0,
+        retry_timeout: float = 300.0,
+        poll_interval: float = 10.0,
+        liveness_interval: float | None = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._kube = kube
+        self._namespace = namespace
+        self._ds_name = ds_name
+        self._annotation = annotation
+        self._node_id = node_id
+        self._concurrency = concurrency
+        self._ttl = ttl
+        self._conflict_delay = conflict_delay
+        self._retry_interval = retry_interval
+        self._retry_timeout = retry_timeout
+        self._poll_interval = poll_interval
+        self._sleep = sleep
+        self._liveness = HolderLiveness(
+            kube, recheck_interval=liveness_interval, on_gone_holder=on_gone_holder
+        )
+        self._last_raw: str | None = None
+        self._rng = random.Random()  # noqa: S311 - jitter, not cryptography
+
+    @property
+    def node_id(self) -> str:
+        return self._node_id
+
+    @property
+    def concurrency(self) -> int:
+        return max(self._concurrency, 1)
+
+    @property
+    def where(self) -> str:
+        """``namespace/name`` of the DaemonSet, for messages."""
+        return f"{self._namespace}/{self._ds_name}"
+
+    # -- I/O ---------------------------------------------------------------------------------------------
+
+    def _get(self) -> Obj:
+        deadline = time.monotonic() + self._retry_timeout
+        while True:
+            try:
+                ds = self._kube.get_daemonset(self._namespace, self._ds_name)
+            except ForbiddenError as exc:
+                raise LockError(f"not allowed to get daemonset {self.where}: {exc}") from exc
+            except KubeError as exc:
+                if time.monotonic() + self._retry_interval > deadline:
+                    raise LockError(f"timed out trying to get daemonset {self.where}: {exc}") from exc
+                logger.warning("Error getting daemonset %s, retrying: %s", self.where, exc)
+                self._sleep(self._retry_interval)
+                continue
+            self._last_raw = _annotations(ds).get(self._annotation)
+            return ds
+
+    def _decode(self, ds: Obj) -> LockValue | None:
+        """The stored value (``None`` when absent); raises ``LockError`` when unreadable."""
+        raw = _annotations(ds).get(self._annotation)
+        return None if raw is None else decode(raw)
+
+    def _put(self, ds: Obj, value: LockValue) -> None:
+        annotations = ds.setdefault("metadata", {}).get("annotations") or {}
+        encoded = encode(value)
+        if encoded is None:
+            annotations.pop(self._annotation, None)
+        else:
+            annotations[self._annotation] = encoded
+        ds["metadata"]["annotations"] = annotations
+        self._kube.replace_daemonset(self._namespace, self._ds_name, ds)
+
+    def _write_failed(self, exc: KubeError, deadline: float, action: str) -> None:
+        """Policy after a failed PUT: wait and re-read (409, 5xx, timeout) or give up."""
+        if isinstance(exc, ForbiddenError):
+            raise LockError(f"not allowed to update daemonset {self.where}: {exc}") from exc
+        if time.monotonic() > deadline:
+            raise LockError(f"giving up to {action} the lock on {self.where}: {exc}") from exc
+        if not isinstance(exc, ConflictError):
+            logger.warning("Error writing the lock on %s, re-reading: %s", self.where, exc)
+        self._sleep(self._conflict_delay * self._rng.uniform(0.5, 1.5))
+
+    def _unreadable(self, exc: LockError) -> None:
+        logger.error(
+            "The lock annotation %s on daemonset %s is unreadable, so the lock counts as held; "
+            "fix it with `pykured lock release`: %s",
+            self._annotation,
+            self.where,
+            exc,
+        )
+
+    # -- the Lock protocol -------------------------------------------------------------------------------
+
+    def acquire(self, *, unschedulable: bool, now_ns: int, node_id: str | None = None) -> AcquireResult:
+        me = node_id or self._node_id
+        deadline = time.monotonic() + self._retry_timeout
+        while True:
+            ds = self._get()
+            try:
+                value = self._decode(ds)
+            except LockError as exc:
+                self._unreadable(exc)
+                return AcquireResult(False, (UNKNOWN,))
+            entries = value.entries if value else ()
+            current = live(entries, now_ns)
+            if find(current, me):
+                return AcquireResult(True, current, reentrant=True)
+            gone = frozenset[str]()
+            if len(current) >= self.concurrency:
+                gone = self._liveness.gone(current, exclude=me)
+                entries = tuple(e for e in entries if e.node_id not in gone)
+            new = LockEntry(me, unschedulable, now_ns, self._ttl.ns)
+            planned = plan_acquire(entries, new=new, concurrency=self._concurrency, now_ns=now_ns)
+            if planned is None:
+                return AcquireResult(False, current)
+            try:
+                self._put(ds, value_for(planned, concurrency=self._concurrency))
+            except KubeError as exc:
+                self._write_failed(exc, deadline, "acquire")
+                continue
+            for name in gone:
+                self._liveness.report(name, backend=self.backend)
+            return AcquireResult(True, live(planned, now_ns))
+
+    def holding(
+        self, *, now_ns: int, honour_ttl: bool = True, node_id: str | None = None
+    ) -> LockEntry | None:
+        try:
+            value = self._decode(self._get())
+        except LockError as exc:
+            if isinstance(exc.__cause__, KubeError):
+                raise
+            self._unreadable(exc)
+            return None
+        entry = find(value.entries, node_id or self._node_id) if value else None
+        if entry is None or (honour_ttl and ttl_expired(entry, now_ns)):
+            return None
+        return entry
+
+    def release(self, *, node_id: str | None = None) -> bool:
+        me = node_id or self._node_id
+        deadline = time.monotonic() + self._retry_timeout
+        while True:
+            ds = self._get()
+            value = self._decode(ds)  # unreadable: raise, never overwrite
+            if value is None or find(value.entries, me) is None:
+                logger.info("Lock not held by %s on %s: nothing to release", me, self.where)
+                return False
+            remaining = tuple(e for e in value.entries if e.node_id != me)
+            try:
+                self._put(ds, self._after_release(value, remaining))
+            except KubeError as exc:
+                self._write_failed(exc, deadline, "release")
+                continue
+            return True
+
+    def _after_release(self, value: LockValue, remaining: tuple[LockEntry, ...]) -> LockValue:
+        if value.form is LockForm.MULTI and (remaining or self._concurrency > 1):
+            owners = self._concurrency if self._concurrency > 1 else max(value.max_owners, len(remaining))
+            return LockValue(LockForm.MULTI, remaining, owners)
+        return value_for(remaining, concurrency=self._concurrency)
+
+    def holders(self, *, now_ns: int) -> tuple[LockEntry, ...]:
+        ds = self._get()
+        try:
+            value = self._decode(ds)
+        except LockError as exc:
+            self._unreadable(exc)
+            return (UNKNOWN,)
+        return live(value.entries, now_ns) if value else ()
+
+    def wait_for_change(self, timeout: float) -> None:
+        """Poll the DaemonSet every ``poll_interval`` until the annotation changes (kured RBAC: no watch)."""
+        deadline = time.monotonic() + timeout
+        before = self._last_raw
+        while (remaining := deadline - time.monotonic()) > 0:
+            self._sleep(min(self._poll_interval, remaining))
+            try:
+                ds = self._kube.get_daemonset(self._namespace, self._ds_name)
+            except KubeError as exc:
+                logger.debug("Polling the lock on %s failed: %s", self.where, exc)
+                continue
+            self._last_raw = _annotations(ds).get(self._annotation)
+            if self._last_raw != before:
+                return
+
+    # -- operator commands -------------------------------------------------------------------------------
+
+    def raw_value(self) -> str | None:
+        """The stored annotation text, for ``pykured lock status``."""
+        return _annotations(self._get()).get(self._annotation)
+
+    def clear(self) -> bool:
+        """Delete the annotation whatever it holds (``pykured lock release`` on an unreadable value)."""
+        deadline = time.monotonic() + self._retry_timeout
+        while True:
+            ds = self._get()
+            if self._annotation not in _annotations(ds):
+                return False
+            try:
+                self._put(ds, LockValue(LockForm.SINGLE))
+            except KubeError as exc:
+                self._write_failed(exc, deadline, "clear")
+                continue
+            return True
+
+
+def _annotations(obj: Obj) -> dict[str, Any]:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return annotations if isinstance(annotations, dict) else {}

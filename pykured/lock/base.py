@@ -1,0 +1,101 @@
+"""The ``Lock`` protocol: the daemon's (and FleetLock's) only view of the reboot lock.
+
+A lock has ``concurrency`` slots; each slot is held by a node id (or ``manual``). Both backends — kured's
+DaemonSet annotation (:mod:`pykured.lock.annotation`) and one Lease per slot (:mod:`pykured.lock.lease`) —
+implement it, and :class:`pykured.lock.switch.GuardedLock` wraps either.
+
+Invariants every implementation keeps:
+
+* ``acquire`` never lets more than ``concurrency`` unexpired holders exist; it is reentrant (a holder
+  re-acquiring gets ``acquired=True`` without a write) and never overwrites a value it cannot read.
+* ``holding(honour_ttl=False)`` returns the entry even after its TTL expired, so the holder always finishes
+  its own post-reboot cycle (uncordon from its ``unschedulable`` memory) — kured #63 fixed. The daemon's
+  other checks use the default ``honour_ttl=True`` (kured's ``Holding``).
+* ``release`` does not sleep: the ``--lock-release-delay`` belongs to the daemon (stored on the Node, so a
+  pod restart does not restart it). It returns whether an entry was removed.
+* Methods take ``node_id`` so FleetLock can hold slots for nodes other than the one it runs on; ``None``
+  means the lock's own node.
+* ``wait_for_change`` blocks until the lock may have changed or ``timeout`` passed (a watch for Leases, a
+  GET poll for the annotation, as kured's RBAC grants no watch); it never raises.
+* API failures that outlast the backend's retries raise :class:`~pykured.errors.LockError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Protocol
+
+from pykured.errors import ForbiddenError
+from pykured.lock.record import LockEntry
+
+
+def forbidden(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (a ``LockError``) was caused by RBAC denying the request (HTTP 403)."""
+    while exc is not None:
+        if isinstance(exc, ForbiddenError):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+GoneHolderHook = Callable[[str], None]
+"""Called with the node id when a lock held by a deleted Node is freed (the metric hook)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AcquireResult:
+    """The outcome of one acquire attempt: whether we hold a slot, and the unexpired holders seen.
+
+    ``reentrant`` is true when the node already held its slot and nothing was written.
+    """
+
+    acquired: bool
+    holders: tuple[LockEntry, ...] = ()
+    reentrant: bool = False
+
+    @property
+    def holder_names(self) -> str:
+        """The holders as kured logs them (``Lock already held: <names>``)."""
+        return ", ".join(h.node_id for h in self.holders)
+
+
+class Lock(Protocol):
+    """The reboot lock, whatever stores it."""
+
+    @property
+    def backend(self) -> str:
+        """``annotation`` or ``lease``: for logs, metrics and ``pykured lock status``."""
+        ...
+
+    @property
+    def node_id(self) -> str:
+        """The node this lock acts for when a method gets ``node_id=None``."""
+        ...
+
+    @property
+    def concurrency(self) -> int:
+        """The number of slots (``--concurrency``, at least 1)."""
+        ...
+
+    def acquire(self, *, unschedulable: bool, now_ns: int, node_id: str | None = None) -> AcquireResult:
+        """Take a free (or expired, or gone-holder) slot; ``unschedulable`` is remembered with it."""
+        ...
+
+    def holding(
+        self, *, now_ns: int, honour_ttl: bool = True, node_id: str | None = None
+    ) -> LockEntry | None:
+        """The node's entry if it holds a slot (an expired one too when ``honour_ttl`` is false)."""
+        ...
+
+    def release(self, *, node_id: str | None = None) -> bool:
+        """Free the node's slot; ``False`` when it held none."""
+        ...
+
+    def holders(self, *, now_ns: int) -> tuple[LockEntry, ...]:
+        """The unexpired holders (an unreadable value counts as one :data:`UNKNOWN_HOLDER`)."""
+        ...
+
+    def wait_for_change(self, timeout: float) -> None:
+        """Block until the lock may have changed, or ``timeout`` seconds passed."""
+        ...
