@@ -44,7 +44,7 @@ MANUAL_ENCODED = (
 )
 
 
-# -- kured.md §3.1 golden values -----------------------------------------------------------------------------
+# -- kured.md §3.1 golden values -------------------------------------------------------------------
 
 
 def test_decode_single_golden() -> None:
@@ -100,7 +100,7 @@ def test_manual_lock_is_held_forever() -> None:
     assert encode(value) == MANUAL_ENCODED
 
 
-# -- Go time --------------------------------------------------------------------------------------------------
+# -- Go time ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -142,11 +142,11 @@ def test_zone_offset_is_kept_on_reencode() -> None:
     ids=["space", "no-zone", "feb-30", "hour-24", "words"],
 )
 def test_bad_times_are_rejected(text: str) -> None:
-    with pytest.raises(ValueError, match="time|range"):
+    with pytest.raises(ValueError, match=r"time|range"):
         parse_go_time(text)
 
 
-# -- lenient decoding (Go encoding/json) --------------------------------------------------------------------
+# -- lenient decoding (Go encoding/json) -----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -219,7 +219,8 @@ def test_lenient_multi(raw: str, holders: tuple[str, ...], max_owners: int) -> N
     ids=[
         "empty-string", "words", "truncated", "nan", "array", "string", "node-number", "ttl-string",
         "ttl-float", "ttl-exponent", "ttl-bool", "ttl-overflow", "unschedulable-string", "metadata-array",
-        "created-words", "created-number", "maxowners-string", "locks-object", "locks-number", "entry-node-array",
+        "created-words", "created-number", "maxowners-string", "locks-object", "locks-number",
+        "entry-node-array",
     ],
 )  # fmt: skip
 def test_corrupt_values_raise_lock_error(raw: str, message: str) -> None:
@@ -227,7 +228,7 @@ def test_corrupt_values_raise_lock_error(raw: str, message: str) -> None:
         decode(raw)
 
 
-# -- encoding details ----------------------------------------------------------------------------------------
+# -- encoding details ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -270,7 +271,7 @@ def test_value_for(entries: tuple[LockEntry, ...], concurrency: int, form: LockF
     assert (value.form, value.entries, value.max_owners) == (form, entries, max_owners)
 
 
-# -- decisions -----------------------------------------------------------------------------------------------
+# -- decisions -------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -338,7 +339,7 @@ def test_live_and_find() -> None:
     assert find(entries, "zzz") is None
 
 
-# -- properties ------------------------------------------------------------------------------------------------
+# -- properties ------------------------------------------------------------------------------------
 
 node_ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
 times = st.integers(min_value=GO_ZERO_TIME_NS, max_value=253_402_300_799_999_999_999)  # years 1..9999
