@@ -1,0 +1,275 @@
+"""Reboot blockers: reasons not to reboot right now, evaluated in order, first one wins.
+
+Mirrors kured's ``pkg/blockers``. Each blocker answers ``check(now=...) -> Reason | None``; the daemon logs
+``Reboot blocked: <reason.message>`` and skips the iteration. Errors block too (fail safe).
+
+* :class:`PrometheusAlertBlocker` (``--prometheus-url``): instant query ``ALERTS`` at ``now`` against
+  ``<url>/api/v1/query`` the way client_golang sends it — POST form, GET fallback on 405/501. Samples with an
+  ``alertname`` and a non-zero value count, filtered by :func:`filter_alerts` (``--alert-filter-regexp``,
+  ``--alert-filter-match-only``, ``--alert-firing-only``). Message ``<n> active alerts: [a b …]`` (ten names,
+  then ``...``); any query failure is ``prometheus query error: <err>``.
+* :class:`PodBlocker` (``--blocking-pod-selector``, repeatable = OR, commas = AND): pods on this node that are
+  not Succeeded/Failed/Unknown; message ``matching pods: [names…]`` (plus ``...`` when more exist), errors
+  ``pod query error: <err>``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import logging
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from pykured.errors import ConfigError, KubeError, PykuredError
+from pykured.kube import Kube
+from pykured.model import Reason
+
+logger = logging.getLogger(__name__)
+
+MAX_LISTED = 10
+"""kured lists at most ten alert or pod names, then ``...``."""
+
+POD_FIELD_SELECTOR = "spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed,status.phase!=Unknown"
+
+_RE2_UNSUPPORTED = re.compile(r"\(\?<?[=!]|\\[1-9]")
+
+
+class Blocker(Protocol):
+    """One reason not to reboot; ``None`` means "not blocked"."""
+
+    def check(self, *, now: datetime.datetime) -> Reason | None: ...
+
+
+def first_block(blockers: Iterable[Blocker], *, now: datetime.datetime) -> Reason | None:
+    """kured's ``RebootBlocked``: ask each blocker in order and stop at the first block."""
+    for blocker in blockers:
+        reason = blocker.check(now=now)
+        if reason is not None:
+            return reason
+    return None
+
+
+def go_list(items: Sequence[str]) -> str:
+    """Go's ``%v`` of a ``[]string``: ``[a b c]``."""
+    return "[" + " ".join(items) + "]"
+
+
+# -- Prometheus ---------------------------------------------------------------------------------------------
+
+
+def compile_alert_filter(expression: str) -> re.Pattern[str]:
+    """Compile ``--alert-filter-regexp`` with Go RE2's accepted subset (no lookaround, no backreferences).
+
+    RE2's ``\\z`` becomes Python's ``\\Z``. An invalid expression raises :class:`~pykured.errors.ConfigError`,
+    as kured's flag parser rejects it.
+    """
+    if _RE2_UNSUPPORTED.search(expression):
+        raise ConfigError(f"invalid argument {expression!r} for --alert-filter-regexp: unsupported by RE2")
+    try:
+        return re.compile(expression.replace(r"\z", r"\Z"))
+    except re.error as exc:
+        raise ConfigError(f"invalid argument {expression!r} for --alert-filter-regexp: {exc}") from exc
+
+
+def filter_alerts(
+    samples: Iterable[Mapping[str, Any]],
+    *,
+    regexp: re.Pattern[str] | None,
+    match_only: bool,
+    firing_only: bool,
+) -> list[str]:
+    """Distinct sorted names of the alerts that block, from Prometheus vector samples.
+
+    A sample counts when it has an ``alertname`` label and a value ≠ 0; then, if ``regexp`` is set, when
+    ``regexp.search(name)`` equals ``match_only``; and, with ``firing_only``, when ``alertstate == "firing"``.
+    """
+    names: set[str] = set()
+    for sample in samples:
+        metric = sample.get("metric") or {}
+        name = metric.get("alertname")
+        if name is None or _sample_value(sample) == 0:
+            continue
+        if regexp is not None and (regexp.search(name) is not None) != match_only:
+            continue
+        if firing_only and metric.get("alertstate") != "firing":
+            continue
+        names.add(str(name))
+    return sorted(names)
+
+
+def _sample_value(sample: Mapping[str, Any]) -> float:
+    value = sample.get("value")
+    try:
+        return float(value[1]) if isinstance(value, list | tuple) and len(value) == 2 else float("nan")
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def alerts_message(names: Sequence[str]) -> str:
+    """``<n> active alerts: [first ten ...]``."""
+    shown = list(names[:MAX_LISTED]) + (["..."] if len(names) > MAX_LISTED else [])
+    return f"{len(names)} active alerts: {go_list(shown)}"
+
+
+class PrometheusAlertBlocker:
+    """Blocks while Prometheus reports active alerts (see the module docstring)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        filter_regexp: str | None = None,
+        match_only: bool = False,
+        firing_only: bool = False,
+        timeout: float = 10,
+    ) -> None:
+        self.url = url
+        self._regexp = compile_alert_filter(filter_regexp) if filter_regexp is not None else None
+        self._match_only = match_only
+        self._firing_only = firing_only
+        self._timeout = timeout
+
+    def active_alerts(self, *, now: datetime.datetime) -> list[str]:
+        """The blocking alert names; raises :class:`PromQueryError` on any failure."""
+        result_type, result = instant_query(self.url, "ALERTS", at=now.timestamp(), timeout=self._timeout)
+        if result_type != "vector" or not isinstance(result, list):
+            raise PromQueryError(f"Unexpected value type: {result_type}")
+        if not all(
+            isinstance(sample, dict) and isinstance(sample.get("metric", {}), dict) for sample in result
+        ):
+            raise PromQueryError("malformed vector sample")
+        return filter_alerts(
+            result, regexp=self._regexp, match_only=self._match_only, firing_only=self._firing_only
+        )
+
+    def check(self, *, now: datetime.datetime) -> Reason | None:
+        try:
+            names = self.active_alerts(now=now)
+        except PromQueryError as exc:
+            return Reason("prometheus", f"prometheus query error: {exc}")
+        return Reason("prometheus", alerts_message(names)) if names else None
+
+
+# -- Prometheus HTTP API (what client_golang's v1.API.Query sends) ------------------------------------------
+
+
+class PromQueryError(PykuredError):
+    """A Prometheus query failed; the message follows client_golang's error text where practical."""
+
+
+_ERROR_STATUSES = (400, 422, 503)  # client_golang decodes these as API errors, not as HTTP failures
+
+
+def go_float(value: float) -> str:
+    """Go's ``strconv.FormatFloat(v, 'f', -1, 64)``: shortest round-trip digits, never an exponent."""
+    text = repr(float(value))
+    if "e" in text or "E" in text:
+        text = f"{value:.17f}".rstrip("0")
+    return text.removesuffix(".0").rstrip(".")
+
+
+def query_endpoint(url: str) -> str:
+    """``<url>/api/v1/query``, keeping a path prefix (Go's ``path.Join``)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PromQueryError(f"invalid Prometheus URL {url!r}")
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        raise PromQueryError(f"invalid Prometheus URL {url!r}: {exc}") from exc
+    segments = [s for s in parts.path.split("/") if s and s != "."]
+    path = "/" + "/".join([*segments, "api", "v1", "query"])
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def _opener(url: str) -> urllib.request.OpenerDirector:
+    """Environment proxies like Go's ``ProxyFromEnvironment``, which never proxies loopback hosts."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    proxies: dict[str, str] = {} if loopback else urllib.request.getproxies()
+    return urllib.request.build_opener(urllib.request.ProxyHandler(proxies))
+
+
+def _decode(status: int, body: bytes) -> tuple[str, Any]:
+    try:
+        answer = json.loads(body)
+    except ValueError as exc:
+        raise PromQueryError(f"cannot decode Prometheus answer (HTTP {status}): {exc}") from exc
+    if not isinstance(answer, dict):
+        raise PromQueryError(f"unexpected Prometheus answer (HTTP {status})")
+    if answer.get("status") == "error":
+        raise PromQueryError(f"{answer.get('errorType', '')}: {answer.get('error', '')}")
+    if status not in range(200, 300):
+        raise PromQueryError(f"server returned HTTP status {status}")
+    data = answer.get("data")
+    if not isinstance(data, dict):
+        raise PromQueryError("Prometheus answer has no data")
+    return str(data.get("resultType", "")), data.get("result")
+
+
+def instant_query(url: str, query: str, *, at: float, timeout: float) -> tuple[str, Any]:
+    """Run an instant query; returns ``(resultType, result)``. POST form first, GET on 405/501."""
+    endpoint = query_endpoint(url)
+    form = urllib.parse.urlencode({"query": query, "time": go_float(at)})
+    opener = _opener(endpoint)
+    post = urllib.request.Request(  # noqa: S310 - query_endpoint() admits only http and https
+        endpoint,
+        data=form.encode(),
+        method="POST",
+        headers={"Content-Type": "application/x-www-form-urlencoded", "User-Agent": "pykured"},
+    )
+    base = endpoint.split("?", 1)[0]
+    get = urllib.request.Request(f"{base}?{form}", method="GET", headers={"User-Agent": "pykured"})  # noqa: S310
+    for request in (post, get):
+        try:
+            with opener.open(request, timeout=timeout) as response:
+                return _decode(response.status, response.read())
+        except urllib.error.HTTPError as exc:
+            with exc:
+                if request is post and exc.code in (405, 501):
+                    continue
+                if exc.code in _ERROR_STATUSES:
+                    return _decode(exc.code, exc.read())
+                raise PromQueryError(f"server returned HTTP status {exc.code} {exc.reason}") from exc
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise PromQueryError(f"{request.get_method()} {request.full_url!r}: {reason}") from exc
+    raise PromQueryError("unreachable")  # pragma: no cover
+
+
+# -- Pods ---------------------------------------------------------------------------------------------------
+
+
+class PodBlocker:
+    """Blocks while a pod matching any selector is Pending or Running on this node."""
+
+    def __init__(self, kube: Kube, *, node: str, selectors: Sequence[str]) -> None:
+        self._kube = kube
+        self.node = node
+        self.selectors = list(selectors)
+
+    def check(self, *, now: datetime.datetime) -> Reason | None:
+        field_selector = POD_FIELD_SELECTOR.format(node=self.node)
+        for selector in self.selectors:
+            try:
+                pods = self._kube.list_pods(
+                    field_selector=field_selector, label_selector=selector, limit=MAX_LISTED
+                )
+            except KubeError as exc:
+                return Reason("pods", f"pod query error: {exc}")
+            items = pods.get("items") or []
+            if items:
+                names = [str(item.get("metadata", {}).get("name", "")) for item in items]
+                if (pods.get("metadata") or {}).get("continue"):
+                    names.append("...")
+                return Reason("pods", f"matching pods: {go_list(names)}")
+        return None

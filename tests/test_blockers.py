@@ -1,0 +1,547 @@
+"""Tests for pykured.blockers: kured's TestActiveAlerts and Test_rebootBlocked, the Prometheus wire protocol
+against a real loopback HTTP server, and PodBlocker against the real kube-apiserver."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from pykured import blockers
+from pykured.errors import ConfigError, KubeError
+from pykured.model import Reason
+from tests.testenv import TestEnv
+
+NOW = datetime.datetime(2026, 1, 1, 0, 0, 0, 500000, tzinfo=datetime.UTC)
+
+
+def alert(name: str, state: str = "firing", value: str = "1", **labels: str) -> dict[str, Any]:
+    metric = {"__name__": "ALERTS", "alertname": name, "alertstate": state, **labels}
+    return {"metric": metric, "value": [1767225600.5, value]}
+
+
+def vector(*samples: dict[str, Any]) -> dict[str, Any]:
+    return {"status": "success", "data": {"resultType": "vector", "result": list(samples)}}
+
+
+KURED_ALERTS = vector(
+    alert("GatekeeperViolations"),
+    alert("PodCrashing-dev"),
+    alert("PodRestart-dev"),
+    alert("PrometheusTargetDown"),
+    alert("ScheduledRebootFailing", "pending"),
+)
+
+
+# -- a Prometheus query API on 127.0.0.1 ------------------------------------------------------------------
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    content_type: str
+    params: dict[str, list[str]]
+
+
+@dataclass
+class PromStub:
+    url: str = ""
+    answer: Any = field(default_factory=lambda: KURED_ALERTS)
+    status: int = 200
+    post_status: int | None = None  # e.g. 405: POST refused, GET answered
+    raw: bytes | None = None
+    seen: list[Seen] = field(default_factory=list)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    stub: PromStub
+
+    def log_message(self, fmt: str, *args: Any) -> None:
+        return
+
+    def _answer(self, method: str) -> None:
+        parts = urllib.parse.urlsplit(self.path)
+        if method == "POST":
+            length = int(self.headers.get("Content-Length") or 0)
+            params = urllib.parse.parse_qs(self.rfile.read(length).decode())
+        else:
+            params = urllib.parse.parse_qs(parts.query)
+        self.stub.seen.append(Seen(method, parts.path, self.headers.get("Content-Type") or "", params))
+        if method == "POST" and self.stub.post_status is not None:
+            self.send_response(self.stub.post_status)
+            self.end_headers()
+            return
+        body = self.stub.raw if self.stub.raw is not None else json.dumps(self.stub.answer).encode()
+        self.send_response(self.stub.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        self._answer("POST")
+
+    def do_GET(self) -> None:
+        self._answer("GET")
+
+
+@pytest.fixture
+def prom() -> Iterator[PromStub]:
+    stub = PromStub()
+    handler = type("Handler", (_Handler,), {"stub": stub})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    stub.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield stub
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+# -- kured's TestActiveAlerts -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "regexp", "match_only", "firing_only", "expected"),
+    [
+        (KURED_ALERTS, "", False, False, []),
+        (
+            KURED_ALERTS,
+            "Pod",
+            False,
+            False,
+            ["GatekeeperViolations", "PrometheusTargetDown", "ScheduledRebootFailing"],
+        ),
+        (KURED_ALERTS, "Gatekeeper", True, False, ["GatekeeperViolations"]),
+        (
+            KURED_ALERTS,
+            "*",
+            False,
+            False,
+            [
+                "GatekeeperViolations",
+                "PodCrashing-dev",
+                "PodRestart-dev",
+                "PrometheusTargetDown",
+                "ScheduledRebootFailing",
+            ],
+        ),
+        (
+            KURED_ALERTS,
+            None,
+            False,
+            True,
+            ["GatekeeperViolations", "PodCrashing-dev", "PodRestart-dev", "PrometheusTargetDown"],
+        ),
+        (vector(alert("PendingAlert", "pending")), None, False, False, ["PendingAlert"]),
+        (vector(alert("PendingAlert", "pending")), None, False, True, []),
+        (vector(alert("RebootRequired")), "^RebootRequired$", False, False, []),
+        (vector(alert("RebootRequired")), "^RebootRequired$", True, False, ["RebootRequired"]),
+    ],
+    ids=[
+        "empty-filter-ignores-all",
+        "filter-Pod-ignored",
+        "Gatekeeper-match-only",
+        "invalid-regex-means-no-filter",
+        "firing-only",
+        "single-pending-alert",
+        "single-pending-alert-firing-only",
+        "RebootRequired-ignored",
+        "RebootRequired-match-only",
+    ],
+)
+def test_active_alerts(
+    prom: PromStub,
+    answer: dict[str, Any],
+    regexp: str | None,
+    match_only: bool,
+    firing_only: bool,
+    expected: list[str],
+) -> None:
+    prom.answer = answer
+    try:  # kured's test compiles the filter and passes nil when it does not compile
+        blockers.compile_alert_filter(regexp or "")
+    except ConfigError:
+        regexp = None
+    blocker = blockers.PrometheusAlertBlocker(
+        prom.url, filter_regexp=regexp, match_only=match_only, firing_only=firing_only
+    )
+    assert blocker.active_alerts(now=NOW) == expected
+
+
+# -- the wire protocol ------------------------------------------------------------------------------------
+
+
+def test_instant_query_is_a_form_post(prom: PromStub) -> None:
+    blockers.PrometheusAlertBlocker(prom.url).check(now=NOW)
+    assert prom.seen == [
+        Seen(
+            "POST",
+            "/api/v1/query",
+            "application/x-www-form-urlencoded",
+            {"query": ["ALERTS"], "time": ["1767225600.5"]},
+        )
+    ]
+
+
+@pytest.mark.parametrize("status", [405, 501], ids=["405", "501"])
+def test_get_fallback(prom: PromStub, status: int) -> None:
+    prom.post_status = status
+    reason = blockers.PrometheusAlertBlocker(prom.url).check(now=NOW)
+    assert [(s.method, s.params) for s in prom.seen] == [
+        ("POST", {"query": ["ALERTS"], "time": ["1767225600.5"]}),
+        ("GET", {"query": ["ALERTS"], "time": ["1767225600.5"]}),
+    ]
+    assert reason is not None
+    assert reason.message.startswith("5 active alerts:")
+
+
+@pytest.mark.parametrize(
+    ("suffix", "path"),
+    [("", "/api/v1/query"), ("/prometheus", "/prometheus/api/v1/query"), ("/p/q/", "/p/q/api/v1/query")],
+    ids=["no-prefix", "prefix", "prefix-trailing-slash"],
+)
+def test_path_prefix_is_kept(prom: PromStub, suffix: str, path: str) -> None:
+    blockers.PrometheusAlertBlocker(prom.url + suffix).check(now=NOW)
+    assert [s.path for s in prom.seen] == [path]
+
+
+def test_blocking_message(prom: PromStub) -> None:
+    reason = blockers.PrometheusAlertBlocker(prom.url).check(now=NOW)
+    assert reason == Reason(
+        "prometheus",
+        "5 active alerts: [GatekeeperViolations PodCrashing-dev PodRestart-dev PrometheusTargetDown "
+        "ScheduledRebootFailing]",
+    )
+
+
+def test_no_alerts_do_not_block(prom: PromStub) -> None:
+    prom.answer = vector()
+    assert blockers.PrometheusAlertBlocker(prom.url).check(now=NOW) is None
+    assert len(prom.seen) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "answer", "raw", "message"),
+    [
+        (
+            400,
+            {"status": "error", "errorType": "bad_data", "error": "parse error"},
+            None,
+            "prometheus query error: bad_data: parse error",
+        ),
+        (
+            422,
+            {"status": "error", "errorType": "execution", "error": "boom"},
+            None,
+            "prometheus query error: execution: boom",
+        ),
+        (
+            503,
+            {"status": "error", "errorType": "unavailable", "error": "down"},
+            None,
+            "prometheus query error: unavailable: down",
+        ),
+        (500, None, b"oops", "prometheus query error: server returned HTTP status 500 Internal Server Error"),
+        (
+            200,
+            {"status": "success", "data": {"resultType": "matrix", "result": []}},
+            None,
+            "prometheus query error: Unexpected value type: matrix",
+        ),
+        (
+            200,
+            {"status": "success", "data": {"resultType": "scalar", "result": [1, "1"]}},
+            None,
+            "prometheus query error: Unexpected value type: scalar",
+        ),
+        (200, None, b"not json", "prometheus query error: cannot decode Prometheus answer"),
+        (
+            200,
+            {"status": "success", "data": {"resultType": "vector", "result": ["x"]}},
+            None,
+            "prometheus query error: malformed vector sample",
+        ),
+    ],
+    ids=["400-bad-data", "422-execution", "503", "500-text", "matrix", "scalar", "not-json", "bad-sample"],
+)
+def test_query_errors_block(
+    prom: PromStub, status: int, answer: Any, raw: bytes | None, message: str
+) -> None:
+    prom.status, prom.answer, prom.raw = status, answer, raw
+    reason = blockers.PrometheusAlertBlocker(prom.url).check(now=NOW)
+    assert reason is not None
+    assert reason.kind == "prometheus"
+    assert reason.message.startswith(message)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["not a url", "ftp://127.0.0.1/", "http://", "http://127.0.0.1:notaport", "http://127.0.0.1:1"],
+    ids=["garbage", "wrong-scheme", "no-host", "bad-port", "connection-refused"],
+)
+def test_broken_url_blocks_every_time(url: str) -> None:
+    blocker = blockers.PrometheusAlertBlocker(url, timeout=5)
+    for _ in range(2):
+        reason = blocker.check(now=NOW)
+        assert reason is not None
+        assert reason.message.startswith("prometheus query error: ")
+
+
+# -- pure pieces ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("samples", "regexp", "match_only", "firing_only", "expected"),
+    [
+        ([alert("A", value="0")], None, False, False, []),
+        ([{"metric": {"__name__": "ALERTS"}, "value": [0, "1"]}], None, False, False, []),
+        ([alert("B"), alert("A"), alert("B", severity="x")], None, False, False, ["A", "B"]),
+        ([alert("A", value="NaN")], None, False, False, ["A"]),
+        ([alert("PrometheusTargetDown")], "Down", True, False, ["PrometheusTargetDown"]),
+        ([alert("PrometheusTargetDown")], "^Down$", True, False, []),
+        ([alert("A", "pending"), alert("A")], None, False, True, ["A"]),
+        ([alert("A", value="-1")], None, False, False, ["A"]),
+    ],
+    ids=[
+        "zero-value-ignored",
+        "no-alertname-ignored",
+        "distinct-sorted",
+        "nan-counts",
+        "unanchored-search",
+        "anchored",
+        "firing-only-any-sample",
+        "negative-counts",
+    ],
+)
+def test_filter_alerts(
+    samples: list[dict[str, Any]],
+    regexp: str | None,
+    match_only: bool,
+    firing_only: bool,
+    expected: list[str],
+) -> None:
+    pattern = re.compile(regexp) if regexp is not None else None
+    got = blockers.filter_alerts(samples, regexp=pattern, match_only=match_only, firing_only=firing_only)
+    assert got == expected
+
+
+@pytest.mark.parametrize(
+    ("count", "message"),
+    [
+        (1, "1 active alerts: [a00]"),
+        (10, "10 active alerts: [a00 a01 a02 a03 a04 a05 a06 a07 a08 a09]"),
+        (12, "12 active alerts: [a00 a01 a02 a03 a04 a05 a06 a07 a08 a09 ...]"),
+    ],
+    ids=["one", "ten", "twelve-truncated"],
+)
+def test_alerts_message(count: int, message: str) -> None:
+    assert blockers.alerts_message([f"a{i:02d}" for i in range(count)]) == message
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (1767225600.0, "1767225600"),
+        (1767225600.5, "1767225600.5"),
+        (1.5, "1.5"),
+        (1e-7, "0.0000001"),
+        (0.0, "0"),
+    ],
+    ids=["whole", "half", "small", "tiny-no-exponent", "zero"],
+)
+def test_go_float(value: float, text: str) -> None:
+    assert blockers.go_float(value) == text
+
+
+@pytest.mark.parametrize(
+    ("expression", "name", "matches"),
+    [
+        ("^RebootRequired$", "RebootRequired", True),
+        ("(?i)reboot", "RebootRequired", True),
+        (r"Required\z", "RebootRequired", True),
+        (r"Reboot\z", "RebootRequired", False),
+    ],
+    ids=["anchored", "case-insensitive-flag", "re2-end-of-text", "re2-end-of-text-no-match"],
+)
+def test_compile_alert_filter(expression: str, name: str, matches: bool) -> None:
+    assert (blockers.compile_alert_filter(expression).search(name) is not None) is matches
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["*", "(?=x)", "(?!x)", "(?<=x)y", r"(a)\1", "("],
+    ids=["star", "la", "nla", "lb", "backref", "paren"],
+)
+def test_compile_alert_filter_rejects_what_re2_rejects(expression: str) -> None:
+    with pytest.raises(ConfigError, match="--alert-filter-regexp"):
+        blockers.compile_alert_filter(expression)
+
+
+# -- kured's Test_rebootBlocked -----------------------------------------------------------------------------
+
+
+@dataclass
+class FixedBlocker:
+    blocked: bool
+    name: str = "fixed"
+    calls: list[datetime.datetime] = field(default_factory=list)
+
+    def check(self, *, now: datetime.datetime) -> Reason | None:
+        self.calls.append(now)
+        return Reason(self.name, f"{self.name} blocks") if self.blocked else None
+
+
+@pytest.mark.parametrize(
+    ("make", "expected_kind"),
+    [
+        (list, None),
+        (lambda: [FixedBlocker(True)], "fixed"),
+        (lambda: [FixedBlocker(False)], None),
+        (lambda: [FixedBlocker(False), FixedBlocker(True, "second")], "second"),
+        (lambda: [blockers.PrometheusAlertBlocker("http://127.0.0.1:1/broken", timeout=5)], "prometheus"),
+    ],
+    ids=["no-blockers", "blocker", "non-blocker", "one-of-two", "prometheus-broken-url"],
+)
+def test_reboot_blocked(make, expected_kind: str | None) -> None:
+    reason = blockers.first_block(make(), now=NOW)
+    assert (reason.kind if reason else None) == expected_kind
+
+
+def test_first_block_wins_and_stops() -> None:
+    first, second = FixedBlocker(True, "first"), FixedBlocker(True, "second")
+    assert blockers.first_block([first, second], now=NOW) == Reason("first", "first blocks")
+    assert (len(first.calls), len(second.calls)) == (1, 0)
+
+
+# -- PodBlocker: the query, without a cluster ---------------------------------------------------------------
+
+
+@dataclass
+class ListingKube:
+    answers: list[Any]
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def list_pods(self, **kwargs: Any) -> Any:
+        self.calls.append(kwargs)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def pods(*names: str, more: bool = False) -> dict[str, Any]:
+    return {
+        "items": [{"metadata": {"name": n}} for n in names],
+        "metadata": {"continue": "t" if more else ""},
+    }
+
+
+def test_pod_query_parameters() -> None:
+    kube = ListingKube([pods(), pods()])
+    assert blockers.PodBlocker(kube, node="n1", selectors=["app=a", "app=b,tier=x"]).check(now=NOW) is None
+    field_selector = "spec.nodeName=n1,status.phase!=Succeeded,status.phase!=Failed,status.phase!=Unknown"
+    assert kube.calls == [
+        {"field_selector": field_selector, "label_selector": "app=a", "limit": 10},
+        {"field_selector": field_selector, "label_selector": "app=b,tier=x", "limit": 10},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("answers", "message"),
+    [
+        ([pods("p1", "p2")], "matching pods: [p1 p2]"),
+        (
+            [pods(*(f"p{i}" for i in range(10)), more=True)],
+            "matching pods: [p0 p1 p2 p3 p4 p5 p6 p7 p8 p9 ...]",
+        ),
+        ([pods(), pods("late")], "matching pods: [late]"),
+        (
+            [KubeError("pods is forbidden (HTTP 403)", status=403)],
+            "pod query error: pods is forbidden (HTTP 403)",
+        ),
+    ],
+    ids=["two-pods", "continue-token", "second-selector", "error-blocks"],
+)
+def test_pod_blocker_messages(answers: list[Any], message: str) -> None:
+    reason = blockers.PodBlocker(ListingKube(answers), node="n1", selectors=["a=1", "b=2"]).check(now=NOW)
+    assert reason == Reason("pods", message)
+
+
+# -- PodBlocker against the real apiserver ----------------------------------------------------------------
+
+
+def _set_phase(k8s: TestEnv, namespace: str, name: str, phase: str) -> None:
+    path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
+    k8s.kube().request(
+        "PATCH", path, body={"status": {"phase": phase}}, content_type="application/merge-patch+json"
+    )
+
+
+@pytest.mark.k8s
+@pytest.mark.parametrize(
+    ("where", "phase", "labels", "selectors", "blocked"),
+    [
+        ("this", "Running", {"app": "blocker"}, ["app=blocker"], True),
+        ("this", "Pending", {"app": "blocker"}, ["app=blocker"], True),
+        ("other", "Running", {"app": "blocker"}, ["app=blocker"], False),
+        ("this", "Succeeded", {"app": "blocker"}, ["app=blocker"], False),
+        ("this", "Failed", {"app": "blocker"}, ["app=blocker"], False),
+        ("this", "Running", {"app": "other"}, ["app=blocker"], False),
+        ("this", "Running", {"app": "b"}, ["app=a", "app=b"], True),
+        ("this", "Running", {"app": "a", "tier": "db"}, ["app=a,tier=db"], True),
+        ("this", "Running", {"app": "a", "tier": "web"}, ["app=a,tier=db"], False),
+    ],
+    ids=[
+        "running-here",
+        "pending-here",
+        "other-node",
+        "succeeded",
+        "failed",
+        "label-mismatch",
+        "or-of-selectors",
+        "comma-and-match",
+        "comma-and-mismatch",
+    ],
+)
+def test_pod_blocker_on_the_apiserver(
+    k8s: TestEnv,
+    where: str,
+    phase: str,
+    labels: dict[str, str],
+    selectors: list[str],
+    blocked: bool,
+) -> None:
+    namespace = k8s.new_namespace()
+    here, there = k8s.add_nodes(k8s.unique("node"), k8s.unique("node"))
+    node = here if where == "this" else there
+    k8s.create_pod(namespace, "blocker-pod", node=node, labels=labels, phase_running=phase == "Running")
+    if phase not in ("Running", "Pending"):
+        _set_phase(k8s, namespace, "blocker-pod", phase)
+    reason = blockers.PodBlocker(k8s.kube(), node=here, selectors=selectors).check(now=NOW)
+    assert reason == (Reason("pods", "matching pods: [blocker-pod]") if blocked else None)
+
+
+@pytest.mark.k8s
+def test_pod_blocker_lists_ten_then_dots(k8s: TestEnv) -> None:
+    namespace = k8s.new_namespace()
+    (node,) = k8s.add_nodes(k8s.unique("node"))
+    for i in range(11):
+        k8s.create_pod(namespace, f"p{i:02d}", node=node, labels={"app": "many"}, phase_running=False)
+    reason = blockers.PodBlocker(k8s.kube(), node=node, selectors=["app=many"]).check(now=NOW)
+    assert reason is not None
+    names = reason.message.removeprefix("matching pods: [").removesuffix("]").split(" ")
+    assert len(names) == 11
+    assert names[-1] == "..."
