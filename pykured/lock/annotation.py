@@ -106,7 +106,7 @@ class AnnotationLock:
         """``namespace/name`` of the DaemonSet, for messages."""
         return f"{self._namespace}/{self._ds_name}"
 
-    # -- I/O ---------------------------------------------------------------------------------------------
+    # -- I/O --------------------------------------------------------------------------------------
 
     def _get(self) -> Obj:
         deadline = time.monotonic() + self._retry_timeout
@@ -158,7 +158,7 @@ class AnnotationLock:
             exc,
         )
 
-    # -- the Lock protocol -------------------------------------------------------------------------------
+    # -- the Lock protocol ------------------------------------------------------------------------
 
     def acquire(self, *, unschedulable: bool, now_ns: int, node_id: str | None = None) -> AcquireResult:
         me = node_id or self._node_id
@@ -253,7 +253,7 @@ class AnnotationLock:
             if self._last_raw != before:
                 return
 
-    # -- operator commands -------------------------------------------------------------------------------
+    # -- operator commands ------------------------------------------------------------------------
 
     def raw_value(self) -> str | None:
         """The stored annotation text, for ``pykured lock status``."""

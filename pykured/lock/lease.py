@@ -125,7 +125,7 @@ class LeaseLock:
     def where(self) -> str:
         return f"{self._namespace}/{self._prefix}-*"
 
-    # -- I/O ---------------------------------------------------------------------------------------------
+    # -- I/O --------------------------------------------------------------------------------------
 
     def _list(self) -> dict[str, Obj]:
         deadline = time.monotonic() + self._retry_timeout
@@ -176,7 +176,7 @@ class LeaseLock:
         name = lease["metadata"]["name"]
         self._kube.replace_lease(self._namespace, name, self._body(name, lease, None, False, 0))
 
-    # -- the Lock protocol -------------------------------------------------------------------------------
+    # -- the Lock protocol ------------------------------------------------------------------------
 
     def acquire(self, *, unschedulable: bool, now_ns: int, node_id: str | None = None) -> AcquireResult:
         me = node_id or self._node_id

@@ -87,7 +87,7 @@ class LockValue:
     max_owners: int = 0
 
 
-# -- Go time ---------------------------------------------------------------------------------------------
+# -- Go time -------------------------------------------------------------------------------------
 
 
 def parse_go_time(text: str) -> tuple[int, int]:
@@ -149,7 +149,7 @@ def _civil_from_days(days: int) -> tuple[int, int, int]:
     return yoe + era * 400 + (month <= 2), month, day
 
 
-# -- decoding --------------------------------------------------------------------------------------------
+# -- decoding ------------------------------------------------------------------------------------
 
 
 def _fields(obj: list[tuple[str, Any]], names: Iterable[str]) -> dict[str, Any]:
@@ -235,7 +235,7 @@ def decode(raw: str) -> LockValue:
     return LockValue(LockForm.SINGLE, (entry,) if entry.node_id else ())
 
 
-# -- encoding --------------------------------------------------------------------------------------------
+# -- encoding ------------------------------------------------------------------------------------
 
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 
@@ -286,7 +286,7 @@ def encode(value: LockValue) -> str | None:
     return encode_entry(value.entries[0])
 
 
-# -- decisions -------------------------------------------------------------------------------------------
+# -- decisions -----------------------------------------------------------------------------------
 
 
 def ttl_expired(entry: LockEntry, now_ns: int) -> bool:

@@ -1,0 +1,237 @@
+"""Helpers for the lock integration tests: the API server's history of the lock, races, fault injection."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from pykured.errors import KubeError
+from pykured.goflags import Duration
+from pykured.kube import Kube, Obj
+from pykured.lock.annotation import AnnotationLock
+from pykured.lock.base import Lock
+from pykured.lock.lease import LOCK_LABEL, LeaseLock, lease_entry
+from pykured.lock.record import decode
+from tests.testenv import TestEnv
+
+ANNOTATION = "weave.works/kured-node-lock"
+KURED_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:{ns}"]
+
+
+class History:
+    """Every version of the lock objects, recorded by a watch started before the race.
+
+    ``counts`` holds, per resourceVersion, the number of holders the API server stored at that version.
+    """
+
+    def __init__(
+        self, kube: Kube, path: str, query: dict[str, str], count: Callable[[str, Obj], int]
+    ) -> None:
+        self._kube = kube
+        self._path = path
+        self._query = query
+        self._count = count
+        listed = kube.get(path, query=query)
+        self._rv = listed["metadata"]["resourceVersion"]
+        self.counts: list[tuple[int, int]] = []
+        self.holders_seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                for event in self._kube.watch(
+                    self._path, query={**self._query, "resourceVersion": self._rv}, timeout_seconds=2
+                ):
+                    obj = event["object"]
+                    self._rv = obj["metadata"]["resourceVersion"]
+                    if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                        self.counts.append((int(self._rv), self._count(event["type"], obj)))
+            except KubeError:  # pragma: no cover - reported by the assertions
+                time.sleep(0.1)
+
+    def stop(self) -> History:
+        time.sleep(0.5)
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self
+
+    @property
+    def max_holders(self) -> int:
+        return max((n for _, n in self.counts), default=0)
+
+
+def annotation_history(kube: Kube, namespace: str, ds_name: str) -> History:
+    seen: set[str] = set()
+
+    def count(kind: str, obj: Obj) -> int:
+        raw = (obj["metadata"].get("annotations") or {}).get(ANNOTATION)
+        entries = decode(raw).entries if raw and kind != "DELETED" else ()
+        seen.update(e.node_id for e in entries)
+        return len(entries)
+
+    history = History(
+        kube,
+        f"/apis/apps/v1/namespaces/{namespace}/daemonsets",
+        {"fieldSelector": f"metadata.name={ds_name}"},
+        count,
+    )
+    history.holders_seen = seen
+    return history
+
+
+def lease_history(kube: Kube, namespace: str, prefix: str) -> History:
+    holders: dict[str, str] = {}
+    seen: set[str] = set()
+
+    def count(kind: str, obj: Obj) -> int:
+        entry = lease_entry(obj) if kind != "DELETED" else None
+        holders[obj["metadata"]["name"]] = entry.node_id if entry else ""
+        if entry:
+            seen.add(entry.node_id)
+        return sum(1 for h in holders.values() if h)
+
+    history = History(
+        kube,
+        f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases",
+        {"labelSelector": f"{LOCK_LABEL}={prefix}"},
+        count,
+    )
+    history.holders_seen = seen
+    return history
+
+
+@dataclasses.dataclass
+class RaceResult:
+    winners: list[str] = dataclasses.field(default_factory=list)
+    max_inside: int = 0
+    errors: list[BaseException] = dataclasses.field(default_factory=list)
+    waits: int = 0
+
+
+def race(locks: list[Lock], *, hold: float = 0.05, deadline: float = 90.0, wait: float = 2.0) -> RaceResult:
+    """Every lock contends until it held the lock once (briefly); counts how many were inside at once."""
+    result = RaceResult()
+    mutex = threading.Lock()
+    inside = 0
+    barrier = threading.Barrier(len(locks))
+    end = time.monotonic() + deadline
+
+    def contend(lock: Lock) -> None:
+        nonlocal inside
+        barrier.wait()
+        try:
+            while time.monotonic() < end:
+                if lock.acquire(unschedulable=False, now_ns=time.time_ns()).acquired:
+                    with mutex:
+                        inside += 1
+                        result.max_inside = max(result.max_inside, inside)
+                    time.sleep(hold)
+                    with mutex:
+                        inside -= 1
+                        result.winners.append(lock.node_id)
+                    lock.release()
+                    return
+                with mutex:
+                    result.waits += 1
+                lock.wait_for_change(wait)
+        except BaseException as exc:
+            result.errors.append(exc)
+
+    threads = [threading.Thread(target=contend, args=(lock,), daemon=True) for lock in locks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=deadline + 30)
+    return result
+
+
+class FaultyKube:
+    """A ``Kube`` whose chosen methods fail: ``before`` the real call (nothing written) or ``after`` it
+    (the write landed, the answer was lost: the ambiguous case)."""
+
+    def __init__(self, kube: Kube) -> None:
+        self._kube = kube
+        self.faults: dict[str, list[tuple[str, KubeError]]] = {}
+        self.calls: dict[str, int] = {}
+
+    def fail(self, method: str, when: str, exc: KubeError, times: int = 1) -> None:
+        self.faults.setdefault(method, []).extend([(when, exc)] * times)
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._kube, name)
+        if not callable(real):
+            return real
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            pending = self.faults.get(name)
+            if pending:
+                when, exc = pending.pop(0)
+                if when == "before":
+                    raise exc
+                real(*args, **kwargs)
+                raise exc
+            return real(*args, **kwargs)
+
+        return call
+
+
+def make_annotation_lock(
+    kube: Any, namespace: str, node: str, *, concurrency: int = 1, **kw: Any
+) -> AnnotationLock:
+    options: dict[str, Any] = {
+        "ttl": Duration(0),
+        "conflict_delay": 0.2,
+        "retry_interval": 0.2,
+        "retry_timeout": 10.0,
+        "poll_interval": 0.2,
+    }
+    options.update(kw)
+    return AnnotationLock(
+        kube,
+        namespace=namespace,
+        ds_name="kured",
+        annotation=ANNOTATION,
+        node_id=node,
+        concurrency=concurrency,
+        **options,
+    )
+
+
+def make_lease_lock(kube: Any, namespace: str, node: str, *, concurrency: int = 1, **kw: Any) -> LeaseLock:
+    options: dict[str, Any] = {
+        "ttl": Duration(0),
+        "retry_interval": 0.2,
+        "retry_timeout": 10.0,
+        "watch_timeout": 10,
+    }
+    options.update(kw)
+    return LeaseLock(
+        kube, namespace=namespace, prefix="pykured-lock", node_id=node, concurrency=concurrency, **options
+    )
+
+
+@pytest.fixture
+def lock_ns(k8s: TestEnv) -> Iterator[str]:
+    """A fresh namespace holding an empty ``kured`` DaemonSet."""
+    namespace = k8s.new_namespace()
+    k8s.create_daemonset(namespace, "kured")
+    yield namespace
+
+
+@pytest.fixture
+def nodes(k8s: TestEnv) -> Callable[[int], list[str]]:
+    """``nodes(n)``: n fresh Ready Nodes with unique names."""
+
+    def make(n: int) -> list[str]:
+        return k8s.add_nodes(*(k8s.unique("node") for _ in range(n)))
+
+    return make
