@@ -244,6 +244,7 @@ def _send_native(request: NativeRequest, message: str, *, title: str | None, tim
         with urllib.request.urlopen(http, timeout=timeout) as response:  # noqa: S310
             response.read()
     except urllib.error.HTTPError as exc:
+        exc.close()  # the error carries the open response; close its socket
         raise NotifyError(f"{request.service}: got unexpected HTTP status: {exc.code} {exc.reason}") from exc
     except OSError as exc:
         raise NotifyError(f"{request.service}: {exc}") from exc
