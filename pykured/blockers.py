@@ -16,6 +16,7 @@ Mirrors kured's ``pkg/blockers``. Each blocker answers ``check(now=...) -> Reaso
 from __future__ import annotations
 
 import datetime
+import http.client
 import ipaddress
 import json
 import logging
@@ -27,6 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from pykured.errors import ConfigError, KubeError, PykuredError
+from pykured.goflags import GoValueError
+from pykured.goregexp import compile_re2
 from pykured.kube import Kube
 from pykured.model import Reason
 
@@ -36,8 +39,6 @@ MAX_LISTED = 10
 """kured lists at most ten alert or pod names, then ``...``."""
 
 POD_FIELD_SELECTOR = "spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed,status.phase!=Unknown"
-
-_RE2_UNSUPPORTED = re.compile(r"\(\?<?[=!]|\\[1-9]")
 
 
 class Blocker(Protocol):
@@ -64,17 +65,15 @@ def go_list(items: Sequence[str]) -> str:
 
 
 def compile_alert_filter(expression: str) -> re.Pattern[str]:
-    """Compile ``--alert-filter-regexp`` with Go RE2's accepted subset (no lookaround, no backreferences).
+    """Compile ``--alert-filter-regexp`` as Go RE2 (:func:`pykured.goregexp.compile_re2`).
 
-    RE2's ``\\z`` becomes Python's ``\\Z``. An invalid expression raises :class:`~pykured.errors.ConfigError`,
-    as kured's flag parser rejects it.
+    An expression Go rejects, or one pykured cannot mirror faithfully, raises
+    :class:`~pykured.errors.ConfigError`, as kured's flag parser rejects it at startup.
     """
-    if _RE2_UNSUPPORTED.search(expression):
-        raise ConfigError(f"invalid argument {expression!r} for --alert-filter-regexp: unsupported by RE2")
     try:
-        return re.compile(expression.replace(r"\z", r"\Z"))
-    except re.error as exc:
-        raise ConfigError(f"invalid argument {expression!r} for --alert-filter-regexp: {exc}") from exc
+        return compile_re2(expression)
+    except GoValueError as exc:
+        raise ConfigError(f'invalid argument "{expression}" for "--alert-filter-regexp" flag: {exc}') from exc
 
 
 def filter_alerts(
@@ -240,7 +239,7 @@ def instant_query(url: str, query: str, *, at: float, timeout: float) -> tuple[s
                 if exc.code in _ERROR_STATUSES:
                     return _decode(exc.code, exc.read())
                 raise PromQueryError(f"server returned HTTP status {exc.code} {exc.reason}") from exc
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             raise PromQueryError(f"{request.get_method()} {request.full_url!r}: {reason}") from exc
     raise PromQueryError("unreachable")  # pragma: no cover
