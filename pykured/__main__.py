@@ -7,9 +7,9 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     """Run pykured; returns the process exit code."""
-    from pykured import cli
+    from pykured.cli import main as cli_main
 
-    return cli.main(sys.argv[1:] if argv is None else argv)
+    return cli_main(sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

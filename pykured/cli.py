@@ -1,0 +1,142 @@
+"""The composition root: parse kured's flags, build every adapter, run the daemon; plus pykured's subcommands.
+
+``kured [flags]`` (also ``pykured``, ``python -m pykured``) runs the node agent exactly where kured's manifests
+call ``/usr/bin/kured``. Subcommands, which kured does not have:
+
+* ``pykured lock status`` / ``pykured lock release NODE`` — see and fix the reboot lock (kured #137's runbook);
+* ``pykured notify-test --notify-url URL [--message TEXT]`` — send one notification and print the outcome;
+* ``pykured demo [--nodes N] [--concurrency C]`` — a local control plane with simulated nodes rolling reboots.
+
+Two environment hooks exist for tests and the demo only: ``PYKURED_NSENTER`` (a shim used instead of
+``/usr/bin/nsenter``) and ``PYKURED_SIGNAL_PID`` (the pid the signal method targets instead of 1). In safe
+mode (``PYKURED_SAFE_MODE``) pykured refuses the real nsenter and PID 1 whatever they say.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from pykured import __version__, errors, logs
+from pykured.config import Config, parse, usage
+
+logger = logging.getLogger("pykured")
+
+
+def main(argv: Sequence[str]) -> int:
+    """Dispatch; returns the exit code."""
+    args = list(argv)
+    if args and args[0] == "lock":
+        return _lock_command(args[1:])
+    if args and args[0] == "notify-test":
+        return _notify_test(args[1:])
+    if args and args[0] == "demo":
+        from pykured.demo import main as demo_main
+
+        return demo_main(args[1:])
+    try:
+        cfg = parse(args, os.environ)
+    except errors.ConfigError as exc:
+        if exc.exit_code == 0:
+            print(str(exc))
+            return 0
+        print(str(exc), file=sys.stderr)
+        if exc.exit_code == 2:
+            print(usage(), file=sys.stderr)
+        return exc.exit_code
+    if cfg.dump_config:
+        print(json.dumps(cfg.to_public_dict(), indent=2, sort_keys=True))
+        return 0
+    logs.configure(cfg.log_format, cfg.log_level)
+    return run_agent(cfg)
+
+
+def _startup(cfg: Config) -> None:
+    from pykured.startup import startup_lines
+
+    for line in startup_lines(cfg, __version__):
+        logger.info(line)
+    for warning in cfg.warnings:
+        logger.warning(warning)
+
+
+def run_agent(cfg: Config) -> int:
+    """Build the agent from ``cfg`` and run it until SIGTERM/SIGINT."""
+    if not cfg.node_id:
+        logger.critical("KURED_NODE_ID environment variable required")
+        return 1
+    _startup(cfg)
+    from pykured.wiring import build
+
+    try:
+        agent = build(cfg)
+    except errors.PykuredError as exc:
+        logger.critical("%s", exc)
+        return 1
+
+    def _stop(signum: int, _frame: object) -> None:
+        logger.info("Received %s, stopping", signal.Signals(signum).name)
+        agent.stop()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        agent.run()
+    finally:
+        agent.close()
+    return 0
+
+
+def _kube(kubeconfig: str) -> object:
+    from pykured.kube import Kube
+
+    return Kube.from_kubeconfig(kubeconfig) if kubeconfig else Kube.auto()
+
+
+def _lock_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="pykured lock", description="See and fix kured's reboot lock.")
+    parser.add_argument("action", choices=["status", "release"])
+    parser.add_argument("node", nargs="?", help="the holder to release (release only)")
+    parser.add_argument("--kubeconfig", default=os.environ.get("KURED_KUBECONFIG", ""))
+    parser.add_argument("--ds-namespace", default=os.environ.get("KURED_DS_NAMESPACE", "kube-system"))
+    parser.add_argument("--ds-name", default=os.environ.get("KURED_DS_NAME", "kured"))
+    parser.add_argument(
+        "--lock-annotation", default=os.environ.get("KURED_LOCK_ANNOTATION", "weave.works/kured-node-lock")
+    )
+    parser.add_argument("--lease-prefix", default=os.environ.get("KURED_LEASE_PREFIX", ""))
+    parser.add_argument("--lock-backend", choices=["daemonset", "lease", "both"], default="both")
+    opts = parser.parse_args(argv)
+    logs.configure("text", "warning")
+    from pykured.lock import admin
+
+    kube = _kube(opts.kubeconfig)
+    prefix = opts.lease_prefix or f"{opts.ds_name}-lock"
+    common = {
+        "namespace": opts.ds_namespace,
+        "ds_name": opts.ds_name,
+        "annotation": opts.lock_annotation,
+        "lease_prefix": prefix,
+    }
+    if opts.action == "status":
+        return int(admin.lock_status(kube, out=sys.stdout, **common))  # type: ignore[arg-type]
+    if not opts.node:
+        parser.error("release needs the NODE whose slot to free")
+    return int(admin.lock_release(kube, opts.node, out=sys.stdout, **common))  # type: ignore[arg-type]
+
+
+def _notify_test(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="pykured notify-test", description="Send one test notification.")
+    parser.add_argument("--notify-url", default=os.environ.get("KURED_NOTIFY_URL", ""), required=False)
+    parser.add_argument("--message", default="pykured notify-test: notifications work")
+    opts = parser.parse_args(argv)
+    if not opts.notify_url:
+        parser.error("--notify-url (or KURED_NOTIFY_URL) is required")
+    logs.configure("text", "info")
+    from pykured.notify import notify_test
+
+    return notify_test(opts.notify_url, opts.message, out=sys.stdout)

@@ -1,0 +1,201 @@
+"""Builds a node agent from a :class:`~pykured.config.Config`: the only place that knows every concrete class.
+
+Swapping the lock backend, the reboot method or the sentinel is a change here, never in the daemon.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+from dataclasses import dataclass
+
+from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
+from pykured.config import Config
+from pykured.daemon import Daemon, Parts, Settings
+from pykured.decide import Policy
+from pykured.drain import Drainer
+from pykured.errors import KubeError, NotFoundError
+from pykured.events import EventRecorder
+from pykured.host import NSENTER
+from pykured.kube import Kube
+from pykured.lock.annotation import AnnotationLock
+from pykured.lock.base import Lock
+from pykured.lock.lease import LeaseLock
+from pykured.lock.switch import GuardedLock
+from pykured.metrics import Metrics
+from pykured.node import NodeBook
+from pykured.notify import KuredMessages, Notifier
+from pykured.reboot import CommandRebooter, Rebooter, SignalRebooter, ZincatiHandoff
+from pykured.sentinel import CommandSentinel, FileSentinel, Sentinel
+from pykured.taints import PreferNoScheduleTaint
+
+logger = logging.getLogger(__name__)
+
+NSENTER_ENV = "PYKURED_NSENTER"
+SIGNAL_PID_ENV = "PYKURED_SIGNAL_PID"
+
+
+@dataclass
+class Agent:
+    """A built agent: the daemon plus what must be closed with it."""
+
+    daemon: Daemon
+    metrics: Metrics
+    kube: Kube
+
+    def run(self) -> None:
+        """Run the daemon until stopped."""
+        self.daemon.run()
+
+    def stop(self) -> None:
+        """Stop the daemon."""
+        self.daemon.stop()
+
+    def close(self) -> None:
+        """Stop serving metrics and close the API connection pool."""
+        self.metrics.close()
+        self.kube.close()
+
+
+def kube_for(cfg: Config) -> Kube:
+    """In-cluster (as kured) unless ``--kubeconfig`` is given."""
+    return Kube.from_kubeconfig(cfg.kubeconfig) if cfg.kubeconfig else Kube.in_cluster()
+
+
+def build_lock(cfg: Config, kube: Kube, metrics: Metrics | None = None) -> Lock:
+    """The configured backend, guarded by the other one so a backend switch never double-books."""
+    hook = (lambda _node: metrics.lock_freed_gone_node()) if metrics else None
+    annotation = AnnotationLock(
+        kube,
+        namespace=cfg.ds_namespace,
+        ds_name=cfg.ds_name,
+        annotation=cfg.lock_annotation,
+        node_id=cfg.node_id,
+        concurrency=cfg.concurrency,
+        ttl=cfg.lock_ttl,
+        on_gone_holder=hook,
+    )
+    lease = LeaseLock(
+        kube,
+        namespace=cfg.ds_namespace,
+        prefix=cfg.lease_name_prefix,
+        node_id=cfg.node_id,
+        concurrency=cfg.concurrency,
+        ttl=cfg.lock_ttl,
+        on_gone_holder=hook,
+    )
+    primary, other = (lease, annotation) if cfg.lock_backend == "lease" else (annotation, lease)
+
+    def node_exists(name: str) -> bool:
+        try:
+            kube.get_node(name)
+        except NotFoundError:
+            return False
+        except KubeError:
+            return True
+        return True
+
+    return GuardedLock(primary, other, node_exists=node_exists)
+
+
+def build_rebooter(cfg: Config) -> Rebooter:
+    """``command`` (nsenter into PID 1), ``signal`` (PID 1) or ``zincati`` (hand-off marker)."""
+    if cfg.reboot_method == "signal":
+        return SignalRebooter(cfg.reboot_signal, target_pid=int(os.environ.get(SIGNAL_PID_ENV, "1")))
+    if cfg.reboot_method == "zincati":
+        return ZincatiHandoff(
+            cfg.zincati_marker_file,
+            allow_duration_s=cfg.zincati_allow_duration.seconds,
+            content=cfg.zincati_marker_content,
+        )
+    return CommandRebooter(cfg.reboot_command_argv, nsenter=os.environ.get(NSENTER_ENV, NSENTER))
+
+
+def build(cfg: Config) -> Agent:
+    """Build the agent (does not start it)."""
+    kube = kube_for(cfg)
+    metrics = Metrics()
+    port = metrics.serve(cfg.metrics_host, cfg.metrics_port)
+    logger.debug("serving metrics on port %d", port)
+    node = cfg.node_id
+    messages = KuredMessages(
+        drain=cfg.message_template_drain,
+        reboot=cfg.message_template_reboot,
+        uncordon=cfg.message_template_uncordon,
+    )
+    notifier = Notifier.from_urls(
+        notify_url=cfg.notify_url,
+        slack_hook_url=cfg.slack_hook_url,
+        extra_urls=cfg.extra_notify_url,
+        messages=messages,
+        on_failure=lambda service: metrics.notify_failed(service),
+    )
+    blockers: list[Blocker] = []
+    if cfg.prometheus_url:
+        blockers.append(
+            PrometheusAlertBlocker(
+                cfg.prometheus_url,
+                filter_regexp=cfg.alert_filter_regexp,
+                match_only=cfg.alert_filter_match_only,
+                firing_only=cfg.alert_firing_only,
+            )
+        )
+    if cfg.blocking_pod_selector:
+        blockers.append(PodBlocker(kube, node=node, selectors=cfg.blocking_pod_selector))
+    daemon_box: list[Daemon] = []
+
+    def on_change() -> None:
+        if daemon_box:
+            daemon_box[0].notify_change()
+
+    sentinel: Sentinel
+    if cfg.reboot_sentinel_command:
+        sentinel = CommandSentinel(
+            cfg.reboot_sentinel_command_argv, nsenter=os.environ.get(NSENTER_ENV, NSENTER)
+        )
+    else:
+        sentinel = FileSentinel(cfg.reboot_sentinel, on_change=on_change)
+    parts = Parts(
+        kube=kube,
+        lock=build_lock(cfg, kube, metrics),
+        book=NodeBook(kube, node=node),
+        drainer=Drainer(
+            kube,
+            node=node,
+            grace_period=cfg.drain_grace_period,
+            pod_selector=cfg.drain_pod_selector,
+            skip_wait_for_delete_timeout=cfg.skip_wait_for_delete_timeout,
+            timeout=cfg.drain_timeout,
+        ),
+        rebooter=build_rebooter(cfg),
+        sentinel=sentinel,
+        window=cfg.time_window,
+        notifier=notifier,
+        messages=messages,
+        events=EventRecorder(kube, node=node, enabled=cfg.events),
+        metrics=metrics,
+        taint=PreferNoScheduleTaint(kube, node=node, key=cfg.prefer_no_schedule_taint)
+        if cfg.prefer_no_schedule_taint
+        else None,
+        blockers=blockers,
+    )
+    settings = Settings(
+        node=node,
+        period=cfg.period.seconds,
+        drain_delay=cfg.drain_delay.seconds,
+        reboot_delay=cfg.reboot_delay.seconds,
+        release_delay=cfg.lock_release_delay.seconds,
+        sentinel_loop_backoff=cfg.sentinel_loop_backoff.seconds,
+        force_reboot=cfg.force_reboot,
+        pre_labels=cfg.pre_reboot_labels,
+        post_labels=cfg.post_reboot_labels,
+        policy=Policy(
+            annotate_nodes=cfg.annotate_nodes,
+            taint=bool(cfg.prefer_no_schedule_taint),
+            reboot_retry_delay=datetime.timedelta(seconds=cfg.reboot_retry_delay.seconds),
+        ),
+    )
+    daemon = Daemon(parts, settings)
+    daemon_box.append(daemon)
+    return Agent(daemon=daemon, metrics=metrics, kube=kube)
