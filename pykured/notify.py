@@ -13,8 +13,6 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -234,6 +232,9 @@ class Notifier:
 
 
 def _send_native(request: NativeRequest, message: str, *, title: str | None, timeout: float) -> None:
+    import urllib.error  # lazy: only processes with a native destination pay for urllib/http.client/ssl
+    import urllib.request
+
     http = urllib.request.Request(  # noqa: S310 - the scheme is http(s), built by pykured.shoutrrr
         request.url,
         data=request.render(message, title=title),
