@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -179,3 +182,23 @@ def test_openmetrics_negotiation(metrics: Metrics) -> None:
     body, content_type = metrics.render("application/openmetrics-text; version=1.0.0")
     assert content_type.startswith("application/openmetrics-text")
     assert body.endswith(b"# EOF\n")
+
+
+def test_grafana_dashboard_covers_every_metric() -> None:
+    dashboard = json.loads(
+        (Path(__file__).resolve().parent.parent / "dashboards/pykured-grafana.json").read_text()
+    )
+    assert dashboard["templating"]["list"][0]["name"] == "datasource"
+    exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])
+    instance = Metrics(process_collectors=False)
+    instance.lock_holders("annotation", 1)
+    instance.notify_failed("slack")
+    instance.fleetlock_request("v1", "pre-reboot")
+    instance.set_reboot_required("n1", True)
+    names = {
+        re.sub(r"_(bucket|sum|count)$", "", line.split("{")[0].split(" ")[0])
+        for line in instance.render()[0].decode().splitlines()
+        if line and not line.startswith("#")
+    }
+    assert len(names) >= 12
+    assert sorted(name for name in names if name not in exprs) == []
