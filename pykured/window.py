@@ -17,9 +17,10 @@ Mirrors kured's ``timewindow.New(days, start, end, location)`` and ``TimeWindow.
 DST (pykured's documented choice): boundaries are **wall-clock** times built with :mod:`zoneinfo` and
 compared as instants. A boundary in a spring-forward gap is moved forward by the gap (``fold=0``: 02:30 →
 03:30 CEST, as Go's ``time.Date`` normalises it); an ambiguous boundary in the autumn fold is its first
-occurrence. For overnight windows kured shifts the start or end by a fixed 24 h, which moves the window edge
-by one hour on DST nights; pykured uses yesterday's or tomorrow's wall-clock time instead, so a
-``22:00``–``06:00`` window always starts at 22:00 local time.
+occurrence. For overnight windows kured shifts today's start or end by a fixed 24 h; pykured takes
+yesterday's or tomorrow's wall-clock time instead. The shifted edge always lies on the far side of midnight
+from *now*, so both give the same answer, and a ``22:00``–``06:00`` window opens at 22:00 local time on DST
+nights too. :meth:`TimeWindow.next_open` answers "when may the next reboot happen" with the same rules.
 """
 
 from __future__ import annotations
