@@ -1,0 +1,198 @@
+"""GuardedLock: a rolling change of the lock backend never lets more than ``concurrency`` nodes through."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import pytest
+
+from pykured.errors import ForbiddenError, LockError
+from pykured.lock.base import AcquireResult
+from pykured.lock.record import LockEntry
+from pykured.lock.switch import GuardedLock
+from pykured.testenv.objects import ObjectHelpers
+from tests.lock.conftest import annotation_history, lease_history, make_annotation_lock, make_lease_lock, race
+from tests.testenv import TestEnv
+
+# -- unit: the guard's decisions over fake locks --------------------------------------------------
+
+
+class FakeLock:
+    def __init__(
+        self, backend: str, node: str, *, holders: tuple[str, ...] = (), concurrency: int = 1
+    ) -> None:
+        self.backend = backend
+        self.node_id = node
+        self.concurrency = concurrency
+        self.held: list[str] = list(holders)
+        self.error: LockError | None = None
+        self.released: list[str] = []
+
+    def acquire(self, *, unschedulable: bool, now_ns: int, node_id: str | None = None) -> AcquireResult:
+        me = node_id or self.node_id
+        if me in self.held:
+            return AcquireResult(True, self._entries(), reentrant=True)
+        if len(self.held) >= self.concurrency:
+            return AcquireResult(False, self._entries())
+        self.held.append(me)
+        return AcquireResult(True, self._entries())
+
+    def _entries(self) -> tuple[LockEntry, ...]:
+        return tuple(LockEntry(n) for n in self.held)
+
+    def holding(
+        self, *, now_ns: int, honour_ttl: bool = True, node_id: str | None = None
+    ) -> LockEntry | None:
+        return LockEntry(self.node_id) if self.node_id in self.held else None
+
+    def release(self, *, node_id: str | None = None) -> bool:
+        me = node_id or self.node_id
+        self.released.append(me)
+        if me in self.held:
+            self.held.remove(me)
+            return True
+        return False
+
+    def holders(self, *, now_ns: int) -> tuple[LockEntry, ...]:
+        if self.error is not None:
+            raise self.error
+        return self._entries()
+
+    def wait_for_change(self, timeout: float) -> None:
+        return None
+
+
+def forbidden_error() -> LockError:
+    try:
+        raise ForbiddenError("leases is forbidden (HTTP 403)", status=403)
+    except ForbiddenError as exc:
+        try:
+            raise LockError("cannot list the lock leases") from exc
+        except LockError as wrapped:
+            return wrapped
+
+
+@pytest.mark.parametrize(
+    ("primary_holders", "other_holders", "concurrency", "acquired", "released"),
+    [
+        ((), (), 1, True, []),
+        ((), ("b",), 1, False, ["me"]),
+        ((), ("me",), 1, True, []),
+        ((), ("b",), 2, True, []),
+        (("a",), ("b",), 2, False, ["me"]),
+        (("a",), (), 1, False, []),
+        (("me",), ("b",), 1, True, []),
+    ],
+    ids=[
+        "both-free",
+        "other-held",
+        "other-held-by-me",
+        "room-for-both",
+        "together-over-limit",
+        "primary-held",
+        "reentrant-never-undone",
+    ],
+)
+def test_guard_decisions(
+    primary_holders: tuple[str, ...],
+    other_holders: tuple[str, ...],
+    concurrency: int,
+    acquired: bool,
+    released: list[str],
+) -> None:
+    primary = FakeLock("lease", "me", holders=primary_holders, concurrency=concurrency)
+    other = FakeLock("annotation", "me", holders=other_holders, concurrency=concurrency)
+    guard = GuardedLock(primary, other)
+    result = guard.acquire(unschedulable=False, now_ns=0)
+    assert result.acquired is acquired
+    assert primary.released == released
+    assert ("me" in primary.held) is acquired
+
+
+def test_forbidden_other_backend_is_skipped(caplog: pytest.LogCaptureFixture) -> None:
+    primary, other = FakeLock("annotation", "me"), FakeLock("lease", "me")
+    other.error = forbidden_error()
+    with caplog.at_level(logging.DEBUG, logger="pykured.lock.switch"):
+        assert GuardedLock(primary, other).acquire(unschedulable=False, now_ns=0).acquired
+    assert "Not checking the lease lock" in caplog.text
+
+
+def test_unreadable_other_backend_undoes_the_primary() -> None:
+    primary, other = FakeLock("annotation", "me"), FakeLock("lease", "me")
+    other.error = LockError("timed out")
+    with pytest.raises(LockError, match="timed out"):
+        GuardedLock(primary, other).acquire(unschedulable=False, now_ns=0)
+    assert primary.held == []
+
+
+def test_gone_holders_of_the_other_backend_do_not_count() -> None:
+    primary, other = FakeLock("lease", "me"), FakeLock("annotation", "me", holders=("gone",))
+    guard = GuardedLock(primary, other, node_exists=lambda name: name != "gone")
+    assert guard.acquire(unschedulable=False, now_ns=0).acquired
+
+
+def test_without_other_backend_the_guard_is_transparent() -> None:
+    primary = FakeLock("lease", "me")
+    guard = GuardedLock(primary, None)
+    assert (guard.backend, guard.node_id, guard.concurrency) == ("lease", "me", 1)
+    assert guard.acquire(unschedulable=False, now_ns=0).acquired
+    assert guard.holding(now_ns=0) == LockEntry("me")
+    assert guard.holders(now_ns=0) == (LockEntry("me"),)
+    assert guard.release() is True
+    assert primary.held == []
+
+
+# -- on the API server ---------------------------------------------------------------------------
+
+
+@pytest.mark.k8s
+def test_lease_node_backs_off_while_the_annotation_is_held(k8s: TestEnv, lock_ns: str, nodes: Any) -> None:
+    kube = k8s.kube()
+    old, new = nodes(2)
+    assert (
+        make_annotation_lock(kube, lock_ns, old).acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    )
+    guard = GuardedLock(make_lease_lock(kube, lock_ns, new), make_annotation_lock(kube, lock_ns, new))
+    result = guard.acquire(unschedulable=False, now_ns=time.time_ns())
+    assert not result.acquired and result.holder_names == old
+    lease = kube.get_lease(lock_ns, "pykured-lock-0")
+    assert "holderIdentity" not in lease["spec"]
+
+
+@pytest.mark.k8s
+def test_kured_rbac_skips_the_lease_check(k8s: TestEnv, nodes: Any) -> None:
+    namespace = k8s.new_namespace()
+    k8s.create_daemonset(namespace, "kured")
+    k8s.apply_rbac_kured(namespace, "kured")
+    user, groups = ObjectHelpers.kured_identity(namespace)
+    kured = k8s.kube_as(user, list(groups))
+    (node,) = nodes(1)
+    guard = GuardedLock(make_annotation_lock(kured, namespace, node), make_lease_lock(kured, namespace, node))
+    assert guard.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+
+
+@pytest.mark.k8s
+@pytest.mark.slow
+@pytest.mark.parametrize("concurrency", [1, 3], ids=["concurrency-1", "concurrency-3"])
+def test_race_during_a_backend_switch(k8s: TestEnv, lock_ns: str, nodes: Any, concurrency: int) -> None:
+    """20 contenders, half still on the annotation and half already on Leases, each guarded by the other."""
+    names = nodes(20)
+    ann_history = annotation_history(k8s.kube(), lock_ns, "kured")
+    lease_hist = lease_history(k8s.kube(), lock_ns, "pykured-lock")
+    locks = []
+    for i, name in enumerate(names):
+        kube = k8s.kube_as("pykured-admin", ["system:masters"])
+        ann = make_annotation_lock(kube, lock_ns, name, concurrency=concurrency)
+        lease = make_lease_lock(kube, lock_ns, name, concurrency=concurrency)
+        locks.append(GuardedLock(ann, lease) if i % 2 else GuardedLock(lease, ann))
+    result = race(locks, wait=0.5)
+    ann_history.stop()
+    lease_hist.stop()
+    assert not result.errors
+    assert sorted(result.winners) == sorted(names)
+    assert result.max_inside <= concurrency
+    assert ann_history.max_holders <= concurrency
+    assert lease_hist.max_holders <= concurrency
+    assert ann_history.holders_seen and lease_hist.holders_seen  # both backends were really used
