@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, TextIO
 from pykured.errors import KubeError, LockError, NotFoundError
 from pykured.goflags import Duration, format_duration
 from pykured.lock.annotation import AnnotationLock
-from pykured.lock.base import forbidden
+from pykured.lock.base import Lock, forbidden
 from pykured.lock.lease import LeaseLock
 from pykured.lock.record import LockEntry, decode, format_go_time, ttl_expired
 
@@ -67,6 +67,11 @@ def _locks(
             retry_timeout=5.0,
         ),
     )
+
+
+def as_lock(lock: AnnotationLock | LeaseLock) -> Lock:
+    """Both backends are ``Lock``s (mypy checks this, as Go's ``var _ Lock = (*T)(nil)``)."""
+    return lock
 
 
 def _node_exists(kube: Kube, name: str) -> str:
