@@ -1,0 +1,316 @@
+"""The kustomize manifests: every profile renders with kubectl's kustomize, the API server accepts it
+(server-side apply, dry run) and its key fields are what the profile promises.
+
+Profiles: ``base`` (Lease lock, least-privilege RBAC), ``kured-compat`` (kured's annotation lock and exactly
+kured's RBAC, kured.md §10.3), ``signal`` (unprivileged, CAP_KILL), ``zincati`` (marker hand-off),
+``fleetlock`` (node-local FleetLock) and ``fleetlock-central`` (Deployment + Service). Container arguments
+are parsed with pykured's own flag parser, so a manifest can only use flags pykured defines.
+The Dockerfile is checked by ``tools/dockerfile-check``, which ``tools/dev test`` runs before pytest.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import pykured
+
+pytestmark = pytest.mark.k8s
+
+ROOT = Path(__file__).resolve().parent.parent
+KUSTOMIZE = ROOT / "kustomize"
+PROFILES = {
+    "base": KUSTOMIZE / "base",
+    "kured-compat": KUSTOMIZE / "overlays" / "kured-compat",
+    "signal": KUSTOMIZE / "overlays" / "signal",
+    "zincati": KUSTOMIZE / "overlays" / "zincati",
+    "fleetlock": KUSTOMIZE / "overlays" / "fleetlock",
+    "fleetlock-central": KUSTOMIZE / "overlays" / "fleetlock-central",
+}
+IMAGE = f"ghcr.io/pykured/pykured:{pykured.__version__}"
+NS = "kube-system"
+
+# kured-rbac.yaml (kured 1.23.0), kured.md §10.3, in kured's order.
+KURED_CLUSTER_RULES = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete", "get"]},
+    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+]
+KURED_ROLE_RULES = [
+    {"apiGroups": ["apps"], "resources": ["daemonsets"], "resourceNames": ["kured"], "verbs": ["update"]},
+]
+BASE_CLUSTER_RULES = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "get", "delete"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+]
+
+
+def _kind_name(doc: dict[str, Any]) -> tuple[str, str]:
+    return doc["kind"], doc["metadata"]["name"]
+
+
+@pytest.fixture(scope="module")
+def rendered(k8s: Any) -> dict[str, tuple[str, dict[tuple[str, str], dict[str, Any]]]]:
+    """Each profile's ``kubectl kustomize`` output: the YAML text and its objects by (kind, name)."""
+    out: dict[str, tuple[str, dict[tuple[str, str], dict[str, Any]]]] = {}
+    for name, path in PROFILES.items():
+        text = k8s.kubectl("kustomize", str(path))
+        docs = [doc for doc in yaml.safe_load_all(text) if doc]
+        objects = {_kind_name(doc): doc for doc in docs}
+        assert len(objects) == len(docs), f"{name}: duplicate objects"
+        out[name] = (text, objects)
+    return out
+
+
+def _parse(args: list[str]) -> Any:
+    """pykured's flag parser (pykured.config.parse) on a container's arguments, as kured would see them."""
+    try:
+        from pykured.config import parse
+    except ImportError as exc:  # pragma: no cover - only while pykured.config is missing
+        pytest.fail(f"pykured.config.parse is needed to check the manifests' flags: {exc}")
+    return parse(list(args), {"KURED_NODE_ID": "node-1"})
+
+
+def _workloads(objects: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    return [obj for (kind, _), obj in objects.items() if kind in ("DaemonSet", "Deployment")]
+
+
+def _container(obj: dict[str, Any]) -> dict[str, Any]:
+    containers = obj["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def _daemonset(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+    return objects[("DaemonSet", "kured")]
+
+
+def _mounts(obj: dict[str, Any]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """mountPath -> (volumeMount, volume) of the workload's only container."""
+    volumes = {vol["name"]: vol for vol in obj["spec"]["template"]["spec"].get("volumes", [])}
+    return {m["mountPath"]: (m, volumes[m["name"]]) for m in _container(obj).get("volumeMounts", [])}
+
+
+# -- every profile -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_applies_to_the_api_server(k8s: Any, rendered: Any, profile: str) -> None:
+    text, objects = rendered[profile]
+    out = k8s.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=pykured-manifest-test",
+        "--dry-run=server",
+        "-f",
+        "-",
+        stdin=text,
+    )
+    lines = out.splitlines()
+    for doc in objects.values():
+        group = doc["apiVersion"].rpartition("/")[0]
+        resource = doc["kind"].lower() + (f".{group}" if group else "")
+        assert f"{resource}/{doc['metadata']['name']} serverside-applied (server dry run)" in lines, out
+    assert len(lines) == len(objects)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_workloads_run_kured_with_flags_pykured_defines(rendered: Any, profile: str) -> None:
+    _, objects = rendered[profile]
+    workloads = _workloads(objects)
+    assert workloads
+    for obj in workloads:
+        assert obj["metadata"]["namespace"] == NS
+        pod = obj["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] == "kured"
+        assert pod["enableServiceLinks"] is False
+        container = _container(obj)
+        assert container["image"] == IMAGE
+        assert container["command"] == ["/usr/bin/kured"]
+        assert all(arg.startswith("--") and "=" in arg for arg in container["args"]), container["args"]
+        cfg = _parse(container["args"])
+        assert cfg.ds_name == "kured" and cfg.ds_namespace == NS
+        env = {e["name"]: e for e in container["env"]}
+        assert env["KURED_NODE_ID"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+        assert env["MALLOC_ARENA_MAX"]["value"] == "2"
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["resources"] == {
+            "requests": {"cpu": "10m", "memory": "64Mi"},
+            "limits": {"memory": "192Mi"},
+        }
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert ports["metrics"] == cfg.metrics_port == 8080
+        for probe in ("livenessProbe", "readinessProbe"):
+            assert container[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}
+            assert container[probe]["failureThreshold"] == 5
+    assert objects[("ServiceAccount", "kured")]["metadata"]["namespace"] == NS
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        binding = objects[(kind, "kured")]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kured", "namespace": NS}]
+        assert binding["roleRef"]["name"] == "kured"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_daemonset_has_kureds_shape(rendered: Any, profile: str) -> None:
+    _, objects = rendered[profile]
+    ds = _daemonset(objects)
+    assert ds["metadata"]["namespace"] == NS
+    assert ds["spec"]["selector"] == {"matchLabels": {"name": "kured"}}  # kured's immutable selector
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["hostPID"] is True
+    assert {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"} in pod["tolerations"]
+    assert {"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"} in pod["tolerations"]
+    cfg = _parse(_container(ds)["args"])
+    assert cfg.reboot_sentinel == "/sentinel/reboot-required"
+    mount, volume = _mounts(ds)["/sentinel"]
+    assert mount["readOnly"] is True
+    assert volume["hostPath"] == {"path": "/var/run", "type": "Directory"}
+
+
+# -- profile by profile ------------------------------------------------------------------------------------
+
+
+def test_base_uses_the_lease_lock_with_least_privilege(rendered: Any) -> None:
+    _, objects = rendered["base"]
+    ds = _daemonset(objects)
+    cfg = _parse(_container(ds)["args"])
+    assert "--lock-backend=lease" in _container(ds)["args"]
+    assert cfg.lock_backend == "lease" and cfg.concurrency == 1
+    assert cfg.reboot_method == "command"
+    assert _container(ds)["securityContext"] == {"privileged": True, "readOnlyRootFilesystem": True}
+    assert objects[("ClusterRole", "kured")]["rules"] == BASE_CLUSTER_RULES
+    role = objects[("Role", "kured")]
+    assert role["metadata"]["namespace"] == NS
+    slot = f"{cfg.lease_name_prefix}-0"
+    assert slot == "kured-lock-0"
+    assert role["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [slot],
+            "verbs": ["get", "update"],
+        },
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list", "watch", "create"]},
+        {"apiGroups": ["apps"], "resources": ["daemonsets"], "resourceNames": ["kured"], "verbs": ["get"]},
+    ]
+    # Nothing beyond what the Lease lock needs: no DaemonSet writes, no delete of Leases, no node list.
+    verbs = {v for rule in role["rules"] + BASE_CLUSTER_RULES for v in rule["verbs"]}
+    assert not verbs & {"*", "deletecollection", "escalate", "bind", "impersonate"}
+
+
+def test_kured_compat_has_kureds_lock_and_exactly_kureds_rbac(rendered: Any) -> None:
+    _, objects = rendered["kured-compat"]
+    _, base = rendered["base"]
+    ds = _daemonset(objects)
+    args = _container(ds)["args"]
+    assert not any(arg.startswith("--lock-backend") for arg in args)
+    cfg = _parse(args)
+    assert cfg.lock_backend == "daemonset"
+    assert cfg.lock_annotation == "weave.works/kured-node-lock"
+    assert cfg.events is False  # kured's RBAC grants no events
+    assert objects[("ClusterRole", "kured")]["rules"] == KURED_CLUSTER_RULES
+    assert objects[("Role", "kured")]["rules"] == KURED_ROLE_RULES
+    assert objects[("Role", "kured")]["metadata"]["namespace"] == NS
+    # Only the arguments and the RBAC differ from the base.
+    assert set(objects) == set(base)
+    assert {k: v for k, v in _container(ds).items() if k != "args"} == {
+        k: v for k, v in _container(_daemonset(base)).items() if k != "args"
+    }
+
+
+def test_signal_is_unprivileged_with_only_cap_kill(rendered: Any) -> None:
+    _, objects = rendered["signal"]
+    ds = _daemonset(objects)
+    cfg = _parse(_container(ds)["args"])
+    assert cfg.reboot_method == "signal" and cfg.reboot_signal == 39
+    assert cfg.lock_backend == "lease"
+    assert _container(ds)["securityContext"] == {
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"], "add": ["KILL"]},
+    }
+    assert ds["spec"]["template"]["spec"]["hostPID"] is True  # kill(1, sig) must reach the host's PID 1
+    assert cfg.reboot_sentinel_command == ""  # nsenter would be denied without privileges (kured#894)
+
+
+def test_zincati_hands_off_through_the_marker_file_on_the_host(rendered: Any) -> None:
+    _, objects = rendered["zincati"]
+    ds = _daemonset(objects)
+    cfg = _parse(_container(ds)["args"])
+    assert cfg.reboot_method == "zincati"
+    assert cfg.zincati_marker_file == "/var/lib/zincati/admin/strategy/marker_file/allowfinalize.json"
+    mount, volume = _mounts(ds)["/var/lib/zincati/admin/strategy"]
+    assert not mount.get("readOnly", False)
+    assert volume["hostPath"] == {"path": "/var/lib/zincati/admin/strategy", "type": "DirectoryOrCreate"}
+    # The marker (and its temp file for the atomic rename) lands inside the mount, at the host's path.
+    assert posixpath.dirname(cfg.zincati_marker_file).startswith(mount["mountPath"] + "/")
+    assert cfg.reboot_sentinel_command_argv == (
+        "sh",
+        "-c",
+        "rpm-ostree status --pending-exit-77 >/dev/null; test $? -eq 77",
+    )
+    assert _container(ds)["securityContext"]["privileged"] is True  # the sentinel command uses nsenter
+
+
+def test_fleetlock_serves_on_the_nodes_loopback(rendered: Any) -> None:
+    _, objects = rendered["fleetlock"]
+    ds = _daemonset(objects)
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True
+    assert pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    cfg = _parse(_container(ds)["args"])
+    assert cfg.fleetlock_listen == "127.0.0.1:3333"
+    assert cfg.fleetlock_mode == "node-local"
+    assert cfg.reboot_method == "command" and "--reboot-method" not in " ".join(_container(ds)["args"])
+    mount, volume = _mounts(ds)[cfg.machine_id_file]
+    assert mount["readOnly"] is True
+    assert volume["hostPath"] == {"path": "/etc/machine-id", "type": "File"}
+    assert objects[("ClusterRole", "kured")]["rules"] == BASE_CLUSTER_RULES
+
+
+def test_fleetlock_central_is_a_deployment_behind_a_service(rendered: Any) -> None:
+    _, objects = rendered["fleetlock-central"]
+    deploy = objects[("Deployment", "pykured-fleetlock")]
+    assert deploy["spec"]["replicas"] == 1
+    assert deploy["spec"]["strategy"] == {"type": "Recreate"}
+    container = _container(deploy)
+    cfg = _parse(container["args"])
+    assert cfg.fleetlock_mode == "central"
+    assert cfg.fleetlock_listen == "0.0.0.0:3333"
+    assert cfg.lock_backend == "lease"  # the same slots as the DaemonSet: one reboot budget
+    pod = deploy["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert "hostPID" not in pod and "hostNetwork" not in pod
+    assert container["securityContext"]["privileged"] is False
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["fleetlock"] == int(cfg.fleetlock_listen.rpartition(":")[2])
+
+    service = objects[("Service", "pykured-fleetlock")]
+    assert service["metadata"]["namespace"] == NS
+    assert service["spec"]["ports"] == [
+        {"name": "fleetlock", "port": 80, "targetPort": "fleetlock", "protocol": "TCP"}
+    ]
+    labels = deploy["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    ds_labels = _daemonset(objects)["spec"]["template"]["metadata"]["labels"]
+    # The DaemonSet's pods are not endpoints of the FleetLock Service.
+    assert not service["spec"]["selector"].items() <= ds_labels.items()
+
+    node_index = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}
+    assert objects[("ClusterRole", "kured")]["rules"] == [*BASE_CLUSTER_RULES, node_index]
+
+
+def test_every_profile_directory_is_tested() -> None:
+    found = {"base"} | {entry.name for entry in os.scandir(KUSTOMIZE / "overlays") if entry.is_dir()}
+    assert found == set(PROFILES)
