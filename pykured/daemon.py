@@ -57,7 +57,7 @@ class Settings:
     force_reboot: bool = False
     pre_labels: dict[str, str] = dataclasses.field(default_factory=dict)
     post_labels: dict[str, str] = dataclasses.field(default_factory=dict)
-    policy: Policy = Policy()
+    policy: Policy = dataclasses.field(default_factory=Policy)
 
 
 @dataclasses.dataclass

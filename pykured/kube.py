@@ -28,6 +28,8 @@ Obj = dict[str, Any]
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEFAULT_TIMEOUT = 30.0
+POOL_SIZE = 40
+"""Connections kept per host: parallel evictions (32 at a time) plus the lock watch."""
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -80,6 +82,7 @@ class Kube:
         from kubernetes import client, config
 
         configuration = client.Configuration()
+        configuration.connection_pool_maxsize = POOL_SIZE
         config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
         return cls(client.ApiClient(configuration), timeout=timeout)
 
@@ -107,6 +110,7 @@ class Kube:
             environ=environ,
         )
         configuration = client.Configuration()
+        configuration.connection_pool_maxsize = POOL_SIZE
         loader.load_and_set(configuration)
         return cls(client.ApiClient(configuration), timeout=timeout)
 

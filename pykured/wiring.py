@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import threading
 from dataclasses import dataclass
 
 from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
@@ -144,6 +145,7 @@ def build(cfg: Config) -> Agent:
     if cfg.blocking_pod_selector:
         blockers.append(PodBlocker(kube, node=node, selectors=cfg.blocking_pod_selector))
     daemon_box: list[Daemon] = []
+    cancel = threading.Event()
 
     def on_change() -> None:
         if daemon_box:
@@ -196,6 +198,6 @@ def build(cfg: Config) -> Agent:
             reboot_retry_delay=datetime.timedelta(seconds=cfg.reboot_retry_delay.seconds),
         ),
     )
-    daemon = Daemon(parts, settings)
+    daemon = Daemon(parts, settings, stopping=cancel)
     daemon_box.append(daemon)
     return Agent(daemon=daemon, metrics=metrics, kube=kube)
