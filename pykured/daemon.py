@@ -83,13 +83,19 @@ class Daemon:
     """One node's agent."""
 
     def __init__(
-        self, parts: Parts, settings: Settings, *, clock: Callable[[], datetime.datetime] = _utcnow
+        self,
+        parts: Parts,
+        settings: Settings,
+        *,
+        clock: Callable[[], datetime.datetime] = _utcnow,
+        stopping: threading.Event | None = None,
     ) -> None:
         self.p = parts
         self.s = settings
         self._clock = clock
         self.wake = threading.Event()
-        self.stopping = threading.Event()
+        self.stopping = stopping or threading.Event()
+        """Set by :meth:`stop`; also the drainer's cancel event, so a stop interrupts a blocked drain."""
         self._last_reason = ""
         self._retry_at: datetime.datetime | None = None
         self._entry_unschedulable: bool | None = None
