@@ -570,3 +570,117 @@ def test_apprise_is_imported_lazily_one_plugin_only() -> None:
         [sys.executable, "-c", LAZY_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.split("\n")[:3] == ["False", "False", "True False"]
+
+
+# --- SMTP over real TLS (STARTTLS and implicit TLS) with a self-signed loopback certificate -------------------
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    folder = tmp_path_factory.mktemp("tls")
+    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_file, key_file
+
+
+TLS_CASES = [
+    (
+        "explicit-starttls",
+        "smtp://kured:pw@127.0.0.1:{port}/?from=kured@example.com&to=ops@example.com",
+        False,
+    ),
+    (
+        "implicit-tls",
+        "smtp://kured:pw@127.0.0.1:{port}/?from=kured@example.com&to=ops@example.com&encryption=ImplicitTLS",
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(("url", "implicit"), [c[1:] for c in TLS_CASES], ids=[c[0] for c in TLS_CASES])
+def test_smtp_tls_and_login(
+    monkeypatch: pytest.MonkeyPatch, tls_files: tuple[Path, Path], url: str, implicit: bool
+) -> None:
+    import ssl
+
+    from aiosmtpd.controller import Controller
+    from aiosmtpd.smtp import AuthResult
+
+    cert_file, key_file = tls_files
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(cert_file, key_file)
+    create_default_context = ssl.create_default_context
+
+    def trusting_context(*args: Any, **kwargs: Any) -> ssl.SSLContext:  # trust only our test CA
+        return create_default_context(cafile=str(cert_file))
+
+    monkeypatch.setattr(ssl, "create_default_context", trusting_context)
+    received: list[Any] = []
+    logins: list[tuple[bytes, bytes]] = []
+
+    class Handler:
+        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+            implicit_tls = server.transport.get_extra_info("ssl_object") is not None
+            received.append((envelope, session.ssl is not None or implicit_tls))
+            return "250 OK"
+
+    def authenticator(server: Any, session: Any, envelope: Any, mechanism: str, data: Any) -> AuthResult:
+        logins.append((data.login, data.password))
+        return AuthResult(success=True)
+
+    port = _free_port()
+    # aiosmtpd does not see implicit TLS as "TLS" for auth_require_tls; the socket is TLS from the first byte.
+    options: dict[str, Any] = {"authenticator": authenticator, "auth_require_tls": not implicit}
+    if implicit:
+        controller = Controller(
+            Handler(), hostname="127.0.0.1", port=port, ssl_context=server_context, **options
+        )
+    else:
+        controller = Controller(
+            Handler(),
+            hostname="127.0.0.1",
+            port=port,
+            tls_context=server_context,
+            require_starttls=True,
+            **options,
+        )
+    controller.start()
+    try:
+        assert Notifier(urls=[url.format(port=port)], timeout=10).send("Rebooting node n1") is True
+    finally:
+        controller.stop()
+    assert logins == [(b"kured", b"pw")]
+    [(envelope, encrypted)] = received
+    assert encrypted is True
+    assert envelope.rcpt_tos == ["ops@example.com"]
+    assert "Rebooting node n1" in envelope.content.decode()
