@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pykured.gofmt import sprintf
 
@@ -35,3 +37,13 @@ CASES = [
 @pytest.mark.parametrize(("template", "args", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_sprintf_matches_go(template: str, args: tuple[str, ...], expected: str) -> None:
     assert sprintf(template, *args) == expected
+
+
+@given(template=st.text().filter(lambda t: "%" not in t), node=st.text())
+def test_template_without_verbs_appends_extra(template: str, node: str) -> None:
+    assert sprintf(template, node) == f"{template}%!(EXTRA string={node})"
+
+
+@given(prefix=st.text().filter(lambda t: "%" not in t), node=st.text())
+def test_single_s_verb_substitutes(prefix: str, node: str) -> None:
+    assert sprintf(prefix + "%s", node) == prefix + node

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pykured.errors import ConfigError
 from pykured.shoutrrr import (
@@ -326,3 +328,20 @@ def test_dash_case(name: str, expected: str) -> None:
 )
 def test_gotify_priority_quantised(priority: int, expected: str) -> None:
     assert gotify_priority(priority) == expected
+
+
+SECRET = st.text(alphabet="ABCDEFGHJKMNPQRSTUVWXYZ23456789", min_size=6, max_size=30).map(lambda s: "Zq" + s)
+
+
+@given(user=SECRET, password=SECRET, token=SECRET, value=SECRET)
+def test_redact_never_leaks_secrets(user: str, password: str, token: str, value: str) -> None:
+    shown = redact(f"generic://{user}:{password}@hooks.example.com/api/{token}?key={value}")
+    assert shown.startswith("generic://REDACTED@hooks.example.com/")
+    for secret in (user, password, token, value):
+        assert secret not in shown
+
+
+@given(user=SECRET, password=SECRET, host=st.from_regex(r"[A-Za-z][A-Za-z0-9]{0,10}", fullmatch=True))
+def test_parse_round_trips_userinfo_and_host_case(user: str, password: str, host: str) -> None:
+    url = parse(f"generic://{user}:{password}@{host}:8080/p")
+    assert (url.username, url.password, url.hostname, url.port) == (user, password, host, "8080")
