@@ -250,6 +250,11 @@ class Kube:
         """LIST Nodes (needs ``list`` on nodes, which kured's RBAC does not grant)."""
         return self.request("GET", "/api/v1/nodes", query={"labelSelector": label_selector})
 
+    def watch_nodes(self, *, resource_version: str, timeout_seconds: int = 60) -> Iterator[Obj]:
+        """WATCH Nodes from ``resource_version`` (central FleetLock's id index; needs ``watch`` on nodes)."""
+        query = {"resourceVersion": resource_version}
+        return self.watch("/api/v1/nodes", query=query, timeout_seconds=timeout_seconds)
+
     def patch_node(self, name: str, patch: Any, *, patch_type: str = STRATEGIC_MERGE_PATCH) -> Obj:
         """PATCH a Node (strategic merge by default; a list body needs ``JSON_PATCH``)."""
         return self.request("PATCH", f"/api/v1/nodes/{_q(name)}", body=patch, content_type=patch_type)
