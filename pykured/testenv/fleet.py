@@ -47,6 +47,7 @@ class AgentSlot:
     reboots: int = 0
     starts: int = 0
     log: Path | None = None
+    last_reboot: float = 0.0
 
     @property
     def sentinel(self) -> Path:
@@ -85,6 +86,10 @@ class Fleet:
         self.down_seconds = down_seconds
         self.on_reboot = on_reboot
         self.slots: dict[str, AgentSlot] = {}
+        self.paused: set[str] = set()
+        """Nodes whose reboot requests are ignored (a reboot command that does not reboot)."""
+        self.keep_sentinel = False
+        """Leave the sentinel in place across the reboot (kured #976: a sentinel command that stays true)."""
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._supervise, name="fleet-supervisor", daemon=True)
@@ -99,6 +104,9 @@ class Fleet:
         """Prepare (and start) the agent of ``node``."""
         slot = AgentSlot(node=node, dir=self.workdir / node)
         (slot.dir / "run").mkdir(parents=True, exist_ok=True)
+        script = slot.dir / "reboot.sh"
+        script.write_text(f"#!/bin/sh\necho requested >> {slot.dir / 'requests.log'}\ntouch {slot.request}\n")
+        script.chmod(0o755)
         self.slots[node] = slot
         if start:
             self.start(node)
@@ -117,7 +125,7 @@ class Fleet:
             *self.args,
         ]
         if self.method == "command":
-            argv.append(f"--reboot-command=touch {slot.request}")
+            argv.append(f"--reboot-command={slot.dir / 'reboot.sh'}")
         elif self.method == "signal":
             argv.append("--reboot-method=signal")
         elif self.method == "zincati":
@@ -160,6 +168,11 @@ class Fleet:
         """Create ``node``'s reboot sentinel."""
         self.slots[node].sentinel.touch()
 
+    def requests(self, node: str) -> int:
+        """How many times ``node``'s agents ran the reboot command."""
+        log = self.slots[node].dir / "requests.log"
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
     def log_text(self, node: str) -> str:
         """Everything ``node``'s agents logged so far."""
         log = self.slots[node].log
@@ -189,17 +202,16 @@ class Fleet:
             return slot.request.exists()
         if self.method == "signal":
             return slot.fake_pid1 is not None and slot.fake_pid1.poll() is not None
-        return slot.marker.exists() and slot.reboots < slot.starts and self._marker_fresh(slot)
-
-    def _marker_fresh(self, slot: AgentSlot) -> bool:
-        """A Zincati marker counts once per boot."""
-        return not (slot.dir / f"handled-{slot.reboots}").exists()
+        try:
+            return slot.marker.stat().st_mtime > slot.last_reboot
+        except FileNotFoundError:
+            return False
 
     def _supervise(self) -> None:
         while not self._stop.wait(0.05):
             for slot in list(self.slots.values()):
                 with contextlib.suppress(Exception):
-                    if self._requested(slot):
+                    if slot.node not in self.paused and self._requested(slot):
                         self.reboot(slot.node)
 
     def reboot(self, node: str) -> None:
@@ -207,8 +219,8 @@ class Fleet:
         slot = self.slots[node]
         with self._lock:
             self.kill(node)
-            (slot.dir / f"handled-{slot.reboots}").touch()
-            for path in (slot.request, slot.sentinel):
+            slot.last_reboot = time.time()
+            for path in (slot.request, *(() if self.keep_sentinel else (slot.sentinel,))):
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
             self.cluster.reboot_node(node, down_seconds=self.down_seconds)

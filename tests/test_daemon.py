@@ -1,0 +1,304 @@
+"""The reboot cycle end to end: real pykured agent processes on simulated nodes of the real apiserver.
+
+Each agent is ``python -m pykured`` in safe mode with a shim nsenter; "reboots" are done by the fleet
+supervisor (agent killed, sentinel gone, new bootID, agent restarted). Nothing touches this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from pykured.testenv.fleet import Fleet
+from tests.testenv import TestEnv
+
+pytestmark = [pytest.mark.k8s, pytest.mark.slow]
+LOCK = "weave.works/kured-node-lock"
+MakeFleet = Callable[..., tuple[Fleet, str, list[str]]]
+
+
+@pytest.fixture
+def make_fleet(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeFleet]:
+    fleets: list[Fleet] = []
+
+    def make(
+        n: int = 1,
+        *,
+        args: tuple[str, ...] = (),
+        method: str = "command",
+        start: bool = True,
+        kubeconfig: Callable[[str], str] | None = None,
+    ) -> tuple[Fleet, str, list[str]]:
+        ns = k8s.new_namespace("ds")
+        k8s.create_daemonset(ns, "kured")
+        nodes = k8s.add_nodes(*[k8s.unique("node") for _ in range(n)])
+        fleet = Fleet(
+            k8s,
+            workdir=tmp_path / f"fleet-{len(fleets)}",
+            method=method,
+            kubeconfig=kubeconfig,
+            args=[f"--ds-namespace={ns}", "--period=10s", "--reboot-retry-delay=3s", *args],
+        )
+        fleet.__enter__()
+        fleets.append(fleet)
+        for node in nodes:
+            fleet.add(node, start=start)
+        return fleet, ns, nodes
+
+    yield make
+    for fleet in fleets:
+        fleet.close()
+
+
+def node_obj(k8s: TestEnv, node: str) -> dict:
+    return k8s.kube().get_node(node)
+
+
+def pykured_annotations(k8s: TestEnv, node: str) -> dict[str, str]:
+    annotations = node_obj(k8s, node)["metadata"].get("annotations", {})
+    return {
+        k: v for k, v in annotations.items() if k.startswith("pykured.dev/") and k != "pykured.dev/simulated"
+    }
+
+
+def settled(k8s: TestEnv, fleet: Fleet, node: str, reboots: int = 1) -> Callable[[], bool]:
+    def check() -> bool:
+        obj = node_obj(k8s, node)
+        return (
+            fleet.slots[node].reboots >= reboots
+            and not obj["spec"].get("unschedulable")
+            and not pykured_annotations(k8s, node)
+        )
+
+    return check
+
+
+def lock_value(k8s: TestEnv, ns: str) -> str | None:
+    return k8s.kube().get_daemonset(ns, "kured")["metadata"].get("annotations", {}).get(LOCK)
+
+
+@pytest.mark.parametrize("method", ["command", "signal", "zincati"])
+def test_full_cycle_for_each_reboot_method(k8s: TestEnv, make_fleet: MakeFleet, method: str) -> None:
+    fleet, ns, (node,) = make_fleet(
+        method=method, args=("--annotate-nodes", "--post-reboot-node-labels=rebooted=yes")
+    )
+    k8s.create_pod(k8s.new_namespace(), "app", node=node)
+    fleet.touch(node)
+    assert fleet.wait_for(settled(k8s, fleet, node), timeout=60), fleet.log_text(node)
+    obj = node_obj(k8s, node)
+    assert fleet.slots[node].reboots == 1
+    assert obj["metadata"]["labels"]["rebooted"] == "yes"
+    assert "weave.works/kured-reboot-in-progress" not in obj["metadata"]["annotations"]
+    assert "weave.works/kured-most-recent-reboot-needed" in obj["metadata"]["annotations"]
+    assert lock_value(k8s, ns) is None
+    log = fleet.log_text(node)
+    assert "Triggering reboot for node" in log and "Uncordoned node" in log
+    if method == "zincati":
+        assert not fleet.slots[node].marker.exists(), "the hand-off marker is removed after the reboot"
+
+
+def test_an_administrators_cordon_is_kept(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    fleet, _ns, (node,) = make_fleet()
+    k8s.kube().patch_node(node, {"spec": {"unschedulable": True}})
+    fleet.touch(node)
+    assert fleet.wait_for(
+        lambda: fleet.slots[node].reboots == 1 and not pykured_annotations(k8s, node), timeout=60
+    ), fleet.log_text(node)
+    time.sleep(1)
+    assert node_obj(k8s, node)["spec"]["unschedulable"] is True
+    assert "Leaving node" in fleet.log_text(node)
+
+
+def test_concurrency_one_never_drains_two_nodes_at_once(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    fleet, _ns, nodes = make_fleet(3, args=("--lock-backend=lease",))
+    most = 0
+    for node in nodes:
+        fleet.touch(node)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not all(s.reboots for s in fleet.slots.values()):
+        down = sum(1 for n in nodes if node_obj(k8s, n)["spec"].get("unschedulable"))
+        most = max(most, down)
+        time.sleep(0.05)
+    assert all(fleet.slots[n].reboots == 1 for n in nodes)
+    assert most == 1
+
+
+def test_pod_restart_while_waiting_for_the_reboot_does_not_reboot_twice(
+    k8s: TestEnv, make_fleet: MakeFleet
+) -> None:
+    fleet, _ns, (node,) = make_fleet(args=("--reboot-retry-delay=30s",))
+    fleet.paused.add(node)  # the host takes its time to go down
+    fleet.touch(node)
+    assert fleet.wait_for(lambda: fleet.requests(node) == 1, timeout=30), fleet.log_text(node)
+    fleet.restart(node)
+    time.sleep(3)
+    assert fleet.requests(node) == 1, "a restarted agent must not trigger the reboot again at once"
+    assert "Waiting for reboot" in fleet.log_text(node).split("Kubernetes Reboot Daemon")[-1]
+    fleet.paused.discard(node)
+    assert fleet.wait_for(settled(k8s, fleet, node), timeout=30), fleet.log_text(node)
+    assert fleet.requests(node) == 1
+
+
+def test_pod_restart_during_a_blocked_drain_finishes_the_cycle(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    fleet, _ns, (node,) = make_fleet()
+    apps = k8s.new_namespace()
+    k8s.create_pod(apps, "guarded", node=node, labels={"app": "guarded"})
+    k8s.create_pdb(apps, "guard", {"app": "guarded"}, min_available=1)
+    k8s.set_pdb_status(apps, "guard", disruptions_allowed=0)
+    fleet.touch(node)
+    assert fleet.wait_for(lambda: node_obj(k8s, node)["spec"].get("unschedulable") is True, timeout=30)
+    fleet.restart(node)
+    time.sleep(2)
+    assert fleet.slots[node].reboots == 0
+    k8s.set_pdb_status(apps, "guard", disruptions_allowed=1)
+    assert fleet.wait_for(settled(k8s, fleet, node), timeout=60), fleet.log_text(node)
+    assert fleet.slots[node].reboots == 1
+
+
+def test_pod_restart_during_the_release_delay_keeps_the_release_time(
+    k8s: TestEnv, make_fleet: MakeFleet
+) -> None:
+    fleet, ns, (node,) = make_fleet(args=("--lock-release-delay=6s",))
+    fleet.touch(node)
+    assert fleet.wait_for(lambda: "pykured.dev/release-after" in pykured_annotations(k8s, node), timeout=60)
+    release_after = pykured_annotations(k8s, node)["pykured.dev/release-after"]
+    assert lock_value(k8s, ns) is not None
+    fleet.restart(node)
+    assert fleet.wait_for(lambda: lock_value(k8s, ns) is None, timeout=30), fleet.log_text(node)
+    assert node_obj(k8s, node)["spec"].get("unschedulable") is not True
+    assert release_after  # the stored time, not a delay restarted in memory, decided the release
+    assert fleet.slots[node].reboots == 1
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["no-force", "force-reboot"])
+def test_pdb_blocked_drain(k8s: TestEnv, make_fleet: MakeFleet, force: bool) -> None:
+    args = ("--drain-timeout=3s", *(("--force-reboot",) if force else ()))
+    fleet, ns, (node,) = make_fleet(args=args)
+    apps = k8s.new_namespace()
+    k8s.create_pod(apps, "guarded", node=node, labels={"app": "guarded"})
+    k8s.create_pdb(apps, "guard", {"app": "guarded"}, min_available=1)
+    k8s.set_pdb_status(apps, "guard", disruptions_allowed=0)
+    fleet.touch(node)
+    if force:
+        assert fleet.wait_for(lambda: fleet.slots[node].reboots == 1, timeout=60), fleet.log_text(node)
+        assert fleet.wait_for(settled(k8s, fleet, node), timeout=30)
+    else:
+        assert fleet.wait_for(lambda: "Unable to cordon or drain" in fleet.log_text(node), timeout=60)
+        assert fleet.wait_for(
+            lambda: lock_value(k8s, ns) is None and not node_obj(k8s, node)["spec"].get("unschedulable"),
+            timeout=30,
+        )
+        assert fleet.slots[node].reboots == 0
+
+
+def test_pod_blocker_blocks(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    fleet, ns, (node,) = make_fleet(args=("--blocking-pod-selector=app=blocker",))
+    k8s.create_pod(k8s.new_namespace(), "blocker", node=node, labels={"app": "blocker"})
+    fleet.touch(node)
+    assert fleet.wait_for(
+        lambda: "Reboot blocked: matching pods: [blocker]" in fleet.log_text(node), timeout=30
+    )
+    assert lock_value(k8s, ns) is None
+    assert fleet.slots[node].reboots == 0
+
+
+class _Prometheus(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        body = {
+            "status": "success",
+            "data": {
+                "resultType": "vector",
+                "result": [
+                    {
+                        "metric": {"__name__": "ALERTS", "alertname": "NodeDown", "alertstate": "firing"},
+                        "value": [0, "1"],
+                    }
+                ],
+            },
+        }
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_prometheus_alert_blocks(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Prometheus)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        fleet, ns, (node,) = make_fleet(args=(f"--prometheus-url=http://127.0.0.1:{server.server_port}",))
+        fleet.touch(node)
+        assert fleet.wait_for(
+            lambda: "Reboot blocked: 1 active alerts: [NodeDown]" in fleet.log_text(node), timeout=30
+        ), fleet.log_text(node)
+        assert fleet.slots[node].reboots == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_sentinel_still_present_after_reboot_backs_off(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    fleet, ns, (node,) = make_fleet()
+    fleet.keep_sentinel = True  # kured #976: `! needs-restarting` without the binary stays true forever
+    fleet.touch(node)
+    assert fleet.wait_for(lambda: "kured #976" in fleet.log_text(node), timeout=60), fleet.log_text(node)
+    time.sleep(3)
+    assert fleet.slots[node].reboots == 1
+    assert lock_value(k8s, ns) is None
+    assert "pykured.dev/backoff-until" in node_obj(k8s, node)["metadata"]["annotations"]
+
+
+def test_reboot_that_never_happens_is_retried_once_then_given_up(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    fleet, ns, (node,) = make_fleet()
+    fleet.paused.add(node)  # the reboot command "succeeds" but the host never reboots
+    fleet.touch(node)
+    assert fleet.wait_for(lambda: "giving up this cycle" in fleet.log_text(node), timeout=60), fleet.log_text(
+        node
+    )
+    assert fleet.requests(node) == 2
+    assert fleet.wait_for(
+        lambda: lock_value(k8s, ns) is None and not node_obj(k8s, node)["spec"].get("unschedulable"),
+        timeout=10,
+    )
+    time.sleep(2)
+    assert fleet.requests(node) == 2, "backing off: no third attempt"
+
+
+def test_kured_rbac_with_the_charts_default_arguments(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    """The "swap the image in kured's Helm chart" path: kured's RBAC, the chart's default render."""
+    holder: dict[str, str] = {}
+
+    def kubeconfig(_node: str) -> str:
+        return holder["path"]
+
+    fleet, ns, (node,) = make_fleet(
+        kubeconfig=kubeconfig,
+        start=False,
+        args=(
+            "--ds-name=kured",
+            "--metrics-port=0",
+            "--reboot-command=/bin/systemctl reboot",
+            "--log-format=text",
+            "--concurrency=1",
+        ),
+    )
+    k8s.apply_rbac_kured(ns)
+    holder["path"] = k8s.kubeconfig_for(*k8s.kured_identity(ns))
+    fleet.start(node)
+    fleet.touch(node)
+    # The fleet's reboot command comes after the chart's on the command line, so it wins (last value wins, as
+    # in pflag); everything else is the chart's default render, and only kured's RBAC is granted.
+    assert fleet.wait_for(settled(k8s, fleet, node), timeout=60), fleet.log_text(node)
+    assert fleet.slots[node].reboots == 1
+    assert lock_value(k8s, ns) is None
