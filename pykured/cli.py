@@ -57,10 +57,10 @@ def main(argv: Sequence[str]) -> int:
 
 
 def _startup(cfg: Config) -> None:
-    from pykured.startup import startup_lines
+    from pykured.startup import startup_records
 
-    for line in startup_lines(cfg, __version__):
-        logger.info(line)
+    for level, line in startup_records(cfg, __version__):
+        logger.log(logging.WARNING if str(level).lower().startswith("warn") else logging.INFO, line)
     for warning in cfg.warnings:
         logger.warning(warning)
 

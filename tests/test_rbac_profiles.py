@@ -1,0 +1,103 @@
+"""The manifests' permissions are enough: a full reboot cycle authenticated as each profile's ServiceAccount.
+
+For the base and each overlay, the rendered RBAC objects are applied to the test apiserver (moved into a
+fresh namespace so profiles do not collide), and a real pykured agent runs one whole cycle — lock, cordon,
+drain, reboot, uncordon, release — as ``system:serviceaccount:<ns>:kured`` with that RBAC only, using the
+profile's own DaemonSet arguments (the sentinel path and the reboot mechanics are replaced by the simulation's).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pykured.testenv.fleet import Fleet
+from tests.testenv import TestEnv
+
+pytestmark = [pytest.mark.k8s, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[1]
+PROFILES = {
+    "base": ("kustomize/base", "command"),
+    "kured-compat": ("kustomize/overlays/kured-compat", "command"),
+    "signal": ("kustomize/overlays/signal", "signal"),
+    "zincati": ("kustomize/overlays/zincati", "zincati"),
+}
+SIMULATION_OWNED = ("--reboot-sentinel=", "--reboot-sentinel-command=", "--reboot-method=", "--reboot-command=",
+                    "--zincati-marker-file=", "--metrics-port=")
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+PATHS = {
+    "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
+    "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+}
+
+
+def render(k8s: TestEnv, directory: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(k8s.kubectl("kustomize", str(ROOT / directory))) if d]
+
+
+def relocate(obj: dict[str, Any], ns: str) -> dict[str, Any]:
+    """Move a rendered RBAC object from kube-system into ``ns`` (cluster-scoped names get a suffix)."""
+    moved = copy.deepcopy(obj)
+    meta = moved["metadata"]
+    if moved["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+        meta["name"] = f"{meta['name']}-{ns}"
+    else:
+        meta["namespace"] = ns
+    if moved["kind"] == "ClusterRoleBinding":
+        moved["roleRef"]["name"] = f"{moved['roleRef']['name']}-{ns}"
+    for subject in moved.get("subjects", []):
+        if subject.get("kind") == "ServiceAccount":
+            subject["namespace"] = ns
+    return moved
+
+
+@pytest.fixture
+def fleets() -> Iterator[list[Fleet]]:
+    made: list[Fleet] = []
+    yield made
+    for fleet in made:
+        fleet.close()
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_full_cycle_with_the_profiles_rbac_only(k8s: TestEnv, tmp_path: Path, fleets: list[Fleet],
+                                               profile: str) -> None:
+    directory, method = PROFILES[profile]
+    docs = render(k8s, directory)
+    ns = k8s.new_namespace(profile)
+    for obj in docs:
+        if obj["kind"] in RBAC_KINDS:
+            moved = relocate(obj, ns)
+            k8s.kube().create(PATHS[obj["kind"]].format(ns=ns), moved)
+    daemonset = next(d for d in docs if d["kind"] == "DaemonSet")
+    k8s.create_daemonset(ns, daemonset["metadata"]["name"])
+    container = daemonset["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["/usr/bin/kured"]
+    args = [a for a in container.get("args", []) if not a.startswith(SIMULATION_OWNED)]
+    node = k8s.add_nodes(k8s.unique(profile))[0]
+    k8s.create_pod(k8s.new_namespace(), "app", node=node)
+    identity = k8s.kubeconfig_for(*k8s.kured_identity(ns))
+    fleet = Fleet(k8s, workdir=tmp_path / "fleet", method=method, kubeconfig=lambda _n: identity,
+                  args=[*args, f"--ds-namespace={ns}", "--period=10s"])
+    fleets.append(fleet)
+    fleet.__enter__()
+    fleet.add(node)
+    fleet.touch(node)
+
+    def done() -> bool:
+        obj = k8s.kube().get_node(node)
+        annotations = obj["metadata"].get("annotations", {})
+        return (fleet.slots[node].reboots == 1 and not obj["spec"].get("unschedulable")
+                and "pykured.dev/unschedulable-before" not in annotations)
+
+    assert fleet.wait_for(done, timeout=90), fleet.log_text(node)
+    log = fleet.log_text(node)
+    assert "Forbidden" not in log and "forbidden" not in log.replace("events are forbidden", ""), log
