@@ -1,9 +1,9 @@
-"""The composition root: parse kured's flags, build every adapter, run the daemon; plus pykured's subcommands.
+"""The composition root: parse kured's flags, build the agent and run it; plus pykured's subcommands.
 
-``kured [flags]`` (also ``pykured``, ``python -m pykured``) runs the node agent exactly where kured's manifests
-call ``/usr/bin/kured``. Subcommands, which kured does not have:
+``kured [flags]`` (also ``pykured``, ``python -m pykured``) runs the node agent exactly where kured's
+manifests call ``/usr/bin/kured``. Subcommands, which kured does not have:
 
-* ``pykured lock status`` / ``pykured lock release NODE`` — see and fix the reboot lock (kured #137's runbook);
+* ``pykured lock status`` / ``pykured lock release NODE`` — see and fix the lock (kured #137's runbook);
 * ``pykured notify-test --notify-url URL [--message TEXT]`` — send one notification and print the outcome;
 * ``pykured demo [--nodes N] [--concurrency C]`` — a local control plane with simulated nodes rolling reboots.
 
@@ -60,7 +60,7 @@ def _startup(cfg: Config) -> None:
     from pykured.startup import startup_records
 
     for level, line in startup_records(cfg, __version__):
-        logger.log(logging.WARNING if str(level).lower().startswith("warn") else logging.INFO, line)
+        logger.log(level, line)
     for warning in cfg.warnings:
         logger.warning(warning)
 

@@ -1,9 +1,10 @@
-"""The reboot cycle as a pure decision: what one reconcile pass should do next, given what it observed.
+"""The reboot cycle as a pure decision: what one reconcile pass does next, given what it observed.
 
-kured's cycle lives in two ``for range tick`` loops whose state is the program counter, so a pod restart at the
-wrong moment loses it (nodes left cordoned, #63/#955; reboot loops, #44/#976). pykured keeps the state where
-it survives a restart — the lock entry and ``pykured.dev/*`` annotations on the Node — and every pass derives
-the next step from it afresh. Each action is small and idempotent, so repeating one after a crash is harmless.
+kured's cycle lives in two ``for range tick`` loops whose state is the program counter, so a pod restart at
+the wrong moment loses it (nodes left cordoned, #63/#955; reboot loops, #44/#976). pykured keeps the state
+where it survives a restart — the lock entry and ``pykured.dev/*`` annotations on the Node — and every pass
+derives the next step from it afresh. Each action is small and idempotent, so repeating one after a crash is
+harmless.
 
 The phases, as the state reads them::
 
@@ -49,7 +50,7 @@ class Step(enum.Enum):
     GIVE_UP = "give-up"
     """The reboot never happened: uncordon if we cordoned, release, back off."""
     POST_REBOOT = "post-reboot"
-    """The node came back with a new bootID: uncordon if we cordoned, post labels, notify, schedule release."""
+    """The node came back with a new bootID: uncordon if we cordoned, post labels, notify, set the release."""
     RELEASE = "release"
     """The release delay passed: free the slot and clear pykured's memory on the Node."""
     ABORT = "abort"

@@ -70,8 +70,11 @@ def main(argv: list[str], *, out: TextIO | None = None) -> int:
             for node in nodes:
                 fleet.add(node)
             time.sleep(1.0)
-            print(f"Touching the reboot sentinel of {len(nodes)} nodes "
-                  f"(--concurrency={opts.concurrency}, --lock-backend={opts.lock_backend})", file=stream)
+            print(
+                f"Touching the reboot sentinel of {len(nodes)} nodes "
+                f"(--concurrency={opts.concurrency}, --lock-backend={opts.lock_backend})",
+                file=stream,
+            )
             rolled = time.monotonic()
             for node in nodes:
                 fleet.touch(node)
@@ -87,7 +90,9 @@ def main(argv: list[str], *, out: TextIO | None = None) -> int:
                 if line != last_line:
                     elapsed = time.monotonic() - rolled
                     prefix = "\r\033[K" if tty else ""
-                    print(f"{prefix}[{elapsed:6.1f}s] {line}", end="" if tty else "\n", file=stream, flush=True)
+                    print(
+                        f"{prefix}[{elapsed:6.1f}s] {line}", end="" if tty else "\n", file=stream, flush=True
+                    )
                     last_line = line
                 if all(states[n] == "done" for n in nodes):
                     break
@@ -101,8 +106,11 @@ def main(argv: list[str], *, out: TextIO | None = None) -> int:
         ok = all(r == 1 for r in reboots.values()) and not cordoned and most_down <= opts.concurrency
         print("", file=stream)
         print("Summary", file=stream)
-        print(f"  nodes rolled:            {len(nodes)} in {total:.1f} s (whole demo {time.monotonic() - began:.1f} s)",
-              file=stream)
+        print(
+            f"  nodes rolled:            {len(nodes)} in {total:.1f} s "
+            f"(whole demo {time.monotonic() - began:.1f} s)",
+            file=stream,
+        )
         print(f"  most nodes down at once: {most_down} (limit {opts.concurrency})", file=stream)
         print(f"  reboots per node:        {reboots}", file=stream)
         print(f"  left cordoned:           {cordoned or 'none'}", file=stream)

@@ -64,7 +64,7 @@ class Metrics:
     """All pykured metrics on one private registry, and the HTTP server that exposes them."""
 
     def __init__(self, *, version: str = "0.1.0", process_collectors: bool = True) -> None:
-        disable_created_metrics()  # Go's exposition has no *_created samples
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # Go has no *_created samples
         self.registry = CollectorRegistry(auto_describe=True)
         reg = self.registry
         if process_collectors:

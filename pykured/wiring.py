@@ -130,7 +130,7 @@ def build(cfg: Config) -> Agent:
         slack_hook_url=cfg.slack_hook_url,
         extra_urls=cfg.extra_notify_url,
         messages=messages,
-        on_failure=lambda service: metrics.notify_failed(service),
+        on_failure=metrics.notify_failed,
     )
     blockers: list[Blocker] = []
     if cfg.prometheus_url:

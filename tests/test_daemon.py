@@ -237,7 +237,7 @@ def test_prometheus_alert_blocks(k8s: TestEnv, make_fleet: MakeFleet) -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Prometheus)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        fleet, ns, (node,) = make_fleet(args=(f"--prometheus-url=http://127.0.0.1:{server.server_port}",))
+        fleet, _ns, (node,) = make_fleet(args=(f"--prometheus-url=http://127.0.0.1:{server.server_port}",))
         fleet.touch(node)
         assert fleet.wait_for(
             lambda: "Reboot blocked: 1 active alerts: [NodeDown]" in fleet.log_text(node), timeout=30

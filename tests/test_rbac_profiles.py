@@ -1,9 +1,9 @@
-"""The manifests' permissions are enough: a full reboot cycle authenticated as each profile's ServiceAccount.
+"""The manifests' permissions are enough: a full reboot cycle as each profile's ServiceAccount.
 
 For the base and each overlay, the rendered RBAC objects are applied to the test apiserver (moved into a
 fresh namespace so profiles do not collide), and a real pykured agent runs one whole cycle — lock, cordon,
 drain, reboot, uncordon, release — as ``system:serviceaccount:<ns>:kured`` with that RBAC only, using the
-profile's own DaemonSet arguments (the sentinel path and the reboot mechanics are replaced by the simulation's).
+profile's own DaemonSet arguments (the simulation replaces the sentinel path and the reboot mechanics).
 """
 
 from __future__ import annotations
@@ -27,8 +27,14 @@ PROFILES = {
     "signal": ("kustomize/overlays/signal", "signal"),
     "zincati": ("kustomize/overlays/zincati", "zincati"),
 }
-SIMULATION_OWNED = ("--reboot-sentinel=", "--reboot-sentinel-command=", "--reboot-method=", "--reboot-command=",
-                    "--zincati-marker-file=", "--metrics-port=")
+SIMULATION_OWNED = (
+    "--reboot-sentinel=",
+    "--reboot-sentinel-command=",
+    "--reboot-method=",
+    "--reboot-command=",
+    "--zincati-marker-file=",
+    "--metrics-port=",
+)
 RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 PATHS = {
     "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
@@ -68,8 +74,9 @@ def fleets() -> Iterator[list[Fleet]]:
 
 
 @pytest.mark.parametrize("profile", list(PROFILES))
-def test_full_cycle_with_the_profiles_rbac_only(k8s: TestEnv, tmp_path: Path, fleets: list[Fleet],
-                                               profile: str) -> None:
+def test_full_cycle_with_the_profiles_rbac_only(
+    k8s: TestEnv, tmp_path: Path, fleets: list[Fleet], profile: str
+) -> None:
     directory, method = PROFILES[profile]
     docs = render(k8s, directory)
     ns = k8s.new_namespace(profile)
@@ -85,8 +92,13 @@ def test_full_cycle_with_the_profiles_rbac_only(k8s: TestEnv, tmp_path: Path, fl
     node = k8s.add_nodes(k8s.unique(profile))[0]
     k8s.create_pod(k8s.new_namespace(), "app", node=node)
     identity = k8s.kubeconfig_for(*k8s.kured_identity(ns))
-    fleet = Fleet(k8s, workdir=tmp_path / "fleet", method=method, kubeconfig=lambda _n: identity,
-                  args=[*args, f"--ds-namespace={ns}", "--period=10s"])
+    fleet = Fleet(
+        k8s,
+        workdir=tmp_path / "fleet",
+        method=method,
+        kubeconfig=lambda _n: identity,
+        args=[*args, f"--ds-namespace={ns}", "--period=10s"],
+    )
     fleets.append(fleet)
     fleet.__enter__()
     fleet.add(node)
@@ -95,8 +107,11 @@ def test_full_cycle_with_the_profiles_rbac_only(k8s: TestEnv, tmp_path: Path, fl
     def done() -> bool:
         obj = k8s.kube().get_node(node)
         annotations = obj["metadata"].get("annotations", {})
-        return (fleet.slots[node].reboots == 1 and not obj["spec"].get("unschedulable")
-                and "pykured.dev/unschedulable-before" not in annotations)
+        return (
+            fleet.slots[node].reboots == 1
+            and not obj["spec"].get("unschedulable")
+            and "pykured.dev/unschedulable-before" not in annotations
+        )
 
     assert fleet.wait_for(done, timeout=90), fleet.log_text(node)
     log = fleet.log_text(node)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("annotation", "lease")
+ALIASES: dict[str, str | None] = {"daemonset": "annotation", "both": None, "": None}
 
 
 def _locks(
@@ -156,7 +157,9 @@ def lock_release(
     backend: str | None = None,
     lease_namespace: str | None = None,
 ) -> int:
-    """Free ``node``'s slots on ``backend`` (``annotation``, ``lease`` or both when ``None``)."""
+    """Free ``node``'s slots on ``backend``: ``annotation`` (alias ``daemonset``), ``lease``, or both when
+    ``None`` (alias ``both``)."""
+    backend = ALIASES.get(backend or "", backend)
     if backend is not None and backend not in BACKENDS:
         out.write(f"unknown lock backend {backend!r} (choose from {', '.join(BACKENDS)})\n")
         return 2

@@ -239,11 +239,18 @@ class AnnotationLock:
         return live(value.entries, now_ns) if value else ()
 
     def wait_for_change(self, timeout: float) -> None:
-        """Poll the DaemonSet every ``poll_interval`` until the annotation changes (kured RBAC: no watch)."""
+        """Poll the DaemonSet about every ``poll_interval`` until the annotation changes (no watch in RBAC).
+
+        The first poll comes after a random part of the interval and later ones are jittered ±50 %, so the
+        waiters, which all wake on the same change, do not poll in lock step: with n waiters a freed lock is
+        seen after about ``poll_interval / (n + 1)``.
+        """
         deadline = time.monotonic() + timeout
         before = self._last_raw
+        pause = self._poll_interval * self._rng.random()
         while (remaining := deadline - time.monotonic()) > 0:
-            self._sleep(min(self._poll_interval, remaining))
+            self._sleep(min(pause, remaining))
+            pause = self._poll_interval * self._rng.uniform(0.5, 1.5)
             try:
                 ds = self._kube.get_daemonset(self._namespace, self._ds_name)
             except KubeError as exc:

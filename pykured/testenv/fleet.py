@@ -137,7 +137,10 @@ class Fleet:
         slot = self.slots[node]
         env = {**os.environ, "PYKURED_SAFE_MODE": "1", "PYKURED_NSENTER": str(self.shim), **self.env}
         if self.method == "signal":
-            slot.fake_pid1 = subprocess.Popen(["sleep", "100000"], preexec_fn=_die_with_parent)  # noqa: PLW1509
+            slot.fake_pid1 = subprocess.Popen(
+                ["sleep", "100000"],
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - exec follows at once
+            )
             env["PYKURED_SIGNAL_PID"] = str(slot.fake_pid1.pid)
         slot.log = slot.dir / "agent.log"
         with open(slot.log, "ab") as log:
@@ -147,8 +150,8 @@ class Fleet:
                 stderr=subprocess.STDOUT,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,
-            )  # noqa: PLW1509
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - exec follows at once
+            )
         slot.starts += 1
 
     def kill(self, node: str) -> None:

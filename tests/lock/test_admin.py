@@ -99,7 +99,7 @@ def test_release_manual_and_corrupt_values(
     k8s: TestEnv, lock_ns: str, stored: str, after: str | None
 ) -> None:
     set_raw(k8s, lock_ns, stored)
-    code, text = release(k8s, lock_ns, "manual", backend="annotation")
+    code, text = release(k8s, lock_ns, "manual", backend="daemonset")
     assert code == 0, text
     remaining = raw(k8s, lock_ns)
     if after is None:

@@ -44,7 +44,7 @@ MANUAL_ENCODED = (
 )
 
 
-# -- kured.md §3.1 golden values -------------------------------------------------------------------
+# -- kured.md §3.1 golden values -----------------------------------------------------------------
 
 
 def test_decode_single_golden() -> None:
@@ -100,7 +100,7 @@ def test_manual_lock_is_held_forever() -> None:
     assert encode(value) == MANUAL_ENCODED
 
 
-# -- Go time ---------------------------------------------------------------------------------------
+# -- Go time -------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -146,7 +146,7 @@ def test_bad_times_are_rejected(text: str) -> None:
         parse_go_time(text)
 
 
-# -- lenient decoding (Go encoding/json) -----------------------------------------------------------
+# -- lenient decoding (Go encoding/json) ---------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -228,7 +228,7 @@ def test_corrupt_values_raise_lock_error(raw: str, message: str) -> None:
         decode(raw)
 
 
-# -- encoding details ------------------------------------------------------------------------------
+# -- encoding details ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -271,7 +271,7 @@ def test_value_for(entries: tuple[LockEntry, ...], concurrency: int, form: LockF
     assert (value.form, value.entries, value.max_owners) == (form, entries, max_owners)
 
 
-# -- decisions -------------------------------------------------------------------------------------
+# -- decisions -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -339,7 +339,7 @@ def test_live_and_find() -> None:
     assert find(entries, "zzz") is None
 
 
-# -- properties ------------------------------------------------------------------------------------
+# -- properties ----------------------------------------------------------------------------------
 
 node_ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
 times = st.integers(min_value=GO_ZERO_TIME_NS, max_value=253_402_300_799_999_999_999)  # years 1..9999
