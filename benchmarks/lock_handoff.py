@@ -6,7 +6,8 @@ Starts the real test control plane (etcd + kube-apiserver, ``tests.testenv``), t
    daemon does (``acquire``, then ``wait_for_change``) for ``--idle`` seconds: every API request of the
    waiters is counted (``Kube.request`` and ``Kube.watch`` wrapped) → requests per waiting node per minute;
 2. the holder releases; each waiter, once it holds the lock, keeps it ``--hold`` seconds and releases it.
-   Handoff latency = time from a release returning to the next holder's acquire returning.
+   Handoff latency = time from the start of a ``release()`` call to the next holder's ``acquire()`` returning
+   (conservative: it includes the release's own requests).
 
 Backends run with their default settings (annotation: GET poll every 10 s, as kured's RBAC has no watch;
 Lease: watch). ``--poll`` changes the annotation poll interval.
@@ -75,9 +76,9 @@ def run_backend(
                 with mutex:
                     events.append((time.monotonic(), "acquire"))
                 time.sleep(hold)
-                lock.release()
                 with mutex:
-                    events.append((time.monotonic(), "release"))
+                    events.append((time.monotonic(), "release"))  # the call starts: a conservative handoff
+                lock.release()
                 return
             lock.wait_for_change(3600)
 
@@ -92,9 +93,9 @@ def run_backend(
     start_count, start = counter.count, time.monotonic()
     time.sleep(idle)
     idle_requests, minutes = counter.count - start_count, (time.monotonic() - start) / 60
-    holder.release()
     with mutex:
         events.append((time.monotonic(), "release"))
+    holder.release()
     for thread in threads:
         thread.join()
     events.sort()

@@ -140,12 +140,13 @@ class LeaseLock:
                 self._sleep(self._retry_interval)
         self._rv = (answer.get("metadata") or {}).get("resourceVersion")
         leases = {item["metadata"]["name"]: item for item in answer.get("items") or []}
+        now = time.time_ns()
         expiries = [
-            e.created_ns + e.ttl_ns
+            end
             for e in map(lease_entry, leases.values())
-            if e is not None and e.ttl_ns > 0
+            if e is not None and e.ttl_ns > 0 and (end := e.created_ns + e.ttl_ns) > now
         ]
-        self._next_expiry_ns = min(expiries, default=None)
+        self._next_expiry_ns = min(expiries, default=None)  # only future expiries end a wait (no hot loop)
         return leases
 
     def _body(self, name: str, base: Obj | None, holder: str | None, unschedulable: bool, now_ns: int) -> Obj:
@@ -265,10 +266,9 @@ class LeaseLock:
                 for lease in self._list().values()
                 if (lease_entry(lease) or LockEntry("")).node_id == me
             ]
-            if not mine:
-                if not released:
-                    logger.info("Lock not held by %s in %s: nothing to release", me, self.where)
-                return released
+            if not mine and not released:
+                logger.info("Lock not held by %s in %s: nothing to release", me, self.where)
+            retry = False
             for lease in mine:
                 try:
                     self._free(lease)
@@ -278,7 +278,10 @@ class LeaseLock:
                         raise LockError(f"cannot release lease {lease['metadata']['name']}: {exc}") from exc
                     if not isinstance(exc, ConflictError):
                         logger.warning("Error releasing a lock lease in %s, retrying: %s", self.where, exc)
-                    self._sleep(self._retry_interval * self._rng.uniform(0.1, 0.5))
+                    retry = True
+            if not retry:
+                return released
+            self._sleep(self._retry_interval * self._rng.uniform(0.1, 0.5))
 
     def holders(self, *, now_ns: int) -> tuple[LockEntry, ...]:
         return live(self.entries(), now_ns)

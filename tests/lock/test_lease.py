@@ -309,3 +309,24 @@ def test_kured_rbac_cannot_use_leases(k8s: TestEnv, nodes: Any) -> None:
     with pytest.raises(LockError, match="cannot list the lock leases") as info:
         lock.acquire(unschedulable=False, now_ns=time.time_ns())
     assert isinstance(info.value.__cause__, KubeError) and info.value.__cause__.status == 403
+
+
+@pytest.mark.k8s
+def test_an_already_expired_leftover_slot_does_not_end_the_wait(k8s: TestEnv, nodes: Any) -> None:
+    """An expired holder of a slot above ``--concurrency`` is no reason to wake up (no hot loop)."""
+    namespace = k8s.new_namespace()
+    holder, leftover, waiter = nodes(3)
+    kube = k8s.kube()
+    now = time.time_ns()
+    assert (
+        make_lease_lock(kube, namespace, holder, concurrency=2)
+        .acquire(unschedulable=False, now_ns=now)
+        .acquired
+    )
+    old = make_lease_lock(kube, namespace, leftover, concurrency=2, ttl=Duration.parse("1s"))
+    assert old.acquire(unschedulable=False, now_ns=now - 5_000_000_000).acquired  # expired at once
+    waiting = make_lease_lock(kube, namespace, waiter, concurrency=1)
+    assert not waiting.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    started = time.monotonic()
+    waiting.wait_for_change(1.5)
+    assert time.monotonic() - started >= 1.4
