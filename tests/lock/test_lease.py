@@ -330,3 +330,24 @@ def test_an_already_expired_leftover_slot_does_not_end_the_wait(k8s: TestEnv, no
     started = time.monotonic()
     waiting.wait_for_change(1.5)
     assert time.monotonic() - started >= 1.4
+
+
+@pytest.mark.k8s
+def test_unreachable_api_server_gives_lock_error(k8s: TestEnv) -> None:
+    import copy
+
+    from kubernetes import client
+
+    from pykured.kube import Kube
+    from pykured.testenv.procs import free_port
+
+    configuration = copy.copy(k8s.kube()._api.configuration)
+    configuration.host = f"https://127.0.0.1:{free_port()}"  # nothing listens there
+    lock = make_lease_lock(
+        Kube(client.ApiClient(configuration), timeout=2), "default", "n", retry_timeout=1.0
+    )
+    started = time.monotonic()
+    with pytest.raises(LockError, match="cannot list the lock leases"):
+        lock.acquire(unschedulable=False, now_ns=time.time_ns())
+    lock.wait_for_change(0.5)  # never raises
+    assert time.monotonic() - started < 10
