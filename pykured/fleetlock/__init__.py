@@ -1,0 +1,18 @@
+"""FleetLock v1 for Zincati: pykured as the reboot manager of Fedora CoreOS nodes (zincati-fleetlock.md §9b).
+
+Zincati's stock ``fleet_lock`` strategy asks ``POST {base}v1/pre-reboot`` before it finalizes an update and
+``POST {base}v1/steady-state`` after boot. pykured answers from kured's own lock (one concurrency budget
+with sentinel-driven nodes), drains completely before it grants, never reboots the node itself, and keeps
+the cycle on the Node so restarts lose nothing.
+
+Modules: ``protocol`` (wire format, pure), ``appid`` (Zincati's id, pure), ``cycle`` (phases and reconcile
+decisions, pure), ``nodes`` (id → Node), ``ops`` (side effects), ``worker`` (background drains),
+``service`` (the operations), ``server`` (HTTP and the lifecycle the composition root uses).
+"""
+
+from __future__ import annotations
+
+from pykured.fleetlock.cycle import FLEETLOCK_ID_ANNOTATION
+from pykured.fleetlock.server import FleetLockServer
+
+__all__ = ["FLEETLOCK_ID_ANNOTATION", "FleetLockServer"]

@@ -1,0 +1,84 @@
+"""Drain workers: one background drain per node, so a FleetLock request never waits for a drain to end.
+
+Concept: Zincati's pre-reboot request is answered 423 ``drain_in_progress`` while the drain runs (optionally
+after a bounded long-poll), and 200 only once the worker has drained and recorded the grant. The worker
+owns nothing: its progress is the Node (cordoned, ``reboot-boot-id`` unset → still draining), so a restarted
+pykured simply starts a new worker, and a cancelled one writes nothing.
+
+Invariants: at most one live worker per node; ``cancel`` makes the drainer stop early and the worker skip
+its final step; the final step runs under the node's lock (passed in as ``finish``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Worker:
+    """One drain of one node."""
+
+    node: str
+    cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
+    done: threading.Event = dataclasses.field(default_factory=threading.Event)
+    error: str | None = None
+    thread: threading.Thread | None = None
+
+    @property
+    def live(self) -> bool:
+        """Still draining (or finishing)."""
+        return not self.done.is_set()
+
+
+class Workers:
+    """The live drain workers of this process, by node."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_node: dict[str, Worker] = {}
+
+    def live(self, node: str) -> Worker | None:
+        """The node's running worker, if any."""
+        with self._lock:
+            worker = self._by_node.get(node)
+            return worker if worker is not None and worker.live else None
+
+    def start(
+        self, node: str, drain: Callable[[Worker], str | None], finish: Callable[[Worker], None]
+    ) -> Worker:
+        """Start ``drain`` (returns an error text or ``None``), then ``finish``, unless one already runs."""
+        with self._lock:
+            current = self._by_node.get(node)
+            if current is not None and current.live:
+                return current
+            worker = Worker(node)
+            self._by_node[node] = worker
+
+        def run() -> None:
+            try:
+                worker.error = drain(worker)
+                if not worker.cancel.is_set():
+                    finish(worker)
+            except Exception:  # a worker must never die silently
+                logger.exception("FleetLock drain worker for node %s failed", node)
+                worker.error = worker.error or "internal error in the drain worker"
+            finally:
+                worker.done.set()
+
+        worker.thread = threading.Thread(target=run, name=f"fleetlock-drain-{node}", daemon=True)
+        worker.thread.start()
+        return worker
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Cancel every worker and wait a little for them to end."""
+        with self._lock:
+            workers = list(self._by_node.values())
+        for worker in workers:
+            worker.cancel.set()
+        for worker in workers:
+            worker.done.wait(timeout)

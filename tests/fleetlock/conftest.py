@@ -1,0 +1,179 @@
+"""A FleetLock rig on the real apiserver: a kured DaemonSet lock, simulated nodes, a Zincati-like client."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import http.client
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pykured.drain import Drainer
+from pykured.events import EventRecorder
+from pykured.fleetlock import FleetLockServer
+from pykured.fleetlock.appid import app_specific_id
+from pykured.fleetlock.cycle import Timing
+from pykured.goflags import Duration
+from pykured.kube import Kube
+from pykured.lock.annotation import AnnotationLock
+from pykured.metrics import Metrics
+from pykured.node import NodeBook
+from pykured.window import TimeWindow
+from tests.testenv import TestEnv
+
+ANNOTATION = "weave.works/kured-node-lock"
+ALWAYS = TimeWindow.parse(["su", "mo", "tu", "we", "th", "fr", "sa"], "0:00", "23:59:59", "UTC")
+
+
+def machine_id(node: str) -> str:
+    """The simulated kubelet's ``status.nodeInfo.machineID`` for ``node``."""
+    return uuid.uuid5(uuid.NAMESPACE_DNS, node).hex
+
+
+def zincati_id(node: str) -> str:
+    return app_specific_id(machine_id(node))
+
+
+class RecordingNotifier:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    def notify_drain(self, node: str) -> bool:
+        self.sent.append(("drain", node))
+        return True
+
+    def notify_reboot(self, node: str) -> bool:
+        self.sent.append(("reboot", node))
+        return True
+
+    def notify_uncordon(self, node: str) -> bool:
+        self.sent.append(("uncordon", node))
+        return True
+
+
+def zincati(port: int, api: str, ident: str, group: str = "default", *, base: str = "/") -> tuple[int, str]:
+    """One call as Zincati makes it (pretty JSON, id then group, no Content-Type); returns (status, kind)."""
+    body = json.dumps({"client_params": {"id": ident, "group": group}}, indent=2).encode()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.putrequest("POST", f"{base}v1/{api}", skip_accept_encoding=True)
+        conn.putheader("fleet-lock-protocol", "true")
+        conn.putheader("content-length", str(len(body)))
+        conn.endheaders(body)
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())["kind"]
+    finally:
+        conn.close()
+
+
+@dataclasses.dataclass
+class Rig:
+    k8s: TestEnv
+    kube: Kube
+    namespace: str
+    lock: AnnotationLock
+    notifier: RecordingNotifier
+    metrics: Metrics
+    tmp: Path
+    servers: list[FleetLockServer] = dataclasses.field(default_factory=list)
+    drain_timeout: float = 30.0
+
+    def server(self, *, mode: str = "central", node: str = "", **overrides: Any) -> FleetLockServer:
+        """A started server (stopped at teardown)."""
+        machine_file = self.tmp / f"machine-id-{node or 'none'}"
+        if node:
+            machine_file.write_text(machine_id(node) + "\n")
+        kube = self.kube
+        timeout = overrides.pop("drain_timeout", self.drain_timeout)
+
+        def drainer(name: str, cancel: threading.Event) -> Drainer:
+            return Drainer(
+                kube, node=name, timeout=Duration.of_seconds(timeout), cancel=cancel, poll_interval=0.1,
+                retry_delay=0.2, max_retry_delay=0.5,
+            )  # fmt: skip
+
+        kwargs: dict[str, Any] = dict(
+            kube=kube, lock=self.lock, host="127.0.0.1", port=0, mode=mode, group="default", node_id=node,
+            machine_id_file=str(machine_file), drainer_factory=drainer,
+            book_factory=lambda name: NodeBook(kube, node=name), notifier=self.notifier, blockers=(),
+            window=ALWAYS, metrics=self.metrics, events_factory=lambda name: EventRecorder(kube, node=name),
+            long_poll_s=0.2, reconcile_interval_s=3600.0, timing=Timing(),
+        )  # fmt: skip
+        kwargs.update(overrides)
+        server = FleetLockServer(**kwargs).start()
+        self.servers.append(server)
+        return server
+
+    def set_concurrency(self, concurrency: int) -> None:
+        self.lock = make_lock(self.kube, self.namespace, concurrency)
+
+    def node(self, name: str) -> dict[str, Any]:
+        return self.kube.get_node(name)
+
+    def annotations(self, name: str) -> dict[str, str]:
+        return self.node(name)["metadata"].get("annotations") or {}
+
+    def cordoned(self, name: str) -> bool:
+        return self.node(name)["spec"].get("unschedulable") is True
+
+    def holders(self) -> list[str]:
+        return [e.node_id for e in self.lock.holders(now_ns=time.time_ns())]
+
+    def count(self, api: str, kind: str) -> float:
+        value = self.metrics.registry.get_sample_value(
+            "pykured_fleetlock_requests_total", {"api": api, "kind": kind}
+        )
+        return value or 0.0
+
+    def until(
+        self, call: Callable[[], tuple[int, str]], status: int = 200, timeout: float = 40.0
+    ) -> list[str]:
+        """Repeat ``call`` until it answers ``status``; returns the kinds seen on the way."""
+        seen: list[str] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            got, kind = call()
+            seen.append(kind)
+            if got == status:
+                return seen
+            assert time.monotonic() < deadline, f"still {got} {kind} after {timeout}s: {seen[-5:]}"
+            time.sleep(0.1)
+
+
+def make_lock(kube: Kube, namespace: str, concurrency: int) -> AnnotationLock:
+    return AnnotationLock(
+        kube, namespace=namespace, ds_name="kured", annotation=ANNOTATION, node_id="unused",
+        concurrency=concurrency, ttl=Duration.of_seconds(0), conflict_delay=0.05, poll_interval=0.1,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def rig(k8s: TestEnv, tmp_path: Path) -> Iterator[Rig]:
+    namespace = k8s.new_namespace("fl")
+    k8s.create_daemonset(namespace, "kured")
+    kube = k8s.kube()
+    rig = Rig(
+        k8s,
+        kube,
+        namespace,
+        make_lock(kube, namespace, 1),
+        RecordingNotifier(),
+        Metrics(process_collectors=False),
+        tmp_path,
+    )
+    try:
+        yield rig
+    finally:
+        for server in rig.servers:
+            server.stop()
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)

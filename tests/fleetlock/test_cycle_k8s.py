@@ -1,0 +1,327 @@
+"""FleetLock end to end on the real apiserver: Zincati's cycle, the shared budget, restarts, failures."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from pykured.fleetlock.cycle import FLEETLOCK_ID_ANNOTATION, Timing
+from pykured.kube import Obj
+from pykured.model import Reason
+from pykured.nodeinfo import (
+    REBOOT_BOOT_ID_ANNOTATION,
+    RELEASE_AFTER_ANNOTATION,
+    UNSCHEDULABLE_BEFORE_ANNOTATION,
+)
+from tests.fleetlock.conftest import Rig, zincati, zincati_id
+from tests.lock.conftest import History, annotation_history
+
+pytestmark = pytest.mark.k8s
+
+STATE_KEYS = (FLEETLOCK_ID_ANNOTATION, REBOOT_BOOT_ID_ANNOTATION, UNSCHEDULABLE_BEFORE_ANNOTATION,
+              RELEASE_AFTER_ANNOTATION)  # fmt: skip
+
+
+def pods_on(rig: Rig, node: str) -> list[str]:
+    listed = rig.kube.list_pods(namespace=rig.namespace, field_selector=f"spec.nodeName={node}")
+    return [p["metadata"]["name"] for p in listed.get("items", [])]
+
+
+@pytest.mark.parametrize("mode", ["node-local", "central"], ids=["node-local", "central"])
+def test_full_zincati_cycle(rig: Rig, mode: str) -> None:
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    rig.k8s.create_pod(rig.namespace, "work", node=node, grace=2)
+    server = rig.server(mode=mode, node=node if mode == "node-local" else "")
+    zid = zincati_id(node)
+
+    def pre() -> tuple[int, str]:
+        return zincati(server.port, "pre-reboot", zid)
+
+    # Zincati starts: steady-state with no slot held answers 200 at once.
+    assert zincati(server.port, "steady-state", zid) == (200, "ok")
+    assert rig.holders() == []
+    # pre-reboot: slot taken, node cordoned, drain running -> 423, never 2xx before the drain completes.
+    assert pre() == (423, "drain_in_progress")
+    assert rig.holders() == [node]
+    assert rig.cordoned(node)
+    assert rig.annotations(node)[FLEETLOCK_ID_ANNOTATION] == zid
+    assert rig.annotations(node)[UNSCHEDULABLE_BEFORE_ANNOTATION] == "false"
+    kinds = rig.until(pre)
+    assert set(kinds[:-1]) <= {"drain_in_progress"}
+    assert pods_on(rig, node) == []  # the 200 came after the pods were gone
+    boot = rig.k8s.boot_id(node)
+    assert rig.annotations(node)[REBOOT_BOOT_ID_ANNOTATION] == boot
+    assert ("drain", node) in rig.notifier.sent and ("reboot", node) in rig.notifier.sent
+    # Zincati re-asks during its interactive-session grace: reentrant 200, nothing changes.
+    assert pre() == (200, "ok")
+    assert rig.holders() == [node]
+    # Zincati finalizes, the node reboots, Zincati reports steady state.
+    assert rig.k8s.reboot_node(node) != boot
+    assert zincati(server.port, "steady-state", zid) == (200, "ok")
+    assert not rig.cordoned(node)
+    assert rig.holders() == []
+    assert not set(STATE_KEYS) & set(rig.annotations(node))
+    assert ("uncordon", node) in rig.notifier.sent
+    assert rig.count("pre-reboot", "ok") == 2 and rig.count("steady-state", "ok") == 2
+    assert rig.count("pre-reboot", "drain_in_progress") >= 1
+    assert rig.count("cycle", "granted") == 1 and rig.count("cycle", "rebooted") == 1
+
+
+def test_shared_budget_with_a_sentinel_driven_holder(rig: Rig) -> None:
+    zn, other = rig.k8s.add_nodes(rig.k8s.unique("zn"), rig.k8s.unique("sentinel"))
+    server = rig.server(mode="central")
+    zid = zincati_id(zn)
+    # A sentinel-driven daemon holds the only slot: Zincati waits, nothing is cordoned or marked.
+    assert rig.lock.acquire(unschedulable=False, now_ns=time.time_ns(), node_id=other).acquired
+    assert zincati(server.port, "pre-reboot", zid) == (423, "lock_held")
+    assert not rig.cordoned(zn)
+    assert FLEETLOCK_ID_ANNOTATION not in rig.annotations(zn)
+    assert rig.holders() == [other]
+    rig.lock.release(node_id=other)
+    # Now Zincati gets it, and the daemon cannot take the last slot while Zincati holds it.
+    rig.until(lambda: zincati(server.port, "pre-reboot", zid))
+    assert not rig.lock.acquire(unschedulable=False, now_ns=time.time_ns(), node_id=other).acquired
+    assert rig.holders() == [zn]
+    assert zincati(server.port, "steady-state", zid) == (200, "ok")  # no reboot: released anyway (counted)
+    assert rig.count("cycle", "released_without_reboot") == 1
+    assert rig.holders() == [] and not rig.cordoned(zn)
+
+
+def test_restart_at_every_step_keeps_the_state(rig: Rig) -> None:
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    rig.k8s.create_pod(rig.namespace, "work", node=node, grace=2)
+    zid = zincati_id(node)
+
+    def restart() -> int:
+        for server in rig.servers:
+            server.stop()
+        rig.servers.clear()
+        return rig.server(mode="node-local", node=node).port
+
+    port = restart()
+    assert zincati(port, "pre-reboot", zid) == (423, "drain_in_progress")
+    port = restart()  # mid-drain: the drain is cancelled and resumed by the new process
+    assert rig.holders() == [node] and rig.cordoned(node)
+    rig.until(lambda: zincati(port, "pre-reboot", zid))
+    port = restart()  # granted: a restart must not release, and re-asking is still 200
+    rig.servers[0].service.reconcile_once()
+    assert rig.holders() == [node] and rig.cordoned(node)
+    assert zincati(port, "pre-reboot", zid) == (200, "ok")
+    rig.k8s.reboot_node(node)
+    port = restart()  # rebooted, before steady-state: still held until Zincati says so (or the grace ends)
+    rig.servers[0].service.reconcile_once()
+    assert rig.holders() == [node]
+    assert zincati(port, "steady-state", zid) == (200, "ok")
+    assert rig.holders() == [] and not rig.cordoned(node)
+    port = restart()
+    assert zincati(port, "steady-state", zid) == (200, "ok")
+
+
+def node_history(rig: Rig, nodes: list[str]) -> History:
+    """Every version of the Nodes, in the API server's order: how many of ``nodes`` were cordoned at once."""
+    cordoned: set[str] = set()
+
+    def count(kind: str, obj: Obj) -> int:
+        name = obj["metadata"]["name"]
+        if name in nodes and kind != "DELETED" and obj["spec"].get("unschedulable"):
+            cordoned.add(name)
+        else:
+            cordoned.discard(name)
+        return len(cordoned)
+
+    return History(rig.kube, "/api/v1/nodes", {}, count)
+
+
+def test_central_ten_nodes_two_slots(rig: Rig) -> None:
+    rig.set_concurrency(2)
+    nodes = rig.k8s.add_nodes(*(rig.k8s.unique("zc") for _ in range(10)))
+    for node in nodes:
+        rig.k8s.create_pod(rig.namespace, f"w-{node}", node=node, grace=1)
+    server = rig.server(mode="central", long_poll_s=2.0)
+    locks = annotation_history(rig.kube, rig.namespace, "kured")
+    cordons = node_history(rig, nodes)
+    done: list[str] = []
+
+    def agent(node: str) -> None:
+        zid = zincati_id(node)
+        rig.until(lambda: zincati(server.port, "steady-state", zid))
+        rig.until(lambda: zincati(server.port, "pre-reboot", zid), timeout=120)
+        assert pods_on(rig, node) == []
+        rig.k8s.reboot_node(node, down_seconds=0.05)
+        rig.until(lambda: zincati(server.port, "steady-state", zid))
+        done.append(node)
+
+    agents = [threading.Thread(target=agent, args=(n,), daemon=True) for n in nodes]
+    for thread in agents:
+        thread.start()
+    for thread in agents:
+        thread.join(timeout=150)
+    locks.stop()
+    cordons.stop()
+    assert sorted(done) == sorted(nodes)
+    assert locks.max_holders == 2  # both slots used, never more
+    assert locks.holders_seen == set(nodes)
+    assert 1 <= cordons.max_holders <= 2
+    assert rig.holders() == []
+    assert rig.count("pre-reboot", "lock_held") > 0
+
+
+def test_unknown_ids(rig: Rig) -> None:
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    central = rig.server(mode="central")
+    local = rig.server(mode="node-local", node=node)
+    stranger = "0123456789abcdef0123456789abcdef"
+    assert zincati(central.port, "pre-reboot", stranger) == (404, "unknown_node")
+    assert zincati(central.port, "steady-state", stranger) == (200, "ok")  # unlock-if-held: nothing held
+    assert zincati(local.port, "pre-reboot", stranger) == (404, "unknown_node")
+    assert zincati(local.port, "steady-state", stranger) == (404, "unknown_node")
+    assert zincati(local.port, "pre-reboot", zincati_id(node), group="workers") == (400, "unknown_group")
+    assert rig.holders() == []
+
+
+def test_node_local_refuses_a_non_loopback_address(rig: Rig) -> None:
+    from pykured.errors import ConfigError
+
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    with pytest.raises(ConfigError, match="loopback"):
+        rig.server(mode="node-local", node=node, host="0.0.0.0")
+    with pytest.raises(ConfigError, match="machine id"):
+        rig.server(mode="node-local", node=node, machine_id_file="/nonexistent/machine-id")
+
+
+def test_drain_failure_releases_and_uncordons(rig: Rig) -> None:
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    rig.k8s.create_pod(rig.namespace, "guarded", node=node, labels={"app": "g"})
+    rig.k8s.create_pdb(rig.namespace, "pdb", {"app": "g"}, min_available=1)
+    rig.k8s.set_pdb_status(rig.namespace, "pdb", disruptions_allowed=0)
+    server = rig.server(mode="central", drain_timeout=1.0)
+    zid = zincati_id(node)
+    kinds = rig.until(lambda: zincati(server.port, "pre-reboot", zid), status=503)
+    assert kinds[-1] == "drain_failed" and "ok" not in kinds
+    assert rig.holders() == [] and not rig.cordoned(node)
+    assert not set(STATE_KEYS) & set(rig.annotations(node))
+    assert zincati(server.port, "pre-reboot", zid) == (503, "drain_failed")  # back-off, no cordon churn
+    assert not rig.cordoned(node)
+
+
+def test_drain_failure_with_force_reboot_grants(rig: Rig) -> None:
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    rig.k8s.create_pod(rig.namespace, "guarded", node=node, labels={"app": "g"})
+    rig.k8s.create_pdb(rig.namespace, "pdb", {"app": "g"}, min_available=1)
+    rig.k8s.set_pdb_status(rig.namespace, "pdb", disruptions_allowed=0)
+    server = rig.server(mode="central", drain_timeout=1.0, force_reboot=True)
+    rig.until(lambda: zincati(server.port, "pre-reboot", zincati_id(node)))
+    assert rig.holders() == [node] and rig.cordoned(node)
+
+
+def test_steady_state_while_draining_releases_without_reboot(rig: Rig) -> None:
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    rig.k8s.create_pod(rig.namespace, "slow", node=node, grace=2)
+    server = rig.server(mode="central", long_poll_s=10.0)
+    zid = zincati_id(node)
+    server.service.long_poll_s = 0.1
+    assert zincati(server.port, "pre-reboot", zid) == (423, "drain_in_progress")
+    server.service.long_poll_s = 10.0
+    assert zincati(server.port, "steady-state", zid) == (200, "ok")  # Zincati restarted mid-drain
+    assert rig.holders() == [] and not rig.cordoned(node)
+    assert rig.count("cycle", "released_without_reboot") == 1
+
+
+def test_admin_cordon_is_kept(rig: Rig) -> None:
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    rig.kube.patch_node(node, {"spec": {"unschedulable": True}})
+    server = rig.server(mode="central")
+    zid = zincati_id(node)
+    rig.until(lambda: zincati(server.port, "pre-reboot", zid))
+    assert rig.annotations(node)[UNSCHEDULABLE_BEFORE_ANNOTATION] == "true"
+    rig.k8s.reboot_node(node)
+    assert zincati(server.port, "steady-state", zid) == (200, "ok")
+    assert rig.cordoned(node)  # the administrator's cordon survives the cycle
+    assert rig.holders() == []
+
+
+def test_release_delay_is_kept_on_the_node(rig: Rig) -> None:
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    server = rig.server(mode="central", release_delay_s=1.0)
+    zid = zincati_id(node)
+    rig.until(lambda: zincati(server.port, "pre-reboot", zid))
+    rig.k8s.reboot_node(node)
+    assert zincati(server.port, "steady-state", zid) == (200, "ok")
+    assert not rig.cordoned(node)
+    assert rig.holders() == [node] and RELEASE_AFTER_ANNOTATION in rig.annotations(node)
+    server.service.reconcile_once()
+    assert rig.holders() == [node]  # not yet
+    time.sleep(2.1)  # release-after has second precision
+    server.service.reconcile_once()
+    assert rig.holders() == []
+    assert not set(STATE_KEYS) & set(rig.annotations(node))
+
+
+def test_reconcile_releases_a_rebooted_node_without_steady_state(rig: Rig) -> None:
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    server = rig.server(mode="central", timing=Timing(ready_grace=__import__("datetime").timedelta(0)))
+    zid = zincati_id(node)
+    rig.until(lambda: zincati(server.port, "pre-reboot", zid))
+    server.service.reconcile_once()
+    assert rig.holders() == [node]  # same bootID: granted, waiting for Zincati
+    rig.k8s.reboot_node(node)
+    time.sleep(0.5)  # the index sees the node's annotations through its watch
+    server.service.reconcile_once()
+    assert rig.holders() == [] and not rig.cordoned(node)
+    assert rig.count("cycle", "released_no_steady_state") == 1
+
+
+def test_reconcile_alerts_on_stuck_finalization_without_releasing(rig: Rig) -> None:
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    server = rig.server(
+        mode="node-local", node=node, timing=Timing(stuck_after=__import__("datetime").timedelta(0))
+    )
+    rig.until(lambda: zincati(server.port, "pre-reboot", zincati_id(node)))
+    server.service.reconcile_once()
+    server.service.reconcile_once()
+    assert rig.holders() == [node] and rig.cordoned(node)
+    assert rig.count("cycle", "stuck_finalization") == 1  # alerted once per boot, not per pass
+
+
+class Gate:
+    def __init__(self, reason: Reason | None) -> None:
+        self.reason = reason
+
+    def check(self, *, now: object) -> Reason | None:
+        return self.reason
+
+
+class Closed:
+    def contains(self, now: object) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return "never"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "kind"),
+    [
+        ({"window": Closed()}, "outside_window"),
+        ({"blockers": (Gate(Reason("pods", "pod x is running")),)}, "blocked"),
+    ],
+    ids=["window", "blocker"],
+)
+def test_gates_answer_423_without_taking_a_slot(rig: Rig, overrides: dict[str, object], kind: str) -> None:
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    server = rig.server(mode="central", **overrides)
+    assert zincati(server.port, "pre-reboot", zincati_id(node)) == (423, kind)
+    assert rig.holders() == [] and not rig.cordoned(node)
+
+
+def test_foreign_cycle_is_left_alone(rig: Rig) -> None:
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    server = rig.server(mode="node-local", node=node)
+    assert rig.lock.acquire(
+        unschedulable=False, now_ns=time.time_ns(), node_id=node
+    ).acquired  # its own daemon
+    assert zincati(server.port, "pre-reboot", zincati_id(node)) == (423, "lock_held")
+    assert zincati(server.port, "steady-state", zincati_id(node)) == (200, "ok")
+    assert rig.holders() == [node]  # the sentinel-driven cycle keeps its slot
