@@ -1,0 +1,134 @@
+"""COMPATIBILITY.md covers everything an operator can meet: every flag, every ``KURED_*`` variable, every
+metric, every node annotation and every ``configuration.*`` value of kured's Helm chart.
+
+The lists come from the code (``pykured.flagdefs``, ``pykured.metrics``, ``pykured.nodeinfo``), so a new
+flag, metric or annotation without a row fails here. The chart keys are kured.md §11 (chart 6.1.0). Each
+case is one parametrized test whose id names the missing item.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from pykured import nodeinfo
+from pykured.flagdefs import FLAGS
+from pykured.metrics import Metrics
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "COMPATIBILITY.md"
+
+# kured's own annotations (kured.md §3, §4).
+KURED_ANNOTATIONS = (
+    "weave.works/kured-node-lock",
+    "weave.works/kured-reboot-in-progress",
+    "weave.works/kured-most-recent-reboot-needed",
+)
+
+# Every `configuration.*` value of the kured Helm chart 6.1.0 (kured.md §11).
+CHART_CONFIGURATION_KEYS = (
+    "metricsHost",
+    "metricsPort",
+    "lockTtl",
+    "lockReleaseDelay",
+    "alertFilterRegexp",
+    "alertFiringOnly",
+    "alertFilterMatchOnly",
+    "blockingPodSelector",
+    "endTime",
+    "lockAnnotation",
+    "period",
+    "forceReboot",
+    "drainGracePeriod",
+    "drainPodSelector",
+    "drainDelay",
+    "drainTimeout",
+    "skipWaitForDeleteTimeout",
+    "prometheusUrl",
+    "rebootDays",
+    "preRebootNodeLabels",
+    "postRebootNodeLabels",
+    "rebootSentinel",
+    "useRebootSentinelHostPath",
+    "rebootSentinelCommand",
+    "rebootCommand",
+    "rebootDelay",
+    "rebootMethod",
+    "rebootSignal",
+    "slackChannel",
+    "slackHookUrl",
+    "slackUsername",
+    "notifyUrl",
+    "messageTemplateDrain",
+    "messageTemplateReboot",
+    "messageTemplateUncordon",
+    "startTime",
+    "timeZone",
+    "annotateNodes",
+    "preferNoScheduleTaint",
+    "logFormat",
+    "concurrency",
+)
+
+
+@cache
+def doc() -> str:
+    assert DOC.is_file(), f"{DOC.name} is missing at the repository root"
+    return DOC.read_text(encoding="utf-8")
+
+
+def _metric_names() -> list[str]:
+    families = Metrics(process_collectors=False).registry.collect()
+    return sorted({f.name for f in families if not f.name.startswith(("process_", "python_"))})
+
+
+def _pykured_annotations() -> list[str]:
+    values = {
+        value
+        for value in vars(nodeinfo).values()
+        if isinstance(value, str)
+        and value.startswith(nodeinfo.PYKURED_PREFIX)
+        and value != nodeinfo.PYKURED_PREFIX
+    }
+    return sorted(values)
+
+
+def test_lists_are_not_empty() -> None:
+    assert len(FLAGS) >= 43
+    assert "kured_reboot_required" in _metric_names()
+    assert set(nodeinfo.STATE_ANNOTATIONS) <= set(_pykured_annotations())
+
+
+@pytest.mark.parametrize("name", [spec.name for spec in FLAGS], ids=[f"--{spec.name}" for spec in FLAGS])
+def test_flag_documented(name: str) -> None:
+    # `--reboot-sentinel` must not be satisfied by `--reboot-sentinel-command`.
+    assert re.search(rf"--{re.escape(name)}(?![\w-])", doc()), f"--{name} has no row in {DOC.name}"
+
+
+@pytest.mark.parametrize("var", [spec.env_var for spec in FLAGS], ids=[spec.env_var for spec in FLAGS])
+def test_env_var_documented(var: str) -> None:
+    assert re.search(rf"\b{re.escape(var)}(?![A-Z0-9_])", doc()), f"{var} has no row in {DOC.name}"
+
+
+@pytest.mark.parametrize("name", _metric_names())
+def test_metric_documented(name: str) -> None:
+    # Counters are exposed with `_total`, histograms with `_bucket`/`_sum`/`_count`; either form counts.
+    pattern = rf"\b{re.escape(name)}(?:_total|_bucket|_sum|_count)?(?!\w)"
+    assert re.search(pattern, doc()), f"metric {name} has no row in {DOC.name}"
+
+
+@pytest.mark.parametrize("annotation", KURED_ANNOTATIONS + tuple(_pykured_annotations()))
+def test_annotation_documented(annotation: str) -> None:
+    assert re.search(rf"{re.escape(annotation)}(?![\w-])", doc()), f"{annotation} has no row in {DOC.name}"
+
+
+@pytest.mark.parametrize(
+    "key", CHART_CONFIGURATION_KEYS, ids=[f"configuration.{k}" for k in CHART_CONFIGURATION_KEYS]
+)
+def test_chart_configuration_key_documented(key: str) -> None:
+    assert re.search(rf"configuration\.{re.escape(key)}(?!\w)", doc()), (
+        f"chart value configuration.{key} has no row in {DOC.name}"
+    )
