@@ -67,7 +67,7 @@ def _startup(cfg: Config) -> None:
 
 def run_agent(cfg: Config) -> int:
     """Build the agent from ``cfg`` and run it until SIGTERM/SIGINT."""
-    if not cfg.node_id:
+    if not cfg.node_id and not (cfg.fleetlock_listen and cfg.fleetlock_mode == "central"):
         logger.critical("KURED_NODE_ID environment variable required")
         return 1
     _startup(cfg)

@@ -36,6 +36,8 @@ from pykured.window import TimeWindow
 logger = logging.getLogger(__name__)
 
 BACKOFF_UNTIL_ANNOTATION = "pykured.dev/backoff-until"
+FLEETLOCK_ANNOTATION = "pykured.dev/fleetlock-id"
+"""Set by FleetLock while it runs a Zincati node's cycle: the daemon leaves that node alone."""
 METRIC_REFRESH = 60.0
 ERROR_BACKOFF = 5.0
 
@@ -195,6 +197,7 @@ class Daemon:
             in_progress_annotation=view.in_progress,
             has_taint=bool(taint_key) and view.has_taint(taint_key, "PreferNoSchedule"),
             cycle_started=view.unschedulable_before is not None,
+            fleetlock_cycle=FLEETLOCK_ANNOTATION in view.annotations,
         )
         in_window = self.p.window.contains(now)
         obs = Observation(

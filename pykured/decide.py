@@ -85,6 +85,8 @@ class NodeMemory:
     has_taint: bool = False
     cycle_started: bool = False
     """``pykured.dev/unschedulable-before`` is set: pykured took the lock and may have cordoned."""
+    fleetlock_cycle: bool = False
+    """``pykured.dev/fleetlock-id`` is set: Zincati drives this cycle through FleetLock; hands off."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -113,7 +115,8 @@ class Policy:
 def needs_blockers(obs: Observation, *, now: datetime.datetime) -> bool:
     """Whether :func:`decide` would look at blockers: the node is idle and a reboot is due."""
     return (
-        not obs.holding
+        not obs.node.fleetlock_cycle
+        and not obs.holding
         and not _stale_memory(obs.node)
         and obs.in_window
         and obs.required
@@ -157,6 +160,8 @@ def _decide_holding(obs: Observation, policy: Policy, now: datetime.datetime) ->
 
 def decide(obs: Observation, *, policy: Policy, now: datetime.datetime) -> Action:
     """The next step of the reboot cycle. Pure: everything it needs is passed in."""
+    if obs.node.fleetlock_cycle:
+        return Action(Step.WAIT, "FleetLock (Zincati) runs this node's reboot cycle")
     if obs.holding:
         return _decide_holding(obs, policy, now)
     node = obs.node

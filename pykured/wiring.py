@@ -9,7 +9,7 @@ import datetime
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
 from pykured.config import Config
@@ -18,6 +18,7 @@ from pykured.decide import Policy
 from pykured.drain import Drainer
 from pykured.errors import KubeError, NotFoundError
 from pykured.events import EventRecorder
+from pykured.fleetlock import FleetLockServer
 from pykured.host import NSENTER
 from pykured.kube import Kube
 from pykured.lock.annotation import AnnotationLock
@@ -39,22 +40,33 @@ SIGNAL_PID_ENV = "PYKURED_SIGNAL_PID"
 
 @dataclass
 class Agent:
-    """A built agent: the daemon plus what must be closed with it."""
+    """A built agent: the node daemon and/or the FleetLock server, plus what must be closed with them."""
 
-    daemon: Daemon
+    daemon: Daemon | None
     metrics: Metrics
     kube: Kube
+    fleetlock: FleetLockServer | None = None
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
-        """Run the daemon until stopped."""
-        self.daemon.run()
+        """Serve FleetLock (if configured) and run the daemon (if any) until stopped."""
+        if self.fleetlock:
+            self.fleetlock.start()
+        if self.daemon:
+            self.daemon.run()
+        else:
+            self.stopping.wait()
 
     def stop(self) -> None:
-        """Stop the daemon."""
-        self.daemon.stop()
+        """Stop the daemon and the FleetLock server."""
+        self.stopping.set()
+        if self.daemon:
+            self.daemon.stop()
 
     def close(self) -> None:
-        """Stop serving metrics and close the API connection pool."""
+        """Stop serving FleetLock and metrics, close the API connection pool."""
+        if self.fleetlock:
+            self.fleetlock.stop()
         self.metrics.close()
         self.kube.close()
 
@@ -198,6 +210,56 @@ def build(cfg: Config) -> Agent:
             reboot_retry_delay=datetime.timedelta(seconds=cfg.reboot_retry_delay.seconds),
         ),
     )
+    fleetlock = build_fleetlock(cfg, parts, cancel) if cfg.fleetlock_listen else None
+    if cfg.fleetlock_listen and cfg.fleetlock_mode == "central":
+        return Agent(daemon=None, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel)
     daemon = Daemon(parts, settings, stopping=cancel)
     daemon_box.append(daemon)
-    return Agent(daemon=daemon, metrics=metrics, kube=kube)
+    return Agent(daemon=daemon, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel)
+
+
+def build_fleetlock(cfg: Config, parts: Parts, cancel: threading.Event) -> FleetLockServer:
+    """The FleetLock server for Zincati, sharing the agent's lock (one reboot budget) and gates."""
+    kube = parts.kube
+    host, _, port = cfg.fleetlock_listen.rpartition(":")
+    prometheus = [b for b in parts.blockers if isinstance(b, PrometheusAlertBlocker)]
+
+    def blockers_for(node: str) -> list[Blocker]:
+        pods: list[Blocker] = []
+        if cfg.blocking_pod_selector:
+            pods.append(PodBlocker(kube, node=node, selectors=cfg.blocking_pod_selector))
+        return [*prometheus, *pods]
+
+    def drainer_for(node: str, stop: threading.Event) -> Drainer:
+        return Drainer(
+            kube,
+            node=node,
+            grace_period=cfg.drain_grace_period,
+            pod_selector=cfg.drain_pod_selector,
+            skip_wait_for_delete_timeout=cfg.skip_wait_for_delete_timeout,
+            timeout=cfg.drain_timeout,
+            cancel=stop,
+        )
+
+    return FleetLockServer(
+        kube=kube,
+        lock=parts.lock,
+        host=host.strip("[]") or "127.0.0.1",
+        port=int(port or 3333),
+        mode=cfg.fleetlock_mode,
+        group=cfg.fleetlock_group,
+        node_id=cfg.node_id,
+        machine_id_file=cfg.machine_id_file,
+        drainer_factory=drainer_for,
+        book_factory=lambda node: NodeBook(kube, node=node),
+        notifier=parts.notifier,
+        blockers=blockers_for,
+        window=parts.window,
+        metrics=parts.metrics,
+        events_factory=lambda node: EventRecorder(kube, node=node, enabled=cfg.events),
+        force_reboot=cfg.force_reboot,
+        release_delay_s=cfg.lock_release_delay.seconds,
+        pre_labels=cfg.pre_reboot_labels,
+        post_labels=cfg.post_reboot_labels,
+        annotate_nodes=cfg.annotate_nodes,
+    )

@@ -175,6 +175,21 @@ CASES = [
         Step.RELEASE,
         "",
     ),
+    # FleetLock runs a Zincati node's cycle: the sentinel-driven loop keeps its hands off
+    (
+        "fleetlock: holding, rebooting",
+        obs(
+            holding=True,
+            fleetlock_cycle=True,
+            reboot_boot_id="boot-1",
+            reboot_triggered_at=NOW - 60 * MIN,
+            reboot_attempts=1,
+        ),
+        POLICY,
+        Step.WAIT,
+        "FleetLock",
+    ),
+    ("fleetlock: idle with sentinel", obs(fleetlock_cycle=True), POLICY, Step.WAIT, "FleetLock"),
     # lost lock (TTL expired and taken, or freed by an operator) with memory on the node
     ("lost lock mid-drain: clean up", obs(cycle_started=True), POLICY, Step.CLEANUP, ""),
     (

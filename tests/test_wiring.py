@@ -1,0 +1,98 @@
+"""The agent as the DaemonSet runs it: ``python -m pykured`` with FleetLock serving Zincati next to the daemon.
+
+Requests are sent exactly as Zincati sends them (POST, ``fleet-lock-protocol: true``, no Content-Type,
+pretty-printed JSON); the node's own sentinel-driven loop must keep its hands off the FleetLock cycle.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from pykured.daemon import FLEETLOCK_ANNOTATION
+from pykured.fleetlock import FLEETLOCK_ID_ANNOTATION
+from pykured.fleetlock.appid import app_specific_id
+from pykured.testenv.fleet import Fleet
+from pykured.testenv.procs import free_port
+from tests.testenv import TestEnv
+
+
+def test_daemon_and_fleetlock_agree_on_the_hands_off_annotation() -> None:
+    assert FLEETLOCK_ANNOTATION == FLEETLOCK_ID_ANNOTATION
+
+
+def zincati(port: int, op: str, ident: str) -> tuple[int, dict]:
+    body = json.dumps({"client_params": {"id": ident, "group": "default"}}, indent=2).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/{op}", data=body, method="POST", headers={"fleet-lock-protocol": "true"}
+    )
+    request.remove_header("Content-type")
+    try:
+        with urllib.request.urlopen(request, timeout=40) as answer:
+            return answer.status, json.loads(answer.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+@pytest.mark.k8s
+@pytest.mark.slow
+def test_zincati_cycle_through_the_node_local_agent(k8s: TestEnv, tmp_path: Path) -> None:
+    ns = k8s.new_namespace("ds")
+    k8s.create_daemonset(ns, "kured")
+    node = k8s.add_nodes(k8s.unique("fcos"))[0]
+    k8s.create_pod(k8s.new_namespace(), "app", node=node, grace=1)
+    machine_id = k8s.kube().get_node(node)["status"]["nodeInfo"]["machineID"]
+    (tmp_path / "machine-id").write_text(machine_id + "\n")
+    ident = app_specific_id(machine_id)
+    port = free_port()
+    fleet = Fleet(
+        k8s,
+        workdir=tmp_path / "fleet",
+        method="command",
+        args=[
+            f"--ds-namespace={ns}",
+            "--period=10s",
+            "--reboot-retry-delay=2s",
+            "--lock-backend=lease",
+            f"--fleetlock-listen=127.0.0.1:{port}",
+            f"--machine-id-file={tmp_path / 'machine-id'}",
+        ],
+    )
+    with fleet:
+        fleet.add(node)
+        assert fleet.wait_for(lambda: _listening(port), timeout=20), fleet.log_text(node)
+        assert zincati(port, "steady-state", ident)[0] == 200
+        assert zincati(port, "pre-reboot", "0" * 32)[0] // 100 == 4, "a wrong id is refused"
+        deadline = time.monotonic() + 60
+        status = 0
+        while time.monotonic() < deadline:
+            status, _body = zincati(port, "pre-reboot", ident)
+            if status == 200:
+                break
+            assert status in (423, 503)
+        assert status == 200
+        obj = k8s.kube().get_node(node)
+        assert obj["spec"]["unschedulable"] is True
+        time.sleep(4)  # longer than --reboot-retry-delay: the sentinel-driven loop must not "retry" a reboot
+        assert fleet.requests(node) == 0
+        fleet.reboot(node)  # Zincati finalizes and reboots the host
+        assert fleet.wait_for(lambda: _listening(port), timeout=20)
+        assert zincati(port, "steady-state", ident)[0] == 200
+        obj = k8s.kube().get_node(node)
+        assert not obj["spec"].get("unschedulable")
+        assert FLEETLOCK_ID_ANNOTATION not in obj["metadata"].get("annotations", {})
+        lease = k8s.kube().get_lease(ns, "kured-lock-0")
+        assert not lease["spec"].get("holderIdentity")
+
+
+def _listening(port: int) -> bool:
+    try:
+        zincati(port, "steady-state", "probe")
+    except OSError:
+        return False
+    return True
