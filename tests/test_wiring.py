@@ -1,4 +1,4 @@
-"""The agent as the DaemonSet runs it: ``python -m pykured`` with FleetLock serving Zincati next to the daemon.
+"""The agent as the DaemonSet runs it: ``python -m pykured`` with FleetLock serving Zincati beside the daemon.
 
 Requests are sent exactly as Zincati sends them (POST, ``fleet-lock-protocol: true``, no Content-Type,
 pretty-printed JSON); the node's own sentinel-driven loop must keep its hands off the FleetLock cycle.
