@@ -20,31 +20,18 @@ Invariants:
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import logging
-import threading
 from collections.abc import Callable, Sequence
 
 from pykured import errors
 from pykured.blockers import Blocker, first_block
 from pykured.fleetlock import protocol as p
-from pykured.fleetlock.cycle import (
-    DEFAULT_TIMING,
-    FLEETLOCK_ID_ANNOTATION,
-    CycleView,
-    Phase,
-    Step,
-    Timing,
-    phase_of,
-    ready_since,
-    reconcile,
-)
+from pykured.fleetlock.core import Core, Observed, ns, utcnow
+from pykured.fleetlock.cycle import DEFAULT_TIMING, Phase, Step, Timing, reconcile
 from pykured.fleetlock.nodes import Resolver
 from pykured.fleetlock.ops import NodeOps
-from pykured.fleetlock.worker import Worker, Workers
-from pykured.lock.record import LockEntry
-from pykured.nodeinfo import NodeView
+from pykured.fleetlock.worker import Worker
 from pykured.window import TimeWindow
 
 logger = logging.getLogger(__name__)
@@ -53,32 +40,7 @@ Blockers = Sequence[Blocker] | Callable[[str], Sequence[Blocker]]
 """The blockers, or a per-node factory (the pod blocker looks at one node)."""
 
 
-def _utcnow() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
-
-
-def _ns(moment: datetime.datetime) -> int:
-    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Observed:
-    """One read of a node's cycle."""
-
-    view: NodeView
-    entry: LockEntry | None
-    cycle: CycleView
-
-    @property
-    def phase(self) -> Phase:
-        return phase_of(self.cycle)
-
-    @property
-    def entry_unschedulable(self) -> bool | None:
-        return self.entry.unschedulable if self.entry is not None else None
-
-
-class FleetLockService:
+class FleetLockService(Core):
     """Answers FleetLock requests for the nodes a :class:`~pykured.fleetlock.nodes.Resolver` knows."""
 
     def __init__(
@@ -92,45 +54,16 @@ class FleetLockService:
         long_poll_s: float = 25.0,
         drain_retry_s: float = 300.0,
         timing: Timing = DEFAULT_TIMING,
-        clock: Callable[[], datetime.datetime] = _utcnow,
+        clock: Callable[[], datetime.datetime] = utcnow,
     ) -> None:
-        self.ops = ops
+        super().__init__(ops=ops, drain_retry_s=drain_retry_s, clock=clock)
         self.resolver = resolver
         self.window = window
         self._blockers = blockers
         self.group = group
         self.long_poll_s = long_poll_s
-        self.drain_retry_s = drain_retry_s
         self.timing = timing
-        self._clock = clock
-        self.workers = Workers()
-        self._failures: dict[str, tuple[datetime.datetime, str]] = {}
         self._alerted: set[tuple[str, str]] = set()
-        self._locks: dict[str, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
-
-    # -- plumbing ----------------------------------------------------------------------------------------
-
-    def _node_lock(self, node: str) -> threading.Lock:
-        with self._locks_guard:
-            return self._locks.setdefault(node, threading.Lock())
-
-    def _observe(self, node: str, now: datetime.datetime) -> Observed:
-        raw = self.ops.kube.get_node(node)
-        view = NodeView.from_obj(raw)
-        entry = self.ops.lock.holding(now_ns=_ns(now), honour_ttl=False, node_id=node)
-        cycle = CycleView(
-            holding=entry is not None,
-            fleetlock=FLEETLOCK_ID_ANNOTATION in view.annotations,
-            boot_id=view.boot_id,
-            reboot_boot_id=view.reboot_boot_id,
-            granted_at=view.reboot_triggered_at,
-            release_after=view.release_after,
-            ready=view.ready,
-            ready_since=ready_since(raw),
-            draining_here=self.workers.live(node) is not None,
-        )
-        return Observed(view, entry, cycle)
 
     def blockers_for(self, node: str) -> Sequence[Blocker]:
         return self._blockers(node) if callable(self._blockers) else self._blockers
@@ -164,15 +97,15 @@ class FleetLockService:
 
     def pre_reboot(self, node: str, ident: str) -> p.Reply:
         """RecursiveLock with a complete drain before the 200."""
-        with self._node_lock(node):
+        with self.node_lock(node):
             now = self._clock()
-            obs = self._observe(node, now)
+            obs = self.observe(node, now)
             reply = self._pre_reboot_locked(node, ident, obs, now)
             if not isinstance(reply, Worker):
                 return reply
         reply.done.wait(self.long_poll_s)
-        with self._node_lock(node):
-            return self._after_drain_wait(node, self._observe(node, self._clock()))
+        with self.node_lock(node):
+            return self._after_drain_wait(node, self.observe(node, self._clock()))
 
     def _pre_reboot_locked(
         self, node: str, ident: str, obs: Observed, now: datetime.datetime
@@ -183,7 +116,10 @@ class FleetLockService:
         if phase is Phase.GRANTED:
             return p.ok(f"node {node} holds its reboot slot and is drained")
         if phase is Phase.RELEASING:
-            return p.Reply(p.LOCK_HELD, f"node {node} is still releasing its previous slot")
+            assert obs.cycle.release_after is not None
+            if now < obs.cycle.release_after:
+                return p.Reply(p.LOCK_HELD, f"node {node} is still releasing its previous slot")
+            self.ops.release(node)
         if phase is Phase.REBOOTED and not self.ops.finish_reboot(
             node, obs.view, obs.entry_unschedulable, now=now
         ):
@@ -191,45 +127,45 @@ class FleetLockService:
         if phase is Phase.STALE:
             if obs.cycle.draining_here:
                 return p.Reply(p.DRAIN_IN_PROGRESS, f"node {node} is draining")
-            self._cleanup(node, obs)
+            self.cleanup(node, obs)
         if phase is Phase.DRAINING:
-            return self._start_drain(node)
-        return self._acquire(node, ident, self._observe(node, now) if phase is not Phase.IDLE else obs, now)
+            return self.start_drain(node)
+        return self._acquire(node, ident, self.observe(node, now) if phase is not Phase.IDLE else obs, now)
 
     def _acquire(self, node: str, ident: str, obs: Observed, now: datetime.datetime) -> p.Reply | Worker:
-        failed = self._failures.get(node)
-        if failed is not None and now < failed[0]:
-            return p.Reply(p.DRAIN_FAILED, f"the last drain of node {node} failed: {failed[1]}")
+        failed = self.failure(node, now)
+        if failed is not None:
+            return p.Reply(p.DRAIN_FAILED, f"the last drain of node {node} failed: {failed}")
         if not self.window.contains(now):
             return p.Reply(p.OUTSIDE_WINDOW, f"outside the reboot window ({self.window})")
         blocked = first_block(self.blockers_for(node), now=now)
         if blocked is not None:
             return p.Reply(p.BLOCKED, f"Reboot blocked: {blocked}")
         self.ops.mark(node, ident)
-        result = self.ops.lock.acquire(unschedulable=obs.view.unschedulable, now_ns=_ns(now), node_id=node)
+        result = self.ops.lock.acquire(unschedulable=obs.view.unschedulable, now_ns=ns(now), node_id=node)
         if not result.acquired:
             self.ops.mark(node, None)
             return p.Reply(p.LOCK_HELD, f"reboot lock held by: {result.holder_names or '?'}")
         logger.info("FleetLock acquired the reboot lock for node %s (Zincati id %s)", node, ident)
         self.ops.begin(node, unschedulable=obs.view.unschedulable)
         self.ops.event(node, "LockAcquired", f"FleetLock acquired the reboot lock ({self.ops.lock.backend})")
-        return self._start_drain(node)
+        return self.start_drain(node)
 
     def _after_drain_wait(self, node: str, obs: Observed) -> p.Reply:
         if obs.phase is Phase.GRANTED:
             return p.ok(f"node {node} drained; reboot granted")
         if obs.cycle.draining_here or obs.phase is Phase.DRAINING:
             return p.Reply(p.DRAIN_IN_PROGRESS, f"node {node} is draining")
-        failed = self._failures.get(node)
+        failed = self.failure(node, self._clock())
         if failed is not None:
-            return p.Reply(p.DRAIN_FAILED, f"the drain of node {node} failed: {failed[1]}")
+            return p.Reply(p.DRAIN_FAILED, f"the drain of node {node} failed: {failed}")
         return p.Reply(p.LOCK_HELD, f"node {node} lost its slot while draining; retry")
 
     def steady_state(self, node: str) -> p.Reply:
         """UnlockIfHeld."""
-        with self._node_lock(node):
+        with self.node_lock(node):
             now = self._clock()
-            obs = self._observe(node, now)
+            obs = self.observe(node, now)
             if obs.phase is not Phase.DRAINING and not (obs.phase is Phase.STALE and obs.cycle.draining_here):
                 return self._steady_state_locked(node, obs, now)
             worker = self.workers.live(node)
@@ -237,9 +173,9 @@ class FleetLockService:
                 worker.cancel.set()
         if worker is not None:
             worker.done.wait(self.long_poll_s)
-        with self._node_lock(node):
+        with self.node_lock(node):
             now = self._clock()
-            obs = self._observe(node, now)
+            obs = self.observe(node, now)
             if obs.cycle.draining_here:
                 return p.Reply(p.DRAIN_IN_PROGRESS, f"cancelling the drain of node {node}")
             return self._steady_state_locked(node, obs, now)
@@ -249,7 +185,7 @@ class FleetLockService:
         if phase in (Phase.IDLE, Phase.FOREIGN):
             return p.ok(f"node {node} holds no FleetLock slot")
         if phase is Phase.STALE:
-            self._cleanup(node, obs)
+            self.cleanup(node, obs)
             return p.ok(f"node {node} holds no FleetLock slot")
         if phase in (Phase.DRAINING, Phase.GRANTED):
             logger.warning("FleetLock released the slot of node %s without a reboot (bootID unchanged)", node)
@@ -271,61 +207,13 @@ class FleetLockService:
 
     # -- drain -------------------------------------------------------------------------------------------
 
-    def _start_drain(self, node: str) -> Worker:
-        return self.workers.start(node, lambda w: self._drain(node, w), lambda w: self._finish(node, w))
-
-    def _drain(self, node: str, worker: Worker) -> str | None:
-        self._failures.pop(node, None)
-        book = self.ops.book_factory(node)
-        drainer = self.ops.drainer_factory(node, worker.cancel)
-        try:
-            book.apply_labels(self.ops.b.pre_labels)
-            self.ops.notifier.notify_drain(node)
-            self.ops.event(node, "Draining", "cordoning and draining the node for Zincati's reboot")
-            logger.info("Draining node %s", node)
-            drainer.cordon()
-            drainer.drain()
-        except errors.PykuredError as exc:
-            return str(exc) or type(exc).__name__
-        return None
-
-    def _finish(self, node: str, worker: Worker) -> None:
-        with self._node_lock(node):
-            if worker.cancel.is_set():
-                return
-            now = self._clock()
-            entry = self.ops.lock.holding(now_ns=_ns(now), honour_ttl=False, node_id=node)
-            if entry is None:
-                logger.warning("Node %s lost its reboot slot while draining", node)
-                return
-            if worker.error is not None and not self.ops.b.force_reboot:
-                logger.error("Unable to cordon or drain %s: %s, releasing the lock", node, worker.error)
-                self.ops.event(node, "DrainFailed", worker.error, warning=True)
-                self.ops.count("drain_failed")
-                until = now + datetime.timedelta(seconds=self.drain_retry_s)
-                self._failures[node] = (until, worker.error)
-                self.ops.abandon(node, self.ops.book_factory(node).view(), entry.unschedulable)
-                return
-            if worker.error is not None:
-                logger.warning(
-                    "Unable to cordon or drain %s: %s; granting anyway (--force-reboot)", node, worker.error
-                )
-            self.ops.grant(node, now=now)
-
     # -- reconcile ---------------------------------------------------------------------------------------
-
-    def _cleanup(self, node: str, obs: Observed) -> None:
-        """FleetLock memory without a slot: uncordon unless already done, then forget."""
-        logger.info("Node %s no longer holds its FleetLock slot: cleaning up", node)
-        if obs.cycle.release_after is None:
-            self.ops.uncordon_if_ours(node, obs.view, None)
-        self.ops.forget(node)
 
     def reconcile_once(self) -> None:
         """One pass over the FleetLock nodes (never raises)."""
         for node in self.resolver.fleetlock_nodes():
             try:
-                with self._node_lock(node):
+                with self.node_lock(node):
                     self._reconcile_node(node, self._clock())
             except errors.NotFoundError:
                 logger.debug("FleetLock node %s is gone", node)
@@ -333,15 +221,15 @@ class FleetLockService:
                 logger.warning("FleetLock reconcile of node %s failed: %s", node, exc)
 
     def _reconcile_node(self, node: str, now: datetime.datetime) -> None:
-        obs = self._observe(node, now)
+        obs = self.observe(node, now)
         step = reconcile(obs.cycle, timing=self.timing, now=now)
         if step is Step.RESUME_DRAIN:
             logger.info("Resuming the drain of node %s", node)
-            self._start_drain(node)
+            self.start_drain(node)
         elif step is Step.RELEASE:
             self.ops.release(node)
         elif step is Step.CLEANUP:
-            self._cleanup(node, obs)
+            self.cleanup(node, obs)
         elif step is Step.FINISH_REBOOT:
             logger.warning("Node %s rebooted and is Ready, but Zincati sent no steady-state: releasing", node)
             self.ops.event(
@@ -360,7 +248,3 @@ class FleetLockService:
                 )
                 self.ops.event(node, "FleetLockStuck", "granted but the bootID has not changed", warning=True)
                 self.ops.count("stuck_finalization")
-
-    def stop(self) -> None:
-        """Cancel the drains (a restarted pykured resumes them)."""
-        self.workers.stop()

@@ -325,3 +325,55 @@ def test_foreign_cycle_is_left_alone(rig: Rig) -> None:
     assert zincati(server.port, "pre-reboot", zincati_id(node)) == (423, "lock_held")
     assert zincati(server.port, "steady-state", zincati_id(node)) == (200, "ok")
     assert rig.holders() == [node]  # the sentinel-driven cycle keeps its slot
+
+
+def test_next_update_after_the_release_delay_starts_a_new_cycle(rig: Rig) -> None:
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    server = rig.server(mode="central", release_delay_s=1.0)
+    zid = zincati_id(node)
+    rig.until(lambda: zincati(server.port, "pre-reboot", zid))
+    rig.k8s.reboot_node(node)
+    assert zincati(server.port, "steady-state", zid) == (200, "ok")
+    assert zincati(server.port, "pre-reboot", zid) == (423, "lock_held")  # still in its release delay
+    time.sleep(2.1)
+    rig.until(lambda: zincati(server.port, "pre-reboot", zid))  # released, then a fresh grant
+    assert rig.annotations(node)[REBOOT_BOOT_ID_ANNOTATION] == rig.k8s.boot_id(node)
+    assert RELEASE_AFTER_ANNOTATION not in rig.annotations(node)
+
+
+def test_reconcile_resumes_a_drain_after_restart(rig: Rig) -> None:
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    rig.k8s.create_pod(rig.namespace, "work", node=node, grace=2)
+    server = rig.server(mode="central")
+    zid = zincati_id(node)
+    assert zincati(server.port, "pre-reboot", zid) == (423, "drain_in_progress")
+    server.stop()
+    rig.servers.clear()
+    server = rig.server(mode="central")
+    server.service.reconcile_once()  # no Zincati call needed: the drain resumes
+    deadline = time.monotonic() + 30
+    while REBOOT_BOOT_ID_ANNOTATION not in rig.annotations(node):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert pods_on(rig, node) == []
+    assert zincati(server.port, "pre-reboot", zid) == (200, "ok")
+
+
+def test_central_ambiguous_and_late_nodes(rig: Rig) -> None:
+    a, b = rig.k8s.add_nodes(rig.k8s.unique("za"), rig.k8s.unique("zb"))
+    server = rig.server(mode="central")
+    # A node that joins after the index was built is found (watch, or a re-list on a miss).
+    (late,) = rig.k8s.add_nodes(rig.k8s.unique("zl"))
+    rig.until(lambda: zincati(server.port, "pre-reboot", zincati_id(late)))
+    assert zincati(server.port, "steady-state", zincati_id(late)) == (200, "ok")
+    # Two Nodes with one machine id (a cloned image): refused, no slot taken.
+    machine = rig.node(a)["status"]["nodeInfo"]["machineID"]
+    rig.kube.patch_node_status(b, {"status": {"nodeInfo": {"machineID": machine}}})
+    deadline = time.monotonic() + 10
+    while server.service.resolver.resolve(zincati_id(a))[0] is not None:  # the watch delivers the change
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert "several Nodes" in server.service.resolver.resolve(zincati_id(a))[1]
+    status, kind = zincati(server.port, "pre-reboot", zincati_id(a))
+    assert (status, kind) == (404, "unknown_node")
+    assert rig.holders() == []
