@@ -377,3 +377,17 @@ def test_central_ambiguous_and_late_nodes(rig: Rig) -> None:
     status, kind = zincati(server.port, "pre-reboot", zincati_id(a))
     assert (status, kind) == (404, "unknown_node")
     assert rig.holders() == []
+
+
+def test_reconcile_thread_releases_after_the_delay(rig: Rig) -> None:
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    server = rig.server(mode="node-local", node=node, release_delay_s=1.0, reconcile_interval_s=0.3)
+    zid = zincati_id(node)
+    rig.until(lambda: zincati(server.port, "pre-reboot", zid))
+    rig.k8s.reboot_node(node)
+    assert zincati(server.port, "steady-state", zid) == (200, "ok")
+    deadline = time.monotonic() + 10
+    while rig.holders():
+        assert time.monotonic() < deadline, "the reconcile thread never released the slot"
+        time.sleep(0.1)
+    assert not set(STATE_KEYS) & set(rig.annotations(node))
