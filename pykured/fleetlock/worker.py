@@ -61,12 +61,15 @@ class Workers:
 
         def run() -> None:
             try:
-                worker.error = drain(worker)
+                try:
+                    worker.error = drain(worker)
+                except Exception as exc:  # an unexpected failure is a failed drain, not a silent retry loop
+                    logger.exception("FleetLock drain of node %s failed unexpectedly", node)
+                    worker.error = f"internal error while draining: {type(exc).__name__}: {exc}"
                 if not worker.cancel.is_set():
                     finish(worker)
-            except Exception:  # a worker must never die silently
-                logger.exception("FleetLock drain worker for node %s failed", node)
-                worker.error = worker.error or "internal error in the drain worker"
+            except Exception:  # the final step failed (API down): the next request or pass retries
+                logger.exception("FleetLock could not finish the drain of node %s", node)
             finally:
                 worker.done.set()
 
