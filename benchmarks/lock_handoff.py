@@ -3,7 +3,7 @@
 Starts the real test control plane (etcd + kube-apiserver, ``tests.testenv``), then per backend:
 
 1. a holder takes the lock; ``--waiters`` nodes (threads, each with its own client) wait for it the way the
-   daemon does (``acquire``, then ``wait_for_change``) for ``--idle`` seconds: every API request of the
+   daemon does (``acquire``, then ``wait_for_change(60)``) for ``--idle`` seconds: every API request of the
    waiters is counted (``Kube.request`` and ``Kube.watch`` wrapped) → requests per waiting node per minute;
 2. the holder releases; each waiter, once it holds the lock, keeps it ``--hold`` seconds and releases it.
    Handoff latency = time from the start of a ``release()`` call to the next holder's ``acquire()`` returning
@@ -13,6 +13,7 @@ Backends run with their default settings (annotation: GET poll every 10 s, as ku
 Lease: watch). ``--poll`` changes the annotation poll interval.
 
     .venv/bin/python -m benchmarks.lock_handoff [--waiters 10] [--idle 60] [--hold 0.2] [--poll 10]
+                                                [--wait 60]
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class Counter:
 
 
 def run_backend(
-    env: Any, make: Callable[[Kube, str, str], Lock], *, waiters: int, idle: float, hold: float
+    env: Any, make: Callable[[Kube, str, str], Lock], *, waiters: int, idle: float, hold: float, wait: float
 ) -> dict[str, float]:
     namespace = env.new_namespace("bench")
     env.create_daemonset(namespace, "kured")
@@ -80,7 +81,7 @@ def run_backend(
                     events.append((time.monotonic(), "release"))  # the call starts: a conservative handoff
                 lock.release()
                 return
-            lock.wait_for_change(3600)
+            lock.wait_for_change(wait)
 
     admin = ("pykured-admin", ["system:masters"])
     threads = [
@@ -122,6 +123,7 @@ def main() -> None:
     )
     parser.add_argument("--hold", type=float, default=0.2, help="seconds each node holds the lock")
     parser.add_argument("--poll", type=float, default=10.0, help="annotation lock poll interval (s)")
+    parser.add_argument("--wait", type=float, default=60.0, help="wait_for_change timeout (the daemon: 60 s)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     from tests.testenv import TestEnv
@@ -145,10 +147,13 @@ def main() -> None:
 
     env = TestEnv().start()
     try:
-        print(f"{args.waiters} waiting nodes, {args.idle:.0f} s of waiting measured, hold {args.hold} s")
+        print(
+            f"{args.waiters} waiting nodes, {args.idle:.0f} s of waiting measured, hold {args.hold} s,"
+            f" wait_for_change({args.wait:g})"
+        )
         print(f"{'backend':<24} {'req/waiter/min':>14} {'handoff median':>15} {'p90':>9} {'max':>9}")
         for label, make in ((f"annotation (poll {args.poll:g} s)", annotation), ("lease (watch)", lease)):
-            r = run_backend(env, make, waiters=args.waiters, idle=args.idle, hold=args.hold)
+            r = run_backend(env, make, waiters=args.waiters, idle=args.idle, hold=args.hold, wait=args.wait)
             print(
                 f"{label:<24} {r['requests_per_waiter_minute']:>14.2f} {r['handoff_ms_median']:>12.0f} ms"
                 f" {r['handoff_ms_p90']:>6.0f} ms {r['handoff_ms_max']:>6.0f} ms",
