@@ -61,6 +61,7 @@ BLOCKED: Final = "blocked"
 LOCK_HELD: Final = "lock_held"
 DRAIN_IN_PROGRESS: Final = "drain_in_progress"
 DRAIN_FAILED: Final = "drain_failed"
+NODE_NOT_READY: Final = "node_not_ready"
 INTERNAL_ERROR: Final = "internal_error"
 
 KINDS: Final = frozenset(
@@ -78,6 +79,7 @@ KINDS: Final = frozenset(
         LOCK_HELD,
         DRAIN_IN_PROGRESS,
         DRAIN_FAILED,
+        NODE_NOT_READY,
         INTERNAL_ERROR,
     }
 )
@@ -97,6 +99,7 @@ STATUS: Final[dict[str, int]] = {
     LOCK_HELD: 423,
     DRAIN_IN_PROGRESS: 423,
     DRAIN_FAILED: 503,
+    NODE_NOT_READY: 503,
     INTERNAL_ERROR: 500,
 }
 """The HTTP status of each kind."""

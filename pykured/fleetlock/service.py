@@ -187,6 +187,9 @@ class FleetLockService(Core):
         if phase is Phase.STALE:
             self.cleanup(node, obs)
             return p.ok(f"node {node} holds no FleetLock slot")
+        if phase is Phase.GRANTED and not obs.view.ready:
+            # Rebooting, or back before its kubelet reported the new bootID: not "released without reboot".
+            return p.Reply(p.NODE_NOT_READY, f"node {node} is not Ready; its new bootID is not known yet")
         if phase in (Phase.DRAINING, Phase.GRANTED):
             logger.warning("FleetLock released the slot of node %s without a reboot (bootID unchanged)", node)
             self.ops.event(

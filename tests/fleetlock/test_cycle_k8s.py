@@ -391,3 +391,19 @@ def test_reconcile_thread_releases_after_the_delay(rig: Rig) -> None:
         assert time.monotonic() < deadline, "the reconcile thread never released the slot"
         time.sleep(0.1)
     assert not set(STATE_KEYS) & set(rig.annotations(node))
+
+
+def test_steady_state_from_a_node_whose_kubelet_is_not_back_yet(rig: Rig) -> None:
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    server = rig.server(mode="central")
+    zid = zincati_id(node)
+    rig.until(lambda: zincati(server.port, "pre-reboot", zid))
+    not_ready = {"type": "Ready", "status": "False", "reason": "NodeStatusUnknown", "message": "rebooting"}
+    rig.kube.patch_node_status(node, {"status": {"conditions": [not_ready]}})
+    # Same bootID but not Ready: rebooting, not "released without reboot" — wait for the kubelet.
+    assert zincati(server.port, "steady-state", zid) == (503, "node_not_ready")
+    assert rig.holders() == [node] and rig.cordoned(node)
+    rig.k8s.reboot_node(node)
+    assert zincati(server.port, "steady-state", zid) == (200, "ok")
+    assert rig.holders() == [] and not rig.cordoned(node)
+    assert rig.count("cycle", "rebooted") == 1 and rig.count("cycle", "released_without_reboot") == 0
