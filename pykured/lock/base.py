@@ -18,6 +18,9 @@ Invariants every implementation keeps:
 * ``wait_for_change`` blocks until the lock may have changed or ``timeout`` passed (a watch for Leases, a
   GET poll for the annotation, as kured's RBAC grants no watch); it never raises.
 * API failures that outlast the backend's retries raise :class:`~pykured.errors.LockError`.
+* Implementations may be shared between threads (FleetLock serves requests concurrently): every decision is
+  made on freshly read state and written conditionally; the cached ``resourceVersion`` used to start a
+  watch is only a hint.
 """
 
 from __future__ import annotations

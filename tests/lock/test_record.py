@@ -364,3 +364,30 @@ def test_multi_round_trip(items: list[tuple[str, int]], owners: int) -> None:
     raw = encode_multi(max_owners=owners, entries=entries)
     assert encode(decode(raw)) == raw
     assert [e.node_id for e in decode(raw).entries] == [node for node, _ in items]
+
+
+entry_sets = st.lists(
+    st.builds(
+        LockEntry,
+        node_id=st.sampled_from(["a", "b", "c", "d", "manual"]),
+        created_ns=st.integers(T0 - 10, T0 + 10),
+        ttl_ns=st.sampled_from([0, 1, 5, 50]),
+    ),
+    max_size=6,
+).map(tuple)
+
+
+@given(entry_sets, st.integers(-1, 5), st.integers(T0, T0 + 100))
+def test_plan_acquire_never_exceeds_the_limit(
+    entries: tuple[LockEntry, ...], concurrency: int, now: int
+) -> None:
+    planned = plan_acquire(entries, new=NEW, concurrency=concurrency, now_ns=now)
+    before = live(entries, now)
+    if len(before) >= max(concurrency, 1):
+        assert planned is None
+        return
+    assert planned is not None and planned[-1] == NEW
+    assert len(live(planned, now)) == len(before) + 1 <= max(concurrency, 1)
+    assert all(e in planned for e in before)  # live holders are never dropped
+    if concurrency > 1:
+        assert len(planned) <= max(len(entries) + 1, concurrency)
