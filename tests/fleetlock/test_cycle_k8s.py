@@ -24,6 +24,11 @@ STATE_KEYS = (FLEETLOCK_ID_ANNOTATION, REBOOT_BOOT_ID_ANNOTATION, UNSCHEDULABLE_
               RELEASE_AFTER_ANNOTATION)  # fmt: skip
 
 
+def event_reasons(rig: Rig, node: str) -> list[str]:
+    query = {"fieldSelector": f"involvedObject.name={node}"}
+    return [e["reason"] for e in rig.kube.get("/api/v1/namespaces/default/events", query=query)["items"]]
+
+
 def pods_on(rig: Rig, node: str) -> list[str]:
     listed = rig.kube.list_pods(namespace=rig.namespace, field_selector=f"spec.nodeName={node}")
     return [p["metadata"]["name"] for p in listed.get("items", [])]
@@ -271,6 +276,7 @@ def test_reconcile_releases_a_rebooted_node_without_steady_state(rig: Rig) -> No
     server.service.reconcile_once()
     assert rig.holders() == [] and not rig.cordoned(node)
     assert rig.count("cycle", "released_no_steady_state") == 1
+    assert "FleetLockNoSteadyState" in event_reasons(rig, node)
 
 
 def test_reconcile_alerts_on_stuck_finalization_without_releasing(rig: Rig) -> None:
@@ -283,6 +289,7 @@ def test_reconcile_alerts_on_stuck_finalization_without_releasing(rig: Rig) -> N
     server.service.reconcile_once()
     assert rig.holders() == [node] and rig.cordoned(node)
     assert rig.count("cycle", "stuck_finalization") == 1  # alerted once per boot, not per pass
+    assert event_reasons(rig, node).count("FleetLockStuck") == 1
 
 
 class Gate:
