@@ -223,6 +223,7 @@ class Kube:
             "GET", path, query=params, body=None, content_type=None, timeout=(10.0, timeout_seconds + 15.0)
         )
         raw = response.response
+        finished = False
         try:
             if int(response.status) >= 400:
                 raise error_from_status(int(response.status), raw.data, str(response.reason or ""))
@@ -233,12 +234,17 @@ class Kube:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
                         yield json.loads(line)
+            finished = True
         except errors.PykuredError:
             raise
         except Exception as exc:
             raise errors.KubeError(f"watch {path}: {type(exc).__name__}: {exc}") from exc
         finally:
-            raw.release_conn()
+            # A watch abandoned mid-stream must not go back to the pool still streaming: close it.
+            if finished:
+                raw.release_conn()
+            else:
+                raw.close()
 
     # -- nodes ---------------------------------------------------------------------------------------------
 
