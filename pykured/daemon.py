@@ -306,6 +306,7 @@ class Daemon:
         result = self.p.lock.acquire(unschedulable=view.unschedulable, now_ns=_ns(now))
         if self.p.metrics:
             self.p.metrics.lock_waiting(not result.acquired)
+            self.p.metrics.lock_holders(self.p.lock.backend, len(result.holders))
         if not result.acquired:
             logger.warning("Lock already held: %s", result.holder_names)
             if self.p.metrics:
@@ -376,7 +377,10 @@ class Daemon:
                 self.p.metrics.reboot("failed")
             return
         if self.p.metrics:
-            self.p.metrics.reboot("handoff" if hasattr(self.p.rebooter, "present") else "triggered")
+            handoff = hasattr(self.p.rebooter, "present")
+            self.p.metrics.reboot("handoff" if handoff else "triggered")
+            if handoff:
+                self.p.metrics.set_handoff("allowed")
         logger.info("Waiting for reboot")
 
     def _post_reboot(self, view: NodeView, obs: Observation) -> None:
@@ -386,6 +390,8 @@ class Daemon:
         remove = getattr(self.p.rebooter, "remove", None)
         if callable(remove):
             remove()
+            if self.p.metrics:
+                self.p.metrics.set_handoff(None)
         uncordoned = self._uncordon_if_ours(view)
         if self.p.taint:
             self.p.taint.disable()
