@@ -126,7 +126,8 @@ def _lock_command(argv: list[str]) -> int:
         return int(admin.lock_status(kube, out=sys.stdout, **common))  # type: ignore[arg-type]
     if not opts.node:
         parser.error("release needs the NODE whose slot to free")
-    return int(admin.lock_release(kube, opts.node, out=sys.stdout, **common))  # type: ignore[arg-type]
+    backend = None if opts.lock_backend == "both" else opts.lock_backend
+    return int(admin.lock_release(kube, opts.node, out=sys.stdout, backend=backend, **common))  # type: ignore[arg-type]
 
 
 def _notify_test(argv: list[str]) -> int:

@@ -101,6 +101,31 @@ def test_full_cycle_for_each_reboot_method(k8s: TestEnv, make_fleet: MakeFleet, 
     assert "Triggering reboot for node" in log and "Uncordoned node" in log
     if method == "zincati":
         assert not fleet.slots[node].marker.exists(), "the hand-off marker is removed after the reboot"
+    events = k8s.kube().get(
+        "/api/v1/namespaces/default/events", query={"fieldSelector": f"involvedObject.name={node}"}
+    )["items"]
+    reasons = {e["reason"] for e in events}
+    assert {"LockAcquired", "Draining", "Rebooting", "Uncordoned"} <= reasons, reasons
+
+
+def test_prefer_no_schedule_taint_while_waiting_for_the_lock(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    key = "weave.works/kured-node-reboot"
+    fleet, _ns, (first, second) = make_fleet(2, args=(f"--prefer-no-schedule-taint={key}",))
+
+    def tainted(node: str) -> bool:
+        taints = node_obj(k8s, node)["spec"].get("taints") or []
+        return any(t["key"] == key and t["effect"] == "PreferNoSchedule" for t in taints)
+
+    fleet.paused.add(first)
+    fleet.touch(first)
+    assert fleet.wait_for(lambda: fleet.requests(first) == 1, timeout=30), fleet.log_text(first)
+    fleet.touch(second)
+    assert fleet.wait_for(lambda: tainted(second), timeout=30), fleet.log_text(second)
+    assert "Lock already held: " + first in fleet.log_text(second)
+    fleet.paused.discard(first)
+    assert fleet.wait_for(settled(k8s, fleet, second), timeout=60), fleet.log_text(second)
+    assert not tainted(second)
+    assert not tainted(first)
 
 
 def test_an_administrators_cordon_is_kept(k8s: TestEnv, make_fleet: MakeFleet) -> None:

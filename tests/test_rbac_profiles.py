@@ -116,3 +116,78 @@ def test_full_cycle_with_the_profiles_rbac_only(
     assert fleet.wait_for(done, timeout=90), fleet.log_text(node)
     log = fleet.log_text(node)
     assert "Forbidden" not in log and "forbidden" not in log.replace("events are forbidden", ""), log
+
+
+FLEETLOCK_PROFILES = {
+    "fleetlock": ("kustomize/overlays/fleetlock", "DaemonSet"),
+    "fleetlock-central": ("kustomize/overlays/fleetlock-central", "Deployment"),
+}
+
+
+@pytest.mark.parametrize("profile", list(FLEETLOCK_PROFILES))
+def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
+    k8s: TestEnv, tmp_path: Path, fleets: list[Fleet], profile: str
+) -> None:
+    from pykured.fleetlock.appid import app_specific_id
+    from pykured.testenv.procs import free_port
+    from tests.test_wiring import zincati
+
+    directory, kind = FLEETLOCK_PROFILES[profile]
+    docs = render(k8s, directory)
+    ns = k8s.new_namespace(profile)
+    for obj in docs:
+        if obj["kind"] in RBAC_KINDS:
+            k8s.kube().create(PATHS[obj["kind"]].format(ns=ns), relocate(obj, ns))
+    k8s.create_daemonset(ns, "kured")
+    workload = next(d for d in docs if d["kind"] == kind)
+    args = [
+        a
+        for a in workload["spec"]["template"]["spec"]["containers"][0].get("args", [])
+        if not a.startswith((*SIMULATION_OWNED, "--fleetlock-listen="))
+    ]
+    zincati_node = k8s.add_nodes(k8s.unique("fcos"))[0]
+    k8s.create_pod(k8s.new_namespace(), "app", node=zincati_node)
+    machine_id = k8s.kube().get_node(zincati_node)["status"]["nodeInfo"]["machineID"]
+    (tmp_path / "machine-id").write_text(machine_id + "\n")
+    port = free_port()
+    central = kind == "Deployment"
+    server_node = k8s.add_nodes(k8s.unique("infra"))[0] if central else zincati_node
+    identity = k8s.kubeconfig_for(*k8s.kured_identity(ns))
+    fleet = Fleet(
+        k8s,
+        workdir=tmp_path / "fleet",
+        kubeconfig=lambda _n: identity,
+        args=[
+            *args,
+            f"--ds-namespace={ns}",
+            f"--fleetlock-listen=127.0.0.1:{port}",
+            f"--machine-id-file={tmp_path / 'machine-id'}",
+        ],
+    )
+    fleets.append(fleet)
+    fleet.__enter__()
+    fleet.add(server_node)
+    ident = app_specific_id(machine_id)
+
+    def up() -> bool:
+        try:
+            return zincati(port, "steady-state", ident)[0] == 200
+        except OSError:
+            return False
+
+    assert fleet.wait_for(up, timeout=30), fleet.log_text(server_node)
+    status = 0
+    for _ in range(60):
+        status, _body = zincati(port, "pre-reboot", ident)
+        if status == 200:
+            break
+    assert status == 200, fleet.log_text(server_node)
+    assert k8s.kube().get_node(zincati_node)["spec"]["unschedulable"] is True
+    if central:
+        k8s.reboot_node(zincati_node)
+    else:
+        fleet.reboot(zincati_node)
+        assert fleet.wait_for(up, timeout=30)
+    assert zincati(port, "steady-state", ident)[0] == 200
+    assert not k8s.kube().get_node(zincati_node)["spec"].get("unschedulable")
+    assert "forbidden" not in fleet.log_text(server_node).lower(), fleet.log_text(server_node)

@@ -96,3 +96,26 @@ def _listening(port: int) -> bool:
     except OSError:
         return False
     return True
+
+
+@pytest.mark.k8s
+def test_lock_status_and_release_commands(k8s: TestEnv) -> None:
+    import subprocess
+    import sys
+
+    ns = k8s.new_namespace("ds")
+    k8s.create_daemonset(ns, "kured", annotations={"weave.works/kured-node-lock": '{"nodeID":"gone-node"}'})
+    base = [sys.executable, "-m", "pykured", "lock"]
+    opts = [f"--kubeconfig={k8s.admin_kubeconfig}", f"--ds-namespace={ns}"]
+    status = subprocess.run([*base, "status", *opts], capture_output=True, text=True, timeout=60, check=False)
+    assert "gone-node" in status.stdout, status.stdout + status.stderr
+    release = subprocess.run(
+        [*base, "release", "gone-node", *opts, "--lock-backend=daemonset"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert release.returncode == 0, release.stdout + release.stderr
+    annotations = k8s.kube().get_daemonset(ns, "kured")["metadata"].get("annotations", {})
+    assert "weave.works/kured-node-lock" not in annotations
