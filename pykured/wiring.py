@@ -112,6 +112,40 @@ def build_lock(cfg: Config, kube: Kube, metrics: Metrics | None = None) -> Lock:
     return GuardedLock(primary, other, node_exists=node_exists)
 
 
+def build_drainer(cfg: Config, kube: Kube, node: str, cancel: threading.Event) -> Drainer:
+    """kured's drain settings for ``node``; ``cancel`` interrupts a drain when the agent stops."""
+    return Drainer(
+        kube,
+        node=node,
+        grace_period=cfg.drain_grace_period,
+        pod_selector=cfg.drain_pod_selector,
+        skip_wait_for_delete_timeout=cfg.skip_wait_for_delete_timeout,
+        timeout=cfg.drain_timeout,
+        cancel=cancel,
+    )
+
+
+def build_prometheus_blockers(cfg: Config) -> list[Blocker]:
+    """kured's Prometheus blocker, when ``--prometheus-url`` is set (it is the same for every node)."""
+    if not cfg.prometheus_url:
+        return []
+    return [
+        PrometheusAlertBlocker(
+            cfg.prometheus_url,
+            filter_regexp=cfg.alert_filter_regexp,
+            match_only=cfg.alert_filter_match_only,
+            firing_only=cfg.alert_firing_only,
+        )
+    ]
+
+
+def build_pod_blockers(cfg: Config, kube: Kube, node: str) -> list[Blocker]:
+    """kured's pod blocker for ``node``, when ``--blocking-pod-selector`` is given."""
+    if not cfg.blocking_pod_selector:
+        return []
+    return [PodBlocker(kube, node=node, selectors=cfg.blocking_pod_selector)]
+
+
 def build_rebooter(cfg: Config) -> Rebooter:
     """``command`` (nsenter into PID 1), ``signal`` (PID 1) or ``zincati`` (hand-off marker)."""
     if cfg.reboot_method == "signal":
@@ -144,18 +178,7 @@ def build(cfg: Config) -> Agent:
         messages=messages,
         on_failure=metrics.notify_failed,
     )
-    blockers: list[Blocker] = []
-    if cfg.prometheus_url:
-        blockers.append(
-            PrometheusAlertBlocker(
-                cfg.prometheus_url,
-                filter_regexp=cfg.alert_filter_regexp,
-                match_only=cfg.alert_filter_match_only,
-                firing_only=cfg.alert_firing_only,
-            )
-        )
-    if cfg.blocking_pod_selector:
-        blockers.append(PodBlocker(kube, node=node, selectors=cfg.blocking_pod_selector))
+    prometheus = build_prometheus_blockers(cfg)
     daemon_box: list[Daemon] = []
     cancel = threading.Event()
 
@@ -174,14 +197,7 @@ def build(cfg: Config) -> Agent:
         kube=kube,
         lock=build_lock(cfg, kube, metrics),
         book=NodeBook(kube, node=node),
-        drainer=Drainer(
-            kube,
-            node=node,
-            grace_period=cfg.drain_grace_period,
-            pod_selector=cfg.drain_pod_selector,
-            skip_wait_for_delete_timeout=cfg.skip_wait_for_delete_timeout,
-            timeout=cfg.drain_timeout,
-        ),
+        drainer=build_drainer(cfg, kube, node, cancel),
         rebooter=build_rebooter(cfg),
         sentinel=sentinel,
         window=cfg.time_window,
@@ -192,7 +208,7 @@ def build(cfg: Config) -> Agent:
         taint=PreferNoScheduleTaint(kube, node=node, key=cfg.prefer_no_schedule_taint)
         if cfg.prefer_no_schedule_taint
         else None,
-        blockers=blockers,
+        blockers=[*prometheus, *build_pod_blockers(cfg, kube, node)],
     )
     settings = Settings(
         node=node,
@@ -210,7 +226,7 @@ def build(cfg: Config) -> Agent:
             reboot_retry_delay=datetime.timedelta(seconds=cfg.reboot_retry_delay.seconds),
         ),
     )
-    fleetlock = build_fleetlock(cfg, parts, cancel) if cfg.fleetlock_listen else None
+    fleetlock = build_fleetlock(cfg, parts) if cfg.fleetlock_listen else None
     if cfg.fleetlock_listen and cfg.fleetlock_mode == "central":
         return Agent(daemon=None, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel)
     daemon = Daemon(parts, settings, stopping=cancel)
@@ -218,28 +234,17 @@ def build(cfg: Config) -> Agent:
     return Agent(daemon=daemon, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel)
 
 
-def build_fleetlock(cfg: Config, parts: Parts, cancel: threading.Event) -> FleetLockServer:
+def build_fleetlock(cfg: Config, parts: Parts) -> FleetLockServer:
     """The FleetLock server for Zincati, sharing the agent's lock (one reboot budget) and gates."""
     kube = parts.kube
     host, _, port = cfg.fleetlock_listen.rpartition(":")
-    prometheus = [b for b in parts.blockers if isinstance(b, PrometheusAlertBlocker)]
+    prometheus = build_prometheus_blockers(cfg)
 
     def blockers_for(node: str) -> list[Blocker]:
-        pods: list[Blocker] = []
-        if cfg.blocking_pod_selector:
-            pods.append(PodBlocker(kube, node=node, selectors=cfg.blocking_pod_selector))
-        return [*prometheus, *pods]
+        return [*prometheus, *build_pod_blockers(cfg, kube, node)]
 
     def drainer_for(node: str, stop: threading.Event) -> Drainer:
-        return Drainer(
-            kube,
-            node=node,
-            grace_period=cfg.drain_grace_period,
-            pod_selector=cfg.drain_pod_selector,
-            skip_wait_for_delete_timeout=cfg.skip_wait_for_delete_timeout,
-            timeout=cfg.drain_timeout,
-            cancel=stop,
-        )
+        return build_drainer(cfg, kube, node, stop)
 
     return FleetLockServer(
         kube=kube,
