@@ -267,4 +267,5 @@ def build_fleetlock(cfg: Config, parts: Parts) -> FleetLockServer:
         pre_labels=cfg.pre_reboot_labels,
         post_labels=cfg.post_reboot_labels,
         annotate_nodes=cfg.annotate_nodes,
+        drain_retry_s=cfg.period.seconds,
     )
