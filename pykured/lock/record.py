@@ -16,7 +16,7 @@ zero values, keys match case-insensitively, the last duplicate wins. A value of 
 JSON or a malformed timestamp raises :class:`~pykured.errors.LockError`; the backends then count the lock as
 held by :data:`UNKNOWN_HOLDER` until an operator runs ``pykured lock release``.
 
-Invariants and where pykured consciously differs from kured (both are listed in ``compat/lock.md``):
+Invariants and where pykured consciously differs from kured (both are listed in COMPATIBILITY.md §2):
 
 * A decoded value knows its form. Any value with a ``maxOwners`` or ``locks`` key is the multi form, read
   as its ``locks`` entries, whatever our own ``--concurrency``: an empty ``{"maxOwners":2,"locks":[]}`` is a
