@@ -27,7 +27,7 @@ from pykured.lock.base import Lock
 from pykured.metrics import Metrics
 from pykured.node import NodeBook
 from pykured.nodeinfo import NodeView, format_rfc3339, parse_rfc3339
-from pykured.notify import KuredMessages, Notifier
+from pykured.notify import Notifier
 from pykured.reboot import Rebooter
 from pykured.sentinel import Sentinel
 from pykured.taints import PreferNoScheduleTaint
@@ -74,7 +74,6 @@ class Parts:
     sentinel: Sentinel
     window: TimeWindow
     notifier: Notifier
-    messages: KuredMessages
     events: EventRecorder
     metrics: Metrics | None = None
     taint: PreferNoScheduleTaint | None = None

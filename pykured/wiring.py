@@ -202,7 +202,6 @@ def build(cfg: Config) -> Agent:
         sentinel=sentinel,
         window=cfg.time_window,
         notifier=notifier,
-        messages=messages,
         events=EventRecorder(kube, node=node, enabled=cfg.events),
         metrics=metrics,
         taint=PreferNoScheduleTaint(kube, node=node, key=cfg.prefer_no_schedule_taint)

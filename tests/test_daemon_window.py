@@ -19,7 +19,7 @@ from pykured.events import EventRecorder
 from pykured.goflags import Duration
 from pykured.lock.annotation import AnnotationLock
 from pykured.node import NodeBook
-from pykured.notify import KuredMessages, Notifier
+from pykured.notify import Notifier
 from pykured.sentinel import FileSentinel
 from pykured.window import TimeWindow
 from tests.testenv import TestEnv
@@ -74,7 +74,6 @@ def daemon_for(k8s: TestEnv, tmp_path: Path) -> Iterator:
             sentinel=FileSentinel(str(sentinel_path)),
             window=window,
             notifier=Notifier(),
-            messages=KuredMessages(),
             events=EventRecorder(kube, node=node, enabled=False),
         )
         daemon = Daemon(parts, Settings(node=node, period=3600.0, policy=Policy()), clock=clock)
