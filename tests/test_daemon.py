@@ -327,3 +327,26 @@ def test_kured_rbac_with_the_charts_default_arguments(k8s: TestEnv, make_fleet: 
     assert fleet.wait_for(settled(k8s, fleet, node), timeout=60), fleet.log_text(node)
     assert fleet.slots[node].reboots == 1
     assert lock_value(k8s, ns) is None
+
+
+def test_api_server_outage_mid_cycle_resumes_without_a_second_reboot(
+    k8s: TestEnv, make_fleet: MakeFleet
+) -> None:
+    import os
+    import signal
+
+    fleet, ns, (node,) = make_fleet(args=("--reboot-retry-delay=2m",))
+    fleet.paused.add(node)
+    fleet.touch(node)
+    assert fleet.wait_for(lambda: fleet.requests(node) == 1, timeout=30), fleet.log_text(node)
+    apiserver = k8s.procs["kube-apiserver"].popen.pid  # our own child process, never this machine's
+    os.kill(apiserver, signal.SIGSTOP)
+    try:
+        time.sleep(40)  # longer than the client's 30 s request timeout: the agent sees errors, not a hang
+    finally:
+        os.kill(apiserver, signal.SIGCONT)
+    fleet.paused.discard(node)
+    assert fleet.wait_for(settled(k8s, fleet, node), timeout=90), fleet.log_text(node)
+    assert fleet.requests(node) == 1
+    assert fleet.slots[node].starts == 2, "the agent never crashed: one start before the reboot, one after"
+    assert lock_value(k8s, ns) is None
