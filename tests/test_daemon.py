@@ -350,3 +350,22 @@ def test_api_server_outage_mid_cycle_resumes_without_a_second_reboot(
     assert fleet.requests(node) == 1
     assert fleet.slots[node].starts == 2, "the agent never crashed: one start before the reboot, one after"
     assert lock_value(k8s, ns) is None
+
+
+def test_a_corrupt_lock_annotation_blocks_safely_and_does_not_crash(
+    k8s: TestEnv, make_fleet: MakeFleet
+) -> None:
+    fleet, ns, (node,) = make_fleet(start=False)
+    ds = k8s.kube().get_daemonset(ns, "kured")
+    ds["metadata"]["annotations"][LOCK] = '{"nodeID": 42, broken'
+    k8s.kube().replace_daemonset(ns, "kured", ds)
+    fleet.start(node)
+    fleet.touch(node)
+    assert fleet.wait_for(lambda: "Lock already held" in fleet.log_text(node), timeout=30), fleet.log_text(
+        node
+    )
+    time.sleep(2)
+    assert fleet.requests(node) == 0
+    assert not node_obj(k8s, node)["spec"].get("unschedulable")
+    assert fleet.slots[node].proc is not None and fleet.slots[node].proc.poll() is None, "still running"
+    assert lock_value(k8s, ns) == '{"nodeID": 42, broken', "never overwritten"
