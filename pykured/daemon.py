@@ -26,7 +26,7 @@ from pykured.kube import MERGE_PATCH, Kube
 from pykured.lock.base import Lock
 from pykured.metrics import Metrics
 from pykured.node import NodeBook
-from pykured.nodeinfo import NodeView, format_rfc3339, parse_rfc3339
+from pykured.nodeinfo import FLEETLOCK_ID_ANNOTATION, NodeView, format_rfc3339, parse_rfc3339
 from pykured.notify import Notifier
 from pykured.reboot import Rebooter
 from pykured.sentinel import Sentinel
@@ -36,7 +36,7 @@ from pykured.window import TimeWindow
 logger = logging.getLogger(__name__)
 
 BACKOFF_UNTIL_ANNOTATION = "pykured.dev/backoff-until"
-FLEETLOCK_ANNOTATION = "pykured.dev/fleetlock-id"
+FLEETLOCK_ANNOTATION = FLEETLOCK_ID_ANNOTATION
 """Set by FleetLock while it runs a Zincati node's cycle: the daemon leaves that node alone."""
 METRIC_REFRESH = 60.0
 ERROR_BACKOFF = 5.0

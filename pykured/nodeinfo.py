@@ -36,6 +36,9 @@ REBOOT_TRIGGERED_AT_ANNOTATION = PYKURED_PREFIX + "reboot-triggered-at"
 RELEASE_AFTER_ANNOTATION = PYKURED_PREFIX + "release-after"
 REBOOT_ATTEMPTS_ANNOTATION = PYKURED_PREFIX + "reboot-attempts"
 
+FLEETLOCK_ID_ANNOTATION = PYKURED_PREFIX + "fleetlock-id"
+"""On a Node while FleetLock runs its cycle: the Zincati id that asked; the daemon keeps off it."""
+
 STATE_ANNOTATIONS = (
     UNSCHEDULABLE_BEFORE_ANNOTATION,
     REBOOT_BOOT_ID_ANNOTATION,

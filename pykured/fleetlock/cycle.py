@@ -26,7 +26,9 @@ import datetime
 import enum
 from typing import Final
 
-FLEETLOCK_ID_ANNOTATION: Final = "pykured.dev/fleetlock-id"
+from pykured import nodeinfo
+
+FLEETLOCK_ID_ANNOTATION: Final = nodeinfo.FLEETLOCK_ID_ANNOTATION
 """On a Node while FleetLock runs its cycle: the Zincati id that asked (audit; "hands off" for the daemon)."""
 
 
