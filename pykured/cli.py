@@ -21,9 +21,13 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pykured import __version__, errors, logs
 from pykured.config import Config, parse, usage
+
+if TYPE_CHECKING:
+    from pykured.kube import Kube
 
 logger = logging.getLogger("pykured")
 
@@ -92,10 +96,10 @@ def run_agent(cfg: Config) -> int:
     return 0
 
 
-def _kube(kubeconfig: str) -> object:
+def _kube(kubeconfig: str) -> Kube:
     from pykured.kube import Kube
 
-    return Kube.from_kubeconfig(kubeconfig) if kubeconfig else Kube.auto()
+    return Kube.auto(kubeconfig=kubeconfig or None)
 
 
 def _lock_command(argv: list[str]) -> int:
@@ -123,11 +127,11 @@ def _lock_command(argv: list[str]) -> int:
         "lease_prefix": prefix,
     }
     if opts.action == "status":
-        return int(admin.lock_status(kube, out=sys.stdout, **common))  # type: ignore[arg-type]
+        return int(admin.lock_status(kube, out=sys.stdout, **common))
     if not opts.node:
         parser.error("release needs the NODE whose slot to free")
     backend = None if opts.lock_backend == "both" else opts.lock_backend
-    return int(admin.lock_release(kube, opts.node, out=sys.stdout, backend=backend, **common))  # type: ignore[arg-type]
+    return int(admin.lock_release(kube, opts.node, out=sys.stdout, backend=backend, **common))
 
 
 def _notify_test(argv: list[str]) -> int:

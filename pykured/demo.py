@@ -21,22 +21,16 @@ from typing import TextIO
 from pykured.testenv import Cluster
 from pykured.testenv.fleet import Fleet
 
-STATES = ("idle", "waiting", "holding", "cordoned", "rebooting", "back")
 
-
-def _node_state(node: dict[str, object], holders: set[str], slot_reboots: int) -> str:
-    meta = node.get("metadata", {})
+def _node_state(node: dict[str, object], slot_reboots: int) -> str:
     spec = node.get("spec", {})
     status = node.get("status", {})
-    assert isinstance(meta, dict) and isinstance(spec, dict) and isinstance(status, dict)
+    assert isinstance(spec, dict) and isinstance(status, dict)
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
-    name = str(meta.get("name"))
     if not ready:
         return "rebooting"
     if spec.get("unschedulable"):
         return "cordoned"
-    if name in holders:
-        return "holding"
     return "done" if slot_reboots else "waiting"
 
 
@@ -83,7 +77,7 @@ def main(argv: list[str], *, out: TextIO | None = None) -> int:
             while time.monotonic() < deadline:
                 listing = cluster.kube().list_nodes()["items"]
                 by_name = {n["metadata"]["name"]: n for n in listing}
-                states = {n: _node_state(by_name[n], set(), fleet.slots[n].reboots) for n in nodes}
+                states = {n: _node_state(by_name[n], fleet.slots[n].reboots) for n in nodes}
                 down = sum(1 for s in states.values() if s in ("cordoned", "rebooting"))
                 most_down = max(most_down, down)
                 line = "  ".join(f"{n}:{states[n]:<9}" for n in nodes)

@@ -65,6 +65,13 @@ def relocate(obj: dict[str, Any], ns: str) -> dict[str, Any]:
     return moved
 
 
+def apply_profile_rbac(k8s: TestEnv, docs: list[dict[str, Any]], ns: str) -> None:
+    """Create the rendered RBAC objects, moved into ``ns``."""
+    for obj in docs:
+        if obj["kind"] in RBAC_KINDS:
+            k8s.kube().create(PATHS[obj["kind"]].format(ns=ns), relocate(obj, ns))
+
+
 @pytest.fixture
 def fleets() -> Iterator[list[Fleet]]:
     made: list[Fleet] = []
@@ -80,10 +87,7 @@ def test_full_cycle_with_the_profiles_rbac_only(
     directory, method = PROFILES[profile]
     docs = render(k8s, directory)
     ns = k8s.new_namespace(profile)
-    for obj in docs:
-        if obj["kind"] in RBAC_KINDS:
-            moved = relocate(obj, ns)
-            k8s.kube().create(PATHS[obj["kind"]].format(ns=ns), moved)
+    apply_profile_rbac(k8s, docs, ns)
     daemonset = next(d for d in docs if d["kind"] == "DaemonSet")
     k8s.create_daemonset(ns, daemonset["metadata"]["name"])
     container = daemonset["spec"]["template"]["spec"]["containers"][0]
@@ -135,9 +139,7 @@ def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
     directory, kind = FLEETLOCK_PROFILES[profile]
     docs = render(k8s, directory)
     ns = k8s.new_namespace(profile)
-    for obj in docs:
-        if obj["kind"] in RBAC_KINDS:
-            k8s.kube().create(PATHS[obj["kind"]].format(ns=ns), relocate(obj, ns))
+    apply_profile_rbac(k8s, docs, ns)
     k8s.create_daemonset(ns, "kured")
     workload = next(d for d in docs if d["kind"] == kind)
     args = [
