@@ -15,8 +15,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from pykured.testenv import Cluster
-from pykured.testenv.fleet import Fleet
+from pykured_dev.testenv import Cluster
+from pykured_dev.testenv.fleet import Fleet
 
 
 class _Sink(BaseHTTPRequestHandler):

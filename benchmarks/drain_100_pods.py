@@ -28,7 +28,7 @@ RS_REF = {
 
 def _start() -> Any:
     try:
-        from pykured.testenv import Cluster
+        from pykured_dev.testenv import Cluster
     except ImportError:  # the harness may live under tests/
         from tests.testenv import TestEnv as Cluster  # type: ignore[no-redef]
     return Cluster().start()

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pykured.goflags import Duration
+from pykured.gocompat.goflags import Duration
 from pykured.kube import Kube
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.base import Lock

@@ -17,8 +17,8 @@ import threading
 import time
 from pathlib import Path
 
-from pykured.testenv import Cluster
-from pykured.testenv.fleet import Fleet
+from pykured_dev.testenv import Cluster
+from pykured_dev.testenv.fleet import Fleet
 
 
 def percentile(values: list[float], q: float) -> float:

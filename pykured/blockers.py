@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from pykured.errors import ConfigError, KubeError, PykuredError
-from pykured.goflags import GoValueError
-from pykured.goregexp import compile_re2
+from pykured.gocompat.goflags import GoValueError
+from pykured.gocompat.goregexp import compile_re2
 from pykured.kube import Kube
 from pykured.model import Reason
 
@@ -65,7 +65,7 @@ def go_list(items: Sequence[str]) -> str:
 
 
 def compile_alert_filter(expression: str) -> re.Pattern[str]:
-    """Compile ``--alert-filter-regexp`` as Go RE2 (:func:`pykured.goregexp.compile_re2`).
+    """Compile ``--alert-filter-regexp`` as Go RE2 (:func:`pykured.gocompat.goregexp.compile_re2`).
 
     An expression Go rejects, or one pykured cannot mirror faithfully, raises
     :class:`~pykured.errors.ConfigError`, as kured's flag parser rejects it at startup.

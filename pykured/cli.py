@@ -4,12 +4,11 @@
 manifests call ``/usr/bin/kured``. Subcommands, which kured does not have:
 
 * ``pykured lock status`` / ``pykured lock release NODE`` — see and fix the lock (kured #137's runbook);
-* ``pykured notify-test --notify-url URL [--message TEXT]`` — send one notification and print the outcome;
-* ``pykured demo [--nodes N] [--concurrency C]`` — a local control plane with simulated nodes rolling reboots.
+* ``pykured notify-test --notify-url URL [--message TEXT]`` — send one notification and print the outcome.
 
-Two environment hooks exist for tests and the demo only: ``PYKURED_NSENTER`` (a shim used instead of
-``/usr/bin/nsenter``) and ``PYKURED_SIGNAL_PID`` (the pid the signal method targets instead of 1). In safe
-mode (``PYKURED_SAFE_MODE``) pykured refuses the real nsenter and PID 1 whatever they say.
+Two environment hooks exist for tests and the demo (``pykured_dev``) only: ``PYKURED_NSENTER`` (a shim used
+instead of ``/usr/bin/nsenter``) and ``PYKURED_SIGNAL_PID`` (the pid the signal method targets instead of 1).
+In safe mode (``PYKURED_SAFE_MODE``) pykured refuses the real nsenter and PID 1 whatever they say.
 """
 
 from __future__ import annotations
@@ -23,8 +22,9 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pykured import __version__, errors, logs
+from pykured import __version__, errors
 from pykured.config import Config, parse, usage
+from pykured.gocompat import logrus
 
 if TYPE_CHECKING:
     from pykured.kube import Kube
@@ -39,10 +39,6 @@ def main(argv: Sequence[str]) -> int:
         return _lock_command(args[1:])
     if args and args[0] == "notify-test":
         return _notify_test(args[1:])
-    if args and args[0] == "demo":
-        from pykured.demo import main as demo_main
-
-        return demo_main(args[1:])
     try:
         cfg = parse(args, os.environ)
     except errors.ConfigError as exc:
@@ -56,12 +52,12 @@ def main(argv: Sequence[str]) -> int:
     if cfg.dump_config:
         print(json.dumps(cfg.to_public_dict(), indent=2, sort_keys=True))
         return 0
-    logs.configure(cfg.log_format, cfg.log_level)
+    logrus.configure(cfg.log_format, cfg.log_level)
     return run_agent(cfg)
 
 
 def _startup(cfg: Config) -> None:
-    from pykured.startup import startup_records
+    from pykured.config.startup import startup_records
 
     for level, line in startup_records(cfg, __version__):
         logger.log(level, line)
@@ -115,7 +111,7 @@ def _lock_command(argv: list[str]) -> int:
     parser.add_argument("--lease-prefix", default=os.environ.get("KURED_LEASE_PREFIX", ""))
     parser.add_argument("--lock-backend", choices=["daemonset", "lease", "both"], default="both")
     opts = parser.parse_args(argv)
-    logs.configure("text", "warning")
+    logrus.configure("text", "warning")
     from pykured.lock import admin
 
     kube = _kube(opts.kubeconfig)
@@ -141,7 +137,7 @@ def _notify_test(argv: list[str]) -> int:
     opts = parser.parse_args(argv)
     if not opts.notify_url:
         parser.error("--notify-url (or KURED_NOTIFY_URL) is required")
-    logs.configure("text", "info")
+    logrus.configure("text", "info")
     from pykured.notify import notify_test
 
     return notify_test(opts.notify_url, opts.message, out=sys.stdout)

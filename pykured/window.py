@@ -31,7 +31,7 @@ import re
 import zoneinfo
 from collections.abc import Iterable
 
-from pykured.goflags import GoValueError, atoi
+from pykured.gocompat.goflags import GoValueError, atoi
 
 _DAY_NAMES = {
     name: number

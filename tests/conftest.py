@@ -1,4 +1,4 @@
-"""Shared fixtures: ``k8s``, the real etcd + kube-apiserver of ``pykured.testenv``, one per test session.
+"""Shared fixtures: ``k8s``, the real etcd + kube-apiserver of ``pykured_dev.testenv``, one per test session.
 
 Kubernetes tests are never skipped: if the control plane cannot be built or started, they fail with the
 tail of each component's log.

@@ -1,7 +1,7 @@
 """COMPATIBILITY.md covers everything an operator can meet: every flag, every ``KURED_*`` variable, every
 metric, every node annotation and every ``configuration.*`` value of kured's Helm chart.
 
-The lists come from the code (``pykured.flagdefs``, ``pykured.metrics``, ``pykured.nodeinfo``), so a new
+The lists come from the code (``pykured.config.flags``, ``pykured.metrics``, ``pykured.nodeinfo``), so a new
 flag, metric or annotation without a row fails here. The chart keys are kured.md §11 (chart 6.1.0). Each
 case is one parametrized test whose id names the missing item.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pykured import nodeinfo
-from pykured.flagdefs import FLAGS
+from pykured.config.flags import FLAGS
 from pykured.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parent.parent

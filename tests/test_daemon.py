@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pykured.testenv.fleet import Fleet
+from pykured_dev.testenv.fleet import Fleet
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]

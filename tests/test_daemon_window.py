@@ -16,7 +16,7 @@ from pykured.daemon import Daemon, Parts, Settings
 from pykured.decide import Policy
 from pykured.drain import Drainer
 from pykured.events import EventRecorder
-from pykured.goflags import Duration
+from pykured.gocompat.goflags import Duration
 from pykured.lock.annotation import AnnotationLock
 from pykured.node import NodeBook
 from pykured.notify import Notifier

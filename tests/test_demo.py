@@ -1,4 +1,4 @@
-"""``pykured demo`` (the README's main command) completes and never exceeds the concurrency limit."""
+"""``tools/dev demo`` (the README's main command) completes and never exceeds the concurrency limit."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from pykured.demo import main
+from pykured_dev.demo import main
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 

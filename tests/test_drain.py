@@ -20,7 +20,7 @@ from pykured.drain import (
 )
 from pykured.drain.filters import aggregate, deleted_longer_than, retry_delay_for
 from pykured.errors import DrainError, NotFoundError
-from pykured.goflags import Duration
+from pykured.gocompat.goflags import Duration
 from pykured.kube import MERGE_PATCH, Kube
 
 NOW = datetime.datetime(2026, 6, 30, 12, 0, 0, tzinfo=datetime.UTC)

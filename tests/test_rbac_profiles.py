@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pykured.testenv.fleet import Fleet
+from pykured_dev.testenv.fleet import Fleet
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
@@ -133,7 +133,7 @@ def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
     k8s: TestEnv, tmp_path: Path, fleets: list[Fleet], profile: str
 ) -> None:
     from pykured.fleetlock.appid import app_specific_id
-    from pykured.testenv.procs import free_port
+    from pykured_dev.testenv.procs import free_port
     from tests.test_wiring import zincati
 
     directory, kind = FLEETLOCK_PROFILES[profile]

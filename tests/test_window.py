@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pykured.goflags import GoValueError
+from pykured.gocompat.goflags import GoValueError
 from pykured.window import TimeWindow, load_location, parse_time_of_day, parse_weekdays
 
 UTC = datetime.UTC

@@ -17,8 +17,8 @@ import pytest
 from pykured.daemon import FLEETLOCK_ANNOTATION
 from pykured.fleetlock import FLEETLOCK_ID_ANNOTATION
 from pykured.fleetlock.appid import app_specific_id
-from pykured.testenv.fleet import Fleet
-from pykured.testenv.procs import free_port
+from pykured_dev.testenv.fleet import Fleet
+from pykured_dev.testenv.procs import free_port
 from tests.testenv import TestEnv
 
 

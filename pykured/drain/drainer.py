@@ -44,7 +44,7 @@ from pykured.drain.filters import (
     retry_delay_for,
     select_pods,
 )
-from pykured.goflags import Duration, format_duration
+from pykured.gocompat.goflags import Duration, format_duration
 from pykured.kube import Kube, Obj
 from pykured.nodeinfo import NodeView
 

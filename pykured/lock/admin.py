@@ -21,7 +21,7 @@ import time
 from typing import TYPE_CHECKING, TextIO
 
 from pykured.errors import KubeError, LockError, NotFoundError
-from pykured.goflags import Duration, format_duration
+from pykured.gocompat.goflags import Duration, format_duration
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.base import Lock, forbidden
 from pykured.lock.lease import LeaseLock

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pykured.errors import ConflictError, ForbiddenError, KubeError, LockError
-from pykured.goflags import Duration
+from pykured.gocompat.goflags import Duration
 from pykured.lock.base import AcquireResult, GoneHolderHook
 from pykured.lock.liveness import HolderLiveness
 from pykured.lock.record import (

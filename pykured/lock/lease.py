@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pykured.errors import ConflictError, KubeError, LockError
-from pykured.goflags import Duration
+from pykured.gocompat.goflags import Duration
 from pykured.lock.base import AcquireResult, GoneHolderHook
 from pykured.lock.liveness import HolderLiveness
 from pykured.lock.record import GO_ZERO_TIME_NS, LockEntry, find, live, parse_go_time, ttl_expired

@@ -20,7 +20,7 @@ from pykured.events import EventRecorder
 from pykured.fleetlock import FleetLockServer
 from pykured.fleetlock.appid import app_specific_id
 from pykured.fleetlock.cycle import Timing
-from pykured.goflags import Duration
+from pykured.gocompat.goflags import Duration
 from pykured.kube import Kube
 from pykured.lock.annotation import AnnotationLock
 from pykured.metrics import Metrics

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pykured.errors import KubeError
-from pykured.goflags import Duration
+from pykured.gocompat.goflags import Duration
 from pykured.kube import Kube, Obj
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.base import Lock

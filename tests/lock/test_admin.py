@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from pykured.goflags import Duration
+from pykured.gocompat.goflags import Duration
 from pykured.lock.admin import lock_release, lock_status
-from pykured.testenv.objects import ObjectHelpers
+from pykured_dev.testenv.objects import ObjectHelpers
 from tests.lock.conftest import ANNOTATION, make_annotation_lock, make_lease_lock
 from tests.testenv import TestEnv
 

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from pykured.errors import ConflictError, KubeError, LockError
-from pykured.goflags import Duration
+from pykured.gocompat.goflags import Duration
 from pykured.kube import Kube
 from pykured.lock.record import UNKNOWN_HOLDER
-from pykured.testenv.objects import ObjectHelpers
-from pykured.testenv.procs import free_port
+from pykured_dev.testenv.objects import ObjectHelpers
+from pykured_dev.testenv.procs import free_port
 from tests.lock.conftest import (
     ANNOTATION,
     FaultyKube,

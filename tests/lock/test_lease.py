@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pykured.errors import KubeError, LockError
-from pykured.goflags import Duration
+from pykured.gocompat.goflags import Duration
 from pykured.lock.lease import (
     LOCK_LABEL,
     MANAGED_BY,
@@ -20,7 +20,7 @@ from pykured.lock.lease import (
     lease_duration_seconds,
     lease_entry,
 )
-from pykured.testenv.objects import ObjectHelpers
+from pykured_dev.testenv.objects import ObjectHelpers
 from tests.lock.conftest import FaultyKube, lease_history, make_lease_lock, race
 from tests.testenv import TestEnv
 
@@ -339,7 +339,7 @@ def test_unreachable_api_server_gives_lock_error(k8s: TestEnv) -> None:
     from kubernetes import client
 
     from pykured.kube import Kube
-    from pykured.testenv.procs import free_port
+    from pykured_dev.testenv.procs import free_port
 
     configuration = copy.copy(k8s.kube()._api.configuration)
     configuration.host = f"https://127.0.0.1:{free_port()}"  # nothing listens there

@@ -12,7 +12,7 @@ from pykured.errors import ForbiddenError, LockError
 from pykured.lock.base import AcquireResult
 from pykured.lock.record import LockEntry
 from pykured.lock.switch import GuardedLock
-from pykured.testenv.objects import ObjectHelpers
+from pykured_dev.testenv.objects import ObjectHelpers
 from tests.lock.conftest import annotation_history, lease_history, make_annotation_lock, make_lease_lock, race
 from tests.testenv import TestEnv
 

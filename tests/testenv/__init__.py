@@ -1,5 +1,5 @@
-"""The real control plane for pykured's tests (see ``pykured.testenv``); ``TestEnv`` is its pytest face."""
+"""The real control plane for pykured's tests (``pykured_dev.testenv``); ``TestEnv`` is its pytest face."""
 
-from pykured.testenv import Cluster as TestEnv
+from pykured_dev.testenv import Cluster as TestEnv
 
 __all__ = ["TestEnv"]

@@ -1,0 +1,111 @@
+"""Startup checks and derived values of the configuration, as kured's ``main()`` computes them.
+
+Pure helpers on plain values (``pykured.config`` applies them to a ``Config``):
+
+* :func:`strip_quotes` and :func:`resolve_notify_url` mirror kured's ``stripQuotes`` and
+  ``validateNotificationURL``: ``--notify-url`` wins over ``--slack-hook-url``; one pair of surrounding quotes
+  is removed; a Slack hook ``https://hooks.slack.com/services/A/B/C`` becomes ``slack://A/B/C``.
+* :func:`parse_labels` mirrors kured's label handling (value = text between the first and second ``=``), but a
+  label without ``=`` is a :class:`ConfigError` where kured panics.
+* :func:`split_command` wraps google/shlex splitting with kured's fatal errors.
+* :func:`local_zone` resolves Go's ``Local`` zone from ``TZ`` (given, not read) or ``/etc/localtime``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import urllib.parse
+import zoneinfo
+from collections.abc import Iterable, Mapping
+
+from pykured.errors import ConfigError
+from pykured.gocompat import goshlex
+from pykured.gocompat.goflags import GoValueError
+from pykured.notify.redact import redact_url
+
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
+def strip_quotes(value: str) -> str:
+    """kured ``stripQuotes``: drop one matching pair of surrounding ``"`` or ``'`` when longer than 2."""
+    if len(value) > 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1]
+    return value
+
+
+def _slack_url(hook: str) -> tuple[str, str | None]:
+    """``slack://A/B/C`` from a Slack webhook URL, or ``("", error)``."""
+    text = strip_quotes(hook)
+    bad = "slack-hook-url is not properly formatted... no notification will be sent: "
+    if _BAD_ESCAPE.search(text) or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
+        return "", bad + "invalid URL"
+    path = urllib.parse.unquote(urllib.parse.urlsplit(text).path).replace("/services/", "")
+    if len(path.split("/")) != 3:
+        return "", bad + "unexpected number of / in URL"
+    return f"slack://{path}", None
+
+
+def resolve_notify_url(notify_url: str, slack_hook_url: str) -> tuple[str, list[str]]:
+    """kured ``validateNotificationURL``: the URL to notify ("" = none) and the warnings to log."""
+    warnings: list[str] = []
+    if notify_url and slack_hook_url:
+        warnings.append(
+            f"Cannot use both --notify-url (given: {redact_url(strip_quotes(notify_url))}) and "
+            f"--slack-hook-url (given: {redact_url(strip_quotes(slack_hook_url))}) flags. "
+            "Kured will only use --notify-url flag"
+        )
+        return strip_quotes(notify_url), warnings
+    if notify_url:
+        return strip_quotes(notify_url), warnings
+    if slack_hook_url:
+        warnings.append("Deprecated flag(s). Please use --notify-url flag instead.")
+        url, error = _slack_url(slack_hook_url)
+        if error:
+            warnings.append(error)
+        return url, warnings
+    return "", warnings
+
+
+def parse_labels(labels: Iterable[str], *, flag: str) -> dict[str, str]:
+    """``k=v`` strings to a dict; the value is the text between the first and second ``=`` (as kured)."""
+    result: dict[str, str] = {}
+    for label in labels:
+        parts = label.split("=")
+        if len(parts) < 2:
+            raise ConfigError(f"invalid label {label!r} in --{flag}: expected key=value", exit_code=1)
+        result[parts[0]] = parts[1]
+    return result
+
+
+def split_command(command: str, *, flag: str) -> tuple[str, ...]:
+    """google/shlex split of a command flag; a syntax error is fatal, as in kured."""
+    try:
+        return tuple(goshlex.split(command))
+    except GoValueError as exc:
+        raise ConfigError(f"Error parsing provided --{flag} command: {exc}", exit_code=1) from exc
+
+
+def check_choice(value: str, choices: tuple[str, ...], *, flag: str) -> None:
+    """Refuse a value outside ``choices`` (pykured's enumerated extension flags)."""
+    if value not in choices:
+        expected = ", ".join(choices[:-1]) + f" or {choices[-1]}"
+        raise ConfigError(f"invalid {flag} configured {value}, expected {expected}", exit_code=1)
+
+
+def local_zone(env: Mapping[str, str]) -> datetime.tzinfo:
+    """Go's ``Local``: ``TZ`` unset → ``/etc/localtime``; ``TZ=""`` → UTC; else that zone; fallback UTC."""
+    name = env.get("TZ")
+    try:
+        if name is None:
+            with open("/etc/localtime", "rb") as stream:
+                return zoneinfo.ZoneInfo.from_file(stream, key="Local")
+        name = name.removeprefix(":")
+        if not name or name == "UTC":
+            return datetime.UTC
+        if name.startswith("/"):
+            with open(name, "rb") as stream:
+                return zoneinfo.ZoneInfo.from_file(stream, key="Local")
+        return zoneinfo.ZoneInfo(name)
+    except (OSError, ValueError, zoneinfo.ZoneInfoNotFoundError):
+        return datetime.UTC

@@ -1,0 +1,332 @@
+"""The flag table: every kured 1.23 flag and every pykured extension, with type, default and help text.
+
+kured defines its flags with spf13/pflag (``cmd/kured/main.go``); each flag is also read from the environment
+variable ``KURED_`` + the upper-cased name with ``-`` → ``_``. This table is the single source for the parser
+(:mod:`pykured.config.reader`), the ``--help`` text (:func:`usage`, laid out like pflag's ``FlagUsages``) and
+the compatibility document. Defaults are kept as the strings pflag would ``Set``; ``None`` is an unset regexp.
+pykured extensions never change the meaning of a kured flag.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from pykured.gocompat.goflags import go_quote
+
+
+class Kind(enum.Enum):
+    """A pflag value type; the value is pflag's ``Type()`` name shown in the usage text."""
+
+    BOOL = "bool"
+    INT = "int"
+    STRING = "string"
+    DURATION = "duration"
+    REGEXP = "regexp"
+    STRING_SLICE = "strings"
+    STRING_ARRAY = "stringArray"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FlagSpec:
+    """One command-line flag."""
+
+    name: str
+    kind: Kind
+    default: str | None
+    help: str
+    extension: bool = False
+
+    @property
+    def env_var(self) -> str:
+        """kured's env var name: ``KURED_`` + upper-cased name with dashes as underscores."""
+        return "KURED_" + self.name.upper().replace("-", "_")
+
+    @property
+    def field(self) -> str:
+        """The :class:`pykured.config.Config` field name."""
+        return self.name.replace("-", "_")
+
+
+def _k(name: str, kind: Kind, default: str | None, text: str) -> FlagSpec:
+    return FlagSpec(name, kind, default, text)
+
+
+def _x(name: str, kind: Kind, default: str | None, text: str) -> FlagSpec:
+    return FlagSpec(name, kind, default, text, extension=True)
+
+
+BOOL, INT, STR, DUR, REGEXP, SLICE, ARRAY = (
+    Kind.BOOL,
+    Kind.INT,
+    Kind.STRING,
+    Kind.DURATION,
+    Kind.REGEXP,
+    Kind.STRING_SLICE,
+    Kind.STRING_ARRAY,
+)
+
+KURED_FLAGS: tuple[FlagSpec, ...] = (
+    _k(
+        "node-id",
+        STR,
+        "",
+        "node name kured runs on, should be passed down from spec.nodeName via KURED_NODE_ID environment "
+        "variable",
+    ),
+    _k("force-reboot", BOOL, "false", "force a reboot even if the drain fails or times out"),
+    _k("metrics-host", STR, "", "host where metrics will listen"),
+    _k("metrics-port", INT, "8080", "port number where metrics will listen"),
+    _k(
+        "drain-grace-period",
+        INT,
+        "-1",
+        "time in seconds given to each pod to terminate gracefully, if negative, the default value "
+        "specified in the pod will be used",
+    ),
+    _k(
+        "drain-pod-selector",
+        STR,
+        "",
+        "only drain pods with labels matching the selector (default: '', all pods)",
+    ),
+    _k(
+        "skip-wait-for-delete-timeout",
+        INT,
+        "0",
+        "when seconds is greater than zero, skip waiting for the pods whose deletion timestamp is older "
+        "than N seconds while draining a node",
+    ),
+    _k("drain-delay", DUR, "0s", "delay drain for this duration (default: 0, disabled)"),
+    _k("drain-timeout", DUR, "0s", "timeout after which the drain is aborted (default: 0, infinite time)"),
+    _k("reboot-delay", DUR, "0s", "delay reboot for this duration (default: 0, disabled)"),
+    _k(
+        "reboot-method",
+        STR,
+        "command",
+        "method to use for reboots: command or signal (pykured also accepts zincati)",
+    ),
+    _k("period", DUR, "1h0m0s", "sentinel check period"),
+    _k("ds-namespace", STR, "kube-system", "namespace containing daemonset on which to place lock"),
+    _k("ds-name", STR, "kured", "name of daemonset on which to place lock"),
+    _k("lock-annotation", STR, "weave.works/kured-node-lock", "annotation in which to record locking node"),
+    _k("lock-ttl", DUR, "0s", "expire lock annotation after this duration (default: 0, disabled)"),
+    _k("lock-release-delay", DUR, "0s", "delay lock release for this duration (default: 0, disabled)"),
+    _k("prometheus-url", STR, "", "Prometheus instance to probe for active alerts"),
+    _k("alert-filter-regexp", REGEXP, None, "alert names to ignore when checking for active alerts"),
+    _k(
+        "alert-filter-match-only",
+        BOOL,
+        "false",
+        "Only block if the alert-filter-regexp matches active alerts",
+    ),
+    _k("alert-firing-only", BOOL, "false", "only consider firing alerts when checking for active alerts"),
+    _k(
+        "reboot-sentinel",
+        STR,
+        "/var/run/reboot-required",
+        "path to file whose existence triggers the reboot command",
+    ),
+    _k(
+        "reboot-sentinel-command",
+        STR,
+        "",
+        "command for which a zero return code will trigger a reboot command",
+    ),
+    _k(
+        "prefer-no-schedule-taint",
+        STR,
+        "",
+        "Taint name applied during pending node reboot (to prevent receiving additional pods from other "
+        'rebooting nodes). Disabled by default. Set e.g. to "weave.works/kured-node-reboot" to enable '
+        "tainting.",
+    ),
+    _k("reboot-command", STR, "/bin/systemctl reboot", "command to run when a reboot is required"),
+    _k("concurrency", INT, "1", "amount of nodes to concurrently reboot. Defaults to 1"),
+    _k("reboot-signal", INT, "39", "signal to use for reboot, SIGRTMIN+5 by default."),
+    _k(
+        "slack-hook-url",
+        STR,
+        "",
+        "slack hook URL for reboot notifications [deprecated in favor of --notify-url]",
+    ),
+    _k("slack-username", STR, "kured", "slack username for reboot notifications [ignored, as in kured]"),
+    _k("slack-channel", STR, "", "slack channel for reboot notifications [ignored, as in kured]"),
+    _k("notify-url", STR, "", "notify URL for reboot notifications (cannot use with --slack-hook-url flags)"),
+    _k(
+        "message-template-uncordon",
+        STR,
+        "Node %s rebooted & uncordoned successfully!",
+        "message template used to notify about a node being successfully uncordoned",
+    ),
+    _k(
+        "message-template-drain",
+        STR,
+        "Draining node %s",
+        "message template used to notify about a node being drained",
+    ),
+    _k(
+        "message-template-reboot",
+        STR,
+        "Rebooting node %s",
+        "message template used to notify about a node being rebooted",
+    ),
+    _k(
+        "blocking-pod-selector",
+        ARRAY,
+        "",
+        "label selector identifying pods whose presence should prevent reboots",
+    ),
+    _k("reboot-days", SLICE, "su,mo,tu,we,th,fr,sa", "schedule reboot on these days"),
+    _k("start-time", STR, "0:00", "schedule reboot only after this time of day"),
+    _k("end-time", STR, "23:59:59", "schedule reboot only before this time of day"),
+    _k("time-zone", STR, "UTC", "use this timezone for schedule inputs"),
+    _k(
+        "annotate-nodes",
+        BOOL,
+        "false",
+        "if set, the annotations 'weave.works/kured-reboot-in-progress' and "
+        "'weave.works/kured-most-recent-reboot-needed' will be given to nodes undergoing kured reboots",
+    ),
+    _k("log-format", STR, "text", "use text or json log format"),
+    _k(
+        "pre-reboot-node-labels",
+        SLICE,
+        "",
+        "comma-separated list of key=value labels to apply to the node before it is rebooted",
+    ),
+    _k(
+        "post-reboot-node-labels",
+        SLICE,
+        "",
+        "comma-separated list of key=value labels to apply to the node after it has been rebooted",
+    ),
+)
+
+EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
+    _x(
+        "lock-backend",
+        STR,
+        "daemonset",
+        "pykured: where the lock lives: daemonset (kured's annotation) or lease (coordination.k8s.io Leases "
+        "<lease-prefix>-<slot>)",
+    ),
+    _x(
+        "lease-prefix",
+        STR,
+        "",
+        "pykured: Lease name prefix for --lock-backend=lease (default: <ds-name>-lock)",
+    ),
+    _x(
+        "kubeconfig",
+        STR,
+        "",
+        "pykured: kubeconfig file to use instead of the in-cluster configuration (KUBECONFIG is not read)",
+    ),
+    _x("log-level", STR, "info", "pykured: log level: debug, info, warning or error"),
+    _x(
+        "config",
+        STR,
+        "",
+        "pykured: config file (key = value per flag); precedence: defaults < config file < command line < "
+        "KURED_* env",
+    ),
+    _x(
+        "dump-config",
+        BOOL,
+        "false",
+        "pykured: print the effective configuration as JSON (secrets redacted) and exit",
+    ),
+    _x(
+        "zincati-marker-file",
+        STR,
+        "/var/lib/zincati/admin/strategy/marker_file/allowfinalize.json",
+        "pykured: marker file written for --reboot-method=zincati",
+    ),
+    _x(
+        "zincati-allow-duration",
+        DUR,
+        "1h0m0s",
+        "pykured: allowUntil = now + this duration in the zincati marker file",
+    ),
+    _x(
+        "zincati-marker-content",
+        STR,
+        "",
+        'pykured: marker file content (default: {"allowUntil": <unix seconds>}); any other value is written '
+        "verbatim",
+    ),
+    _x(
+        "reboot-retry-delay",
+        DUR,
+        "10m0s",
+        "pykured: after a restart with an unchanged boot ID, wait this long before triggering the reboot "
+        "again (once)",
+    ),
+    _x(
+        "sentinel-loop-backoff",
+        DUR,
+        "1h0m0s",
+        "pykured: if the sentinel is still present right after a completed reboot, wait this long before "
+        "rebooting again",
+    ),
+    _x("events", BOOL, "true", "pykured: post Kubernetes Events on the Node"),
+    _x(
+        "extra-notify-url",
+        ARRAY,
+        "",
+        "pykured: additional notification URL, in addition to --notify-url (repeatable)",
+    ),
+    _x(
+        "fleetlock-listen",
+        STR,
+        "",
+        "pykured: serve the FleetLock protocol for Zincati on this address, e.g. 127.0.0.1:3333 (default: "
+        "off)",
+    ),
+    _x("fleetlock-mode", STR, "node-local", "pykured: FleetLock mode: node-local or central"),
+    _x("fleetlock-group", STR, "default", "pykured: FleetLock group served"),
+    _x(
+        "machine-id-file",
+        STR,
+        "/etc/machine-id",
+        "pykured: machine-id file used to map Zincati node UUIDs to this node",
+    ),
+)
+
+FLAGS: tuple[FlagSpec, ...] = KURED_FLAGS + EXTENSION_FLAGS
+BY_NAME: dict[str, FlagSpec] = {spec.name: spec for spec in FLAGS}
+
+
+def _default_text(spec: FlagSpec) -> str | None:
+    """pflag's ``DefValue`` when it is not the zero value (zero values are not shown)."""
+    if spec.kind is Kind.BOOL:
+        return None if spec.default == "false" else spec.default
+    if spec.kind in (Kind.STRING_SLICE, Kind.STRING_ARRAY):
+        return f"[{spec.default}]" if spec.default else None
+    if spec.kind is Kind.STRING:
+        return go_quote(spec.default) if spec.default else None
+    if spec.kind is Kind.INT:
+        return None if spec.default == "0" else spec.default
+    if spec.kind is Kind.DURATION:
+        return None if spec.default == "0s" else spec.default
+    return None if not spec.default else spec.default
+
+
+def usage(prog: str = "kured") -> str:
+    """The ``--help`` text, laid out as pflag's default usage (flags sorted by name, aligned help column)."""
+    heads: list[str] = []
+    for spec in sorted(FLAGS, key=lambda s: s.name):
+        head = f"      --{spec.name}"
+        if spec.kind is not Kind.BOOL:
+            head += f" {spec.kind.value}"
+        heads.append(head)
+    width = max(len(head) for head in heads)
+    lines = [f"Usage of {prog}:"]
+    for head, spec in zip(heads, sorted(FLAGS, key=lambda s: s.name), strict=True):
+        text = spec.help
+        default = _default_text(spec)
+        if default is not None:
+            text += f" (default {default})"
+        lines.append(f"{head}{' ' * (width - len(head) + 3)}{text}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,231 @@
+"""pykured's configuration: one frozen value with a field per kured flag, parsed exactly as kured parses it.
+
+kured 1.23 reads pflag flags, then ``KURED_*`` env vars (``LoadFromEnv``: env overrides the command line,
+``stringSlice`` values append), then validates in ``main()``. :func:`parse` does the same, purely: the
+environment is passed in (only the ``--config`` file and, for ``--time-zone=Local``, ``/etc/localtime`` are
+read). Precedence: defaults < ``--config`` file < command line < ``KURED_*`` env.
+
+Field names are the flag names with ``_`` for ``-``; durations are
+:class:`~pykured.gocompat.goflags.Duration`;
+``stringSlice``/``stringArray`` flags are tuples; ``alert_filter_regexp`` is None when unset. Errors are
+:class:`~pykured.errors.ConfigError` with kured's text and exit code (2: flag syntax; 1: env and validation;
+0: ``--help``, whose message is the usage text). For exit code 2 the CLI prints the message, then
+:func:`usage`. Warnings (deprecated flags, ignored env vars) are returned in ``Config.warnings`` for the CLI
+to log.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pykured.config import checks
+from pykured.config.flags import FLAGS, Kind
+from pykured.config.flags import usage as _usage
+from pykured.config.reader import HelpRequested, read_flags
+from pykured.errors import ConfigError
+from pykured.gocompat.goflags import Duration, GoValueError
+from pykured.gocompat.goregexp import compile_re2
+from pykured.notify.redact import redact_password, redact_url
+from pykured.window import TimeWindow
+
+__all__ = ["Config", "ConfigError", "HelpRequested", "parse", "usage"]
+
+_DEFAULT_DAYS = ("su", "mo", "tu", "we", "th", "fr", "sa")
+_DEFAULT_WINDOW = TimeWindow.parse(_DEFAULT_DAYS, "0:00", "23:59:59", "UTC")
+REBOOT_METHODS = ("command", "signal", "zincati")
+_ZERO = Duration(0)
+_H = Duration(3_600_000_000_000)
+_10M = Duration(600_000_000_000)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    """The effective configuration. Defaults are kured's (and pykured's for extension flags)."""
+
+    # kured 1.23 flags, in kured's definition order
+    node_id: str = ""
+    force_reboot: bool = False
+    metrics_host: str = ""
+    metrics_port: int = 8080
+    drain_grace_period: int = -1
+    drain_pod_selector: str = ""
+    skip_wait_for_delete_timeout: int = 0
+    drain_delay: Duration = _ZERO
+    drain_timeout: Duration = _ZERO
+    reboot_delay: Duration = _ZERO
+    reboot_method: str = "command"
+    period: Duration = _H
+    ds_namespace: str = "kube-system"
+    ds_name: str = "kured"
+    lock_annotation: str = "weave.works/kured-node-lock"
+    lock_ttl: Duration = _ZERO
+    lock_release_delay: Duration = _ZERO
+    prometheus_url: str = ""
+    alert_filter_regexp: str | None = None
+    alert_filter_match_only: bool = False
+    alert_firing_only: bool = False
+    reboot_sentinel: str = "/var/run/reboot-required"
+    reboot_sentinel_command: str = ""
+    prefer_no_schedule_taint: str = ""
+    reboot_command: str = "/bin/systemctl reboot"
+    concurrency: int = 1
+    reboot_signal: int = 39
+    slack_hook_url: str = ""
+    slack_username: str = "kured"
+    slack_channel: str = ""
+    notify_url: str = ""
+    message_template_uncordon: str = "Node %s rebooted & uncordoned successfully!"
+    message_template_drain: str = "Draining node %s"
+    message_template_reboot: str = "Rebooting node %s"
+    blocking_pod_selector: tuple[str, ...] = ()
+    reboot_days: tuple[str, ...] = _DEFAULT_DAYS
+    start_time: str = "0:00"
+    end_time: str = "23:59:59"
+    time_zone: str = "UTC"
+    annotate_nodes: bool = False
+    log_format: str = "text"
+    pre_reboot_node_labels: tuple[str, ...] = ()
+    post_reboot_node_labels: tuple[str, ...] = ()
+    # pykured extensions
+    lock_backend: str = "daemonset"
+    lease_prefix: str = ""
+    kubeconfig: str = ""
+    log_level: str = "info"
+    config: str = ""
+    dump_config: bool = False
+    zincati_marker_file: str = "/var/lib/zincati/admin/strategy/marker_file/allowfinalize.json"
+    zincati_allow_duration: Duration = _H
+    zincati_marker_content: str = ""
+    reboot_retry_delay: Duration = _10M
+    sentinel_loop_backoff: Duration = _H
+    events: bool = True
+    extra_notify_url: tuple[str, ...] = ()
+    fleetlock_listen: str = ""
+    fleetlock_mode: str = "node-local"
+    fleetlock_group: str = "default"
+    machine_id_file: str = "/etc/machine-id"
+    # derived at parse time
+    time_window: TimeWindow = _DEFAULT_WINDOW
+    """The reboot window built from reboot_days, start_time, end_time and time_zone by :func:`parse`."""
+    warnings: tuple[str, ...] = dataclasses.field(default=(), compare=False)
+    """Warnings found while parsing, in order, for the CLI to log."""
+
+    @property
+    def reboot_command_argv(self) -> tuple[str, ...]:
+        """``--reboot-command`` split with google/shlex (run under nsenter by the command rebooter)."""
+        return checks.split_command(self.reboot_command, flag="reboot-command")
+
+    @property
+    def reboot_sentinel_command_argv(self) -> tuple[str, ...]:
+        """``--reboot-sentinel-command`` split with google/shlex; empty = use the sentinel file."""
+        return checks.split_command(self.reboot_sentinel_command, flag="reboot-sentinel-command")
+
+    @property
+    def pre_reboot_labels(self) -> dict[str, str]:
+        """``--pre-reboot-node-labels`` as a dict (value = text between the first and second ``=``)."""
+        return checks.parse_labels(self.pre_reboot_node_labels, flag="pre-reboot-node-labels")
+
+    @property
+    def post_reboot_labels(self) -> dict[str, str]:
+        """``--post-reboot-node-labels`` as a dict."""
+        return checks.parse_labels(self.post_reboot_node_labels, flag="post-reboot-node-labels")
+
+    @property
+    def effective_notify_url(self) -> str:
+        """kured's ``validateNotificationURL`` result: the one URL kured notifies ("" = none)."""
+        return checks.resolve_notify_url(self.notify_url, self.slack_hook_url)[0]
+
+    @property
+    def notify_urls(self) -> tuple[str, ...]:
+        """Every notification destination: the effective URL, then each non-empty ``--extra-notify-url``."""
+        extra = (checks.strip_quotes(url) for url in self.extra_notify_url if url)
+        return tuple(url for url in (self.effective_notify_url, *extra) if url)
+
+    @property
+    def alert_filter(self) -> re.Pattern[str] | None:
+        """``--alert-filter-regexp`` compiled with RE2 semantics (None when unset)."""
+        return None if self.alert_filter_regexp is None else compile_re2(self.alert_filter_regexp)
+
+    @property
+    def lease_name_prefix(self) -> str:
+        """Lease names are ``<prefix>-<slot>``; the prefix defaults to ``<ds-name>-lock``."""
+        return self.lease_prefix or f"{self.ds_name}-lock"
+
+    @property
+    def metrics_address(self) -> str:
+        """kured's metrics listen address ``<host>:<port>`` (empty host = all interfaces)."""
+        return f"{self.metrics_host}:{self.metrics_port}"
+
+    def to_public_dict(self) -> dict[str, Any]:
+        """Every flag by name, JSON-ready (durations in Go form), with secrets in URLs redacted."""
+        out: dict[str, Any] = {}
+        for spec in FLAGS:
+            value = getattr(self, spec.field)
+            if isinstance(value, Duration):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            if spec.name in ("notify-url", "slack-hook-url"):
+                value = redact_url(checks.strip_quotes(value))
+            elif spec.name == "extra-notify-url":
+                value = [redact_url(checks.strip_quotes(url)) for url in value]
+            elif spec.name == "prometheus-url":
+                value = redact_password(value)
+            out[spec.name] = value
+        return out
+
+
+def usage(prog: str = "kured") -> str:
+    """pflag-style usage text listing every flag with its type, help and non-zero default."""
+    return _usage(prog)
+
+
+def _typed(kind: Kind, value: Any) -> Any:
+    return tuple(value) if kind in (Kind.STRING_SLICE, Kind.STRING_ARRAY) else value
+
+
+def _validate(cfg: Config) -> list[str]:
+    """kured's startup checks (fatal → ConfigError) plus pykured's; returns extra warnings."""
+    if cfg.reboot_method not in REBOOT_METHODS:
+        raise ConfigError(
+            f"invalid reboot-method configured {cfg.reboot_method}, expected signal or command", exit_code=1
+        )
+    if cfg.reboot_method == "signal" and not 1 <= cfg.reboot_signal <= 64:
+        raise ConfigError(f"invalid signal: {cfg.reboot_signal}", exit_code=1)
+    if cfg.reboot_method == "command" and not cfg.reboot_command_argv:
+        raise ConfigError("no reboot command specified", exit_code=1)
+    cfg.reboot_sentinel_command_argv  # noqa: B018 - validates the shlex syntax
+    cfg.pre_reboot_labels  # noqa: B018
+    cfg.post_reboot_labels  # noqa: B018
+    checks.check_choice(cfg.lock_backend, ("daemonset", "lease"), flag="lock-backend")
+    checks.check_choice(cfg.log_level, ("debug", "info", "warning", "error"), flag="log-level")
+    checks.check_choice(cfg.fleetlock_mode, ("node-local", "central"), flag="fleetlock-mode")
+    warnings = checks.resolve_notify_url(cfg.notify_url, cfg.slack_hook_url)[1]
+    if cfg.slack_username != "kured" or cfg.slack_channel:
+        warnings.append("--slack-username and --slack-channel are ignored, as in kured")
+    if cfg.alert_filter_regexp == "":
+        warnings.append("--alert-filter-regexp is empty: it matches every alert name")
+    if "" in cfg.blocking_pod_selector:
+        warnings.append("an empty --blocking-pod-selector matches every pod on the node")
+    return warnings
+
+
+def parse(argv: list[str], env: Mapping[str, str]) -> Config:
+    """Parse kured's command line and ``KURED_*`` environment into a validated :class:`Config`."""
+    flags = read_flags(argv, env)
+    values = {spec.field: _typed(spec.kind, flags.values[spec.name]) for spec in FLAGS}
+    if not values["node_id"] and not values["dump_config"]:
+        raise ConfigError("KURED_NODE_ID environment variable required", exit_code=1)
+    local = checks.local_zone(env) if values["time_zone"] == "Local" else None
+    try:
+        window = TimeWindow.parse(
+            values["reboot_days"], values["start_time"], values["end_time"], values["time_zone"], local=local
+        )
+    except GoValueError as exc:
+        raise ConfigError(f"Failed to build time window: {exc}", exit_code=1) from exc
+    cfg = Config(**values, time_window=window)
+    warnings = [*flags.warnings, *_validate(cfg)]
+    return dataclasses.replace(cfg, warnings=tuple(warnings))

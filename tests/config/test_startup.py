@@ -1,0 +1,112 @@
+"""kured's startup log lines, in kured's order (kured.md §2.2)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from pykured.config import parse
+from pykured.config.startup import go_slice, startup_lines, startup_records
+
+NODE = {"KURED_NODE_ID": "node-1"}
+
+DEFAULT_LINES = [
+    "Kubernetes Reboot Daemon: 1.23.0",
+    "Node ID: node-1",
+    "PreferNoSchedule taint: ",
+    "Blocking Pod Selectors: []",
+    "Reboot period 1h0m0s",
+    "Concurrency: 1",
+    "Reboot schedule: SunMonTueWedThuFriSat between 00:00 and 23:59 UTC",
+    "Reboot method: command",
+    "Reboot command: [/bin/systemctl reboot]",
+    "Sentinel checker is (unprivileged) testing for the presence of: /var/run/reboot-required",
+    "Lock Annotation: kube-system/kured:weave.works/kured-node-lock",
+    "Lock TTL not set, lock will remain until being released",
+    "Lock release delay not set, lock will be released immediately after rebooting",
+]
+
+
+def test_default_lines() -> None:
+    assert startup_lines(parse([], NODE), "1.23.0") == DEFAULT_LINES
+    assert {level for level, _ in startup_records(parse([], NODE), "1.23.0")} == {logging.INFO}
+
+
+def test_every_optional_line_in_order() -> None:
+    cfg = parse(
+        [
+            "--prefer-no-schedule-taint=weave.works/kured-node-reboot",
+            "--blocking-pod-selector=app=db",
+            "--blocking-pod-selector=runtime=long,cost=high",
+            "--period=20s",
+            "--concurrency=2",
+            "--annotate-nodes",
+            "--reboot-days=mo,tu,we,th",
+            "--start-time=8:00",
+            "--end-time=18:00",
+            "--time-zone=Europe/Berlin",
+            "--reboot-method=signal",
+            '--reboot-sentinel-command=sh -c "! needs-restarting --reboothint"',
+            "--ds-namespace=ops",
+            "--ds-name=k",
+            "--lock-annotation=example.com/lock",
+            "--lock-backend=lease",
+            "--lock-ttl=30m",
+            "--lock-release-delay=2m",
+            "--pre-reboot-node-labels=a=1",
+            "--post-reboot-node-labels=b=1",
+        ],
+        NODE,
+    )
+    assert startup_records(cfg, "dev") == [
+        (logging.INFO, "Kubernetes Reboot Daemon: dev"),
+        (logging.INFO, "Node ID: node-1"),
+        (
+            logging.WARNING,
+            "pre-reboot-node-labels keys and post-reboot-node-labels keys do not match, "
+            "resulting in unexpected behaviour",
+        ),
+        (logging.INFO, "PreferNoSchedule taint: weave.works/kured-node-reboot"),
+        (logging.INFO, "Blocking Pod Selectors: [app=db runtime=long,cost=high]"),
+        (logging.INFO, "Reboot period 20s"),
+        (logging.INFO, "Concurrency: 2"),
+        (logging.INFO, "Will annotate nodes during kured reboot operations"),
+        (logging.INFO, "Reboot schedule: ---MonTueWedThu------ between 08:00 and 18:00 Europe/Berlin"),
+        (logging.INFO, "Reboot method: signal"),
+        (logging.INFO, "Reboot signal: 39"),
+        (
+            logging.INFO,
+            'Sentinel checker is (privileged) user provided command: sh -c "! needs-restarting --reboothint"',
+        ),
+        (logging.INFO, "Lock Annotation: ops/k:example.com/lock"),
+        (logging.INFO, "Lock backend: lease"),
+        (logging.INFO, "Lock TTL set, lock will expire after: 30m0s"),
+        (logging.INFO, "Lock release delay set, lock release will be delayed by: 2m0s"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pre", "post", "warns"),
+    [("a=1,b=2", "b=3,a=4", False), ("a=1", "", True), ("", "", False)],
+    ids=["same-keys-any-order", "different-keys", "none"],
+)
+def test_label_keys_warning(pre: str, post: str, warns: bool) -> None:
+    cfg = parse([f"--pre-reboot-node-labels={pre}", f"--post-reboot-node-labels={post}"], NODE)
+    levels = [level for level, _ in startup_records(cfg, "v")]
+    assert (logging.WARNING in levels) is warns
+
+
+def test_zincati_method_line() -> None:
+    lines = startup_lines(parse(["--reboot-method=zincati"], NODE), "v")
+    assert "Reboot method: zincati" in lines
+    assert "Zincati marker file: /var/lib/zincati/admin/strategy/marker_file/allowfinalize.json" in lines
+
+
+@pytest.mark.parametrize(
+    ("items", "text"),
+    [((), "[]"), (("a",), "[a]"), (("a b", "c"), "[a b c]")],
+    ids=["empty", "one", "two"],
+)
+def test_go_slice(items: tuple[str, ...], text: str) -> None:
+    assert go_slice(items) == text
