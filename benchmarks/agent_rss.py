@@ -57,7 +57,11 @@ def main() -> None:
                 fleet.add(node)
                 if extra:
                     fleet.touch(node)
-                    fleet.wait_for(lambda n=node: fleet.slots[n].reboots == 1, timeout=60)
+
+                    def rebooted(name: str = node) -> bool:
+                        return fleet.slots[name].reboots == 1
+
+                    fleet.wait_for(rebooted, timeout=60)
                 time.sleep(5)
                 proc = fleet.slots[node].proc
                 assert proc is not None

@@ -27,10 +27,8 @@ RS_REF = {
 
 
 def _start() -> Any:
-    try:
-        from pykured_dev.testenv import Cluster
-    except ImportError:  # the harness may live under tests/
-        from tests.testenv import TestEnv as Cluster  # type: ignore[no-redef]
+    from pykured_dev.testenv import Cluster
+
     return Cluster().start()
 
 

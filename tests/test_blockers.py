@@ -8,15 +8,16 @@ import json
 import re
 import threading
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from pykured import blockers
 from pykured.errors import ConfigError, KubeError
+from pykured.kube import Kube
 from pykured.model import Reason
 from tests.testenv import TestEnv
 
@@ -415,7 +416,7 @@ class FixedBlocker:
     ],
     ids=["no-blockers", "blocker", "non-blocker", "one-of-two", "prometheus-broken-url"],
 )
-def test_reboot_blocked(make, expected_kind: str | None) -> None:
+def test_reboot_blocked(make: Callable[[], list[blockers.Blocker]], expected_kind: str | None) -> None:
     reason = blockers.first_block(make(), now=NOW)
     assert (reason.kind if reason else None) == expected_kind
 
@@ -451,7 +452,10 @@ def pods(*names: str, more: bool = False) -> dict[str, Any]:
 
 def test_pod_query_parameters() -> None:
     kube = ListingKube([pods(), pods()])
-    assert blockers.PodBlocker(kube, node="n1", selectors=["app=a", "app=b,tier=x"]).check(now=NOW) is None
+    assert (
+        blockers.PodBlocker(cast(Kube, kube), node="n1", selectors=["app=a", "app=b,tier=x"]).check(now=NOW)
+        is None
+    )
     field_selector = "spec.nodeName=n1,status.phase!=Succeeded,status.phase!=Failed,status.phase!=Unknown"
     assert kube.calls == [
         {"field_selector": field_selector, "label_selector": "app=a", "limit": 10},
@@ -476,7 +480,9 @@ def test_pod_query_parameters() -> None:
     ids=["two-pods", "continue-token", "second-selector", "error-blocks"],
 )
 def test_pod_blocker_messages(answers: list[Any], message: str) -> None:
-    reason = blockers.PodBlocker(ListingKube(answers), node="n1", selectors=["a=1", "b=2"]).check(now=NOW)
+    reason = blockers.PodBlocker(cast(Kube, ListingKube(answers)), node="n1", selectors=["a=1", "b=2"]).check(
+        now=NOW
+    )
     assert reason == Reason("pods", message)
 
 

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,8 +57,9 @@ def make_fleet(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeFleet]:
         fleet.close()
 
 
-def node_obj(k8s: TestEnv, node: str) -> dict:
-    return k8s.kube().get_node(node)
+def node_obj(k8s: TestEnv, node: str) -> dict[str, Any]:
+    obj: dict[str, Any] = k8s.kube().get_node(node)
+    return obj
 
 
 def pykured_annotations(k8s: TestEnv, node: str) -> dict[str, str]:
@@ -80,7 +82,8 @@ def settled(k8s: TestEnv, fleet: Fleet, node: str, reboots: int = 1) -> Callable
 
 
 def lock_value(k8s: TestEnv, ns: str) -> str | None:
-    return k8s.kube().get_daemonset(ns, "kured")["metadata"].get("annotations", {}).get(LOCK)
+    value = k8s.kube().get_daemonset(ns, "kured")["metadata"].get("annotations", {}).get(LOCK)
+    return None if value is None else str(value)
 
 
 @pytest.mark.parametrize("method", ["command", "signal", "zincati"])
@@ -367,5 +370,6 @@ def test_a_corrupt_lock_annotation_blocks_safely_and_does_not_crash(
     time.sleep(2)
     assert fleet.requests(node) == 0
     assert not node_obj(k8s, node)["spec"].get("unschedulable")
-    assert fleet.slots[node].proc is not None and fleet.slots[node].proc.poll() is None, "still running"
+    proc = fleet.slots[node].proc
+    assert proc is not None and proc.poll() is None, "still running"
     assert lock_value(k8s, ns) == '{"nodeID": 42, broken', "never overwritten"

@@ -7,7 +7,7 @@ and the wait until it opens are checked at exact instants.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -45,8 +45,11 @@ class RecordingRebooter:
         self.calls += 1
 
 
+MakeDaemon = Callable[[TimeWindow, FakeClock], tuple[Daemon, str, str, RecordingRebooter]]
+
+
 @pytest.fixture
-def daemon_for(k8s: TestEnv, tmp_path: Path) -> Iterator:
+def daemon_for(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeDaemon]:
     made: list[Daemon] = []
 
     def make(window: TimeWindow, clock: FakeClock) -> tuple[Daemon, str, str, RecordingRebooter]:
@@ -87,7 +90,9 @@ def daemon_for(k8s: TestEnv, tmp_path: Path) -> Iterator:
 BERLIN_WINDOW = TimeWindow.parse(["su"], "03:00", "05:00", "Europe/Berlin")
 
 
-def test_outside_the_window_it_waits_exactly_until_it_opens_across_dst(daemon_for, k8s: TestEnv) -> None:
+def test_outside_the_window_it_waits_exactly_until_it_opens_across_dst(
+    daemon_for: MakeDaemon, k8s: TestEnv
+) -> None:
     clock = FakeClock(datetime.datetime(2026, 3, 29, 0, 30, tzinfo=UTC))  # 01:30 CET, window opens 03:00 CEST
     daemon, ns, _node, rebooter = daemon_for(BERLIN_WINDOW, clock)
     pause = daemon.run_once()
@@ -103,7 +108,7 @@ def test_outside_the_window_it_waits_exactly_until_it_opens_across_dst(daemon_fo
     assert k8s.kube().get_daemonset(ns, "kured")["metadata"]["annotations"].get(LOCK)
 
 
-def test_window_closed_on_the_wrong_weekday(daemon_for, k8s: TestEnv) -> None:
+def test_window_closed_on_the_wrong_weekday(daemon_for: MakeDaemon, k8s: TestEnv) -> None:
     clock = FakeClock(datetime.datetime(2026, 3, 30, 2, 0, tzinfo=UTC))  # Monday 04:00 CEST
     daemon, ns, _node, rebooter = daemon_for(BERLIN_WINDOW, clock)
     pause = daemon.run_once()
@@ -112,7 +117,7 @@ def test_window_closed_on_the_wrong_weekday(daemon_for, k8s: TestEnv) -> None:
     assert k8s.kube().get_daemonset(ns, "kured")["metadata"]["annotations"].get(LOCK) is None
 
 
-def test_autumn_night_window_end_is_inclusive(daemon_for) -> None:
+def test_autumn_night_window_end_is_inclusive(daemon_for: MakeDaemon) -> None:
     # Europe/Berlin falls back on 2026-10-25 at 03:00 CEST to 02:00 CET; a 01:00-02:30 window.
     window = TimeWindow.parse(["su"], "01:00", "02:30", "Europe/Berlin")
     clock = FakeClock(datetime.datetime(2026, 10, 25, 0, 30, 0, 500_000, tzinfo=UTC))  # 02:30:00.5 CEST

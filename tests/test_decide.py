@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+from typing import Any
 
 import pytest
 
@@ -23,18 +24,16 @@ def obs(
     holding: bool = False,
     blocked: Reason | None = None,
     next_window: datetime.datetime | None = None,
-    **node: object,
+    **node: Any,
 ) -> Observation:
-    base = {"boot_id": "boot-1", "in_progress_annotation": True}
-    base.update(node)
     return Observation(
         required=required,
         in_window=in_window,
         holding=holding,
         blocked=blocked,
         next_window=next_window,
-        node=NodeMemory(**base),
-    )  # type: ignore[arg-type]
+        node=dataclasses.replace(NodeMemory(boot_id="boot-1", in_progress_annotation=True), **node),
+    )
 
 
 CASES = [

@@ -87,7 +87,8 @@ def _workloads(objects: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str,
 def _container(obj: dict[str, Any]) -> dict[str, Any]:
     containers = obj["spec"]["template"]["spec"]["containers"]
     assert len(containers) == 1
-    return containers[0]
+    container: dict[str, Any] = containers[0]
+    return container
 
 
 def _daemonset(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:

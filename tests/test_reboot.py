@@ -14,7 +14,7 @@ import shutil
 import signal
 import stat
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -173,7 +173,9 @@ def _symlink_to_real(tmp_path: Path) -> str:
     ],
     ids=["default-path", "bare-name-on-path", "elf-binary-copy", "symlink-to-real"],
 )
-def test_real_nsenter_is_refused_in_safe_mode(make_nsenter, tmp_path: Path, tripwires: list[object]) -> None:
+def test_real_nsenter_is_refused_in_safe_mode(
+    make_nsenter: Callable[[Path], str], tmp_path: Path, tripwires: list[object]
+) -> None:
     nsenter = make_nsenter(tmp_path)
     if not os.path.exists(shutil.which(nsenter) or nsenter):
         pytest.skip("no nsenter on this machine: nothing real to refuse")

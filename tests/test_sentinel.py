@@ -11,6 +11,7 @@ import errno
 import logging
 import os
 import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -163,7 +164,11 @@ def _make_dir(path: Path) -> None:
     ids=["create", "delete", "rename-into-place", "rename-in-from-other-dir", "rename-away", "mkdir"],
 )
 def test_event_naming_the_file_notifies(
-    tmp_path: Path, started, exists_before: bool, action: Callable[[Path], None], exists_after: bool
+    tmp_path: Path,
+    started: Callable[..., sentinel.FileSentinel],
+    exists_before: bool,
+    action: Callable[[Path], None],
+    exists_after: bool,
 ) -> None:
     directory = tmp_path / "run"
     directory.mkdir()
@@ -178,7 +183,7 @@ def test_event_naming_the_file_notifies(
     assert watch.required() is exists_after
 
 
-def test_other_files_do_not_notify(tmp_path: Path, started) -> None:
+def test_other_files_do_not_notify(tmp_path: Path, started: Callable[..., sentinel.FileSentinel]) -> None:
     path = tmp_path / "reboot-required"
     recorder = Recorder()
     started(path, recorder, rearm_interval=3600)
@@ -189,7 +194,7 @@ def test_other_files_do_not_notify(tmp_path: Path, started) -> None:
     assert len(recorder.threads) == 1
 
 
-def test_symlinked_parent_directory(tmp_path: Path, started) -> None:
+def test_symlinked_parent_directory(tmp_path: Path, started: Callable[..., sentinel.FileSentinel]) -> None:
     real = tmp_path / "run"
     real.mkdir()
     link = tmp_path / "var-run"
@@ -201,7 +206,7 @@ def test_symlinked_parent_directory(tmp_path: Path, started) -> None:
     assert watch.required()
 
 
-def test_directory_missing_at_start(tmp_path: Path, started) -> None:
+def test_directory_missing_at_start(tmp_path: Path, started: Callable[..., sentinel.FileSentinel]) -> None:
     directory = tmp_path / "sentinel"
     recorder = Recorder()
     watch = started(directory / "reboot-required", recorder, rearm_interval=0.05)
@@ -214,7 +219,9 @@ def test_directory_missing_at_start(tmp_path: Path, started) -> None:
     assert watch.mode == "inotify"
 
 
-def test_file_appearing_with_its_directory_is_seen_by_stat(tmp_path: Path, started) -> None:
+def test_file_appearing_with_its_directory_is_seen_by_stat(
+    tmp_path: Path, started: Callable[..., sentinel.FileSentinel]
+) -> None:
     directory = tmp_path / "sentinel"
     recorder = Recorder()
     watch = started(directory / "reboot-required", recorder, rearm_interval=0.05)
@@ -237,7 +244,9 @@ def _replace_by_rename(directory: Path) -> None:
 @pytest.mark.parametrize(
     "replace", [_delete_and_recreate, _replace_by_rename], ids=["deleted-recreated", "renamed-away-recreated"]
 )
-def test_directory_replaced_is_rearmed(tmp_path: Path, started, replace: Callable[[Path], None]) -> None:
+def test_directory_replaced_is_rearmed(
+    tmp_path: Path, started: Callable[..., sentinel.FileSentinel], replace: Callable[[Path], None]
+) -> None:
     directory = tmp_path / "sentinel"
     directory.mkdir()
     (directory / "reboot-required").write_text("")
@@ -270,7 +279,12 @@ class _NoInotify:
     ids=["instance-limit-polls", "watch-limit-polls", "other-error-stat-only"],
 )
 def test_inotify_failures_fall_back(
-    tmp_path: Path, started, monkeypatch: pytest.MonkeyPatch, err: int, mode: str, delivered_by_watcher: bool
+    tmp_path: Path,
+    started: Callable[..., sentinel.FileSentinel],
+    monkeypatch: pytest.MonkeyPatch,
+    err: int,
+    mode: str,
+    delivered_by_watcher: bool,
 ) -> None:
     monkeypatch.setattr(sentinel, "Observer", lambda: _NoInotify(err))
     recorder = Recorder()
@@ -282,7 +296,7 @@ def test_inotify_failures_fall_back(
 
 
 def test_failing_callback_does_not_stop_the_watch(
-    tmp_path: Path, started, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, started: Callable[..., sentinel.FileSentinel], caplog: pytest.LogCaptureFixture
 ) -> None:
     recorder = Recorder(fail_first=True)
     path = tmp_path / "reboot-required"
@@ -373,7 +387,7 @@ def test_real_nsenter_is_refused_in_safe_mode(monkeypatch: pytest.MonkeyPatch) -
     if not os.path.exists("/usr/bin/nsenter"):
         pytest.skip("no nsenter on this machine: nothing real to refuse")
     reached: list[object] = []
-    monkeypatch.setattr(sentinel.subprocess, "run", lambda *a, **k: reached.append(a))
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: reached.append(a))
     with pytest.raises(RebootError, match="safe mode"):
         sentinel.CommandSentinel(["true"]).required()
     assert reached == []

@@ -75,7 +75,7 @@ def test_remove_patch(spec: dict[str, Any], expected: list[dict[str, Any]] | Non
 
 @pytest.fixture
 def node(k8s: Any) -> str:
-    name = k8s.unique("node")
+    name: str = k8s.unique("node")
     k8s.add_nodes(name)
     return name
 

@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,7 @@ def test_daemon_and_fleetlock_agree_on_the_hands_off_annotation() -> None:
     assert FLEETLOCK_ANNOTATION == FLEETLOCK_ID_ANNOTATION
 
 
-def zincati(port: int, op: str, ident: str) -> tuple[int, dict]:
+def zincati(port: int, op: str, ident: str) -> tuple[int, dict[str, Any]]:
     body = json.dumps({"client_params": {"id": ident, "group": "default"}}, indent=2).encode()
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}/v1/{op}", data=body, method="POST", headers={"fleet-lock-protocol": "true"}

@@ -55,7 +55,7 @@ def test_default(spec: Any) -> None:
 
 
 # One value per flag that differs from the default and is valid, as an env var and as a flag.
-SAMPLES: dict[str, tuple[str, Any]] = {
+SAMPLES: dict[str, tuple[str | None, Any]] = {
     "node-id": ("n2", "n2"), "force-reboot": ("true", True), "metrics-host": ("127.0.0.1", "127.0.0.1"),
     "metrics-port": ("9090", 9090), "drain-grace-period": ("30", 30), "drain-pod-selector": ("app=x", "app=x"),
     "skip-wait-for-delete-timeout": ("60", 60), "drain-delay": ("1m", D("1m")), "drain-timeout": ("5m", D("5m")),
@@ -98,6 +98,7 @@ def _check_sample(cfg: Config, name: str, text: str, expected: Any) -> None:
 @pytest.mark.parametrize("spec", [s for s in FLAGS if SAMPLES[s.name][0] is not None], ids=lambda s: s.name)
 def test_every_flag_on_the_command_line(spec: Any) -> None:
     text, expected = SAMPLES[spec.name]
+    assert text is not None
     cfg = parse(
         [f"--{spec.name}={text}", "--node-id=n"] if spec.name != "node-id" else [f"--node-id={text}"], {}
     )
@@ -111,6 +112,7 @@ def test_every_flag_on_the_command_line(spec: Any) -> None:
 )
 def test_every_flag_from_its_kured_env_var(spec: Any) -> None:
     text, expected = SAMPLES[spec.name]
+    assert text is not None
     assert spec.env_var == "KURED_" + spec.name.upper().replace("-", "_")
     env = {"KURED_NODE_ID": "n", spec.env_var: text}
     _check_sample(parse([], env), spec.name, text, expected)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -75,7 +76,7 @@ def test_normalize_id() -> None:
     assert normalize_id(" 978A225B-3D7B-40E9-ACD7-CE9B62F68444 ") == "978a225b3d7b40e9acd7ce9b62f68444"
 
 
-def test_read_machine_id(tmp_path) -> None:
+def test_read_machine_id(tmp_path: Path) -> None:
     path = tmp_path / "machine-id"
     path.write_text("1c09ca98649c4c7abc779cd04c96812e\n")
     assert read_machine_id(str(path)) == "1c09ca98649c4c7abc779cd04c96812e"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -316,7 +317,7 @@ class Closed:
     ],
     ids=["window", "blocker"],
 )
-def test_gates_answer_423_without_taking_a_slot(rig: Rig, overrides: dict[str, object], kind: str) -> None:
+def test_gates_answer_423_without_taking_a_slot(rig: Rig, overrides: dict[str, Any], kind: str) -> None:
     (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
     server = rig.server(mode="central", **overrides)
     assert zincati(server.port, "pre-reboot", zincati_id(node)) == (423, kind)

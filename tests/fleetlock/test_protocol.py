@@ -221,8 +221,11 @@ class Counting:
         self.seen.append((api, kind))
 
 
+Served = tuple[_Server, RecordingService, Counting]
+
+
 @pytest.fixture
-def served() -> Iterator[tuple[_Server, RecordingService, Counting]]:
+def served() -> Iterator[Served]:
     service = RecordingService()
     metrics = Counting()
     server = _Server(("127.0.0.1", 0), service=service, base="/base/", metrics=metrics)  # type: ignore[arg-type]
@@ -254,7 +257,7 @@ def zincati_request(path: str, body: bytes = ZINCATI_BODY, *, header: bool = Tru
 
 
 @pytest.mark.parametrize("api", ["pre-reboot", "steady-state"], ids=["pre-reboot", "steady-state"])
-def test_zincati_request_exact_bytes(served, api: str) -> None:
+def test_zincati_request_exact_bytes(served: Served, api: str) -> None:
     server, service, metrics = served
     status, headers, body = raw_request(server.server_address[1], zincati_request(f"/base/v1/{api}"))
     assert status == 200
@@ -264,7 +267,7 @@ def test_zincati_request_exact_bytes(served, api: str) -> None:
     assert metrics.seen == [(api, "ok")]
 
 
-def test_service_error_is_passed_through(served) -> None:
+def test_service_error_is_passed_through(served: Served) -> None:
     server, service, _ = served
     service.reply = p.Reply(p.DRAIN_IN_PROGRESS, "node n is draining")
     status, _, body = raw_request(server.server_address[1], zincati_request("/base/v1/pre-reboot"))
@@ -300,7 +303,7 @@ HTTP_ERRORS = [
 @pytest.mark.parametrize(
     ("data", "status", "kind"), [e[1:] for e in HTTP_ERRORS], ids=[e[0] for e in HTTP_ERRORS]
 )
-def test_http_errors(served, data: bytes, status: int, kind: str) -> None:
+def test_http_errors(served: Served, data: bytes, status: int, kind: str) -> None:
     server, service, metrics = served
     got, headers, body = raw_request(server.server_address[1], data)
     assert got == status
@@ -311,7 +314,7 @@ def test_http_errors(served, data: bytes, status: int, kind: str) -> None:
         assert headers["Allow"] == "POST"
 
 
-def test_head_gets_no_body(served) -> None:
+def test_head_gets_no_body(served: Served) -> None:
     server, _, _ = served
     conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
     conn.request("HEAD", "/base/v1/pre-reboot")
@@ -320,7 +323,7 @@ def test_head_gets_no_body(served) -> None:
     conn.close()
 
 
-def test_keep_alive_serves_several_requests(served) -> None:
+def test_keep_alive_serves_several_requests(served: Served) -> None:
     server, service, _ = served
     conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
     for api in ("steady-state", "pre-reboot", "pre-reboot"):
@@ -345,7 +348,9 @@ def test_keep_alive_serves_several_requests(served) -> None:
         ),
     ),
 )
-def test_fuzz_no_5xx_for_bad_input(served, method: str, path: str, header: str | None, body: bytes) -> None:
+def test_fuzz_no_5xx_for_bad_input(
+    served: Served, method: str, path: str, header: str | None, body: bytes
+) -> None:
     server, _, _ = served
     conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
     headers = {} if header is None else {"fleet-lock-protocol": header}

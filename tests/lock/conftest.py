@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -116,7 +116,9 @@ class RaceResult:
     waits: int = 0
 
 
-def race(locks: list[Lock], *, hold: float = 0.05, deadline: float = 90.0, wait: float = 2.0) -> RaceResult:
+def race(
+    locks: Sequence[Lock], *, hold: float = 0.05, deadline: float = 90.0, wait: float = 2.0
+) -> RaceResult:
     """Every lock contends until it held the lock once (briefly); counts how many were inside at once."""
     result = RaceResult()
     mutex = threading.Lock()
@@ -161,11 +163,15 @@ class FaultyKube:
         self._kube = kube
         self.faults: dict[str, list[tuple[str, KubeError]]] = {}
         self.calls: dict[str, int] = {}
+        self.replaced: dict[str, Callable[..., Any]] = {}
+        """Methods replaced outright (by name); calls to them are not counted."""
 
     def fail(self, method: str, when: str, exc: KubeError, times: int = 1) -> None:
         self.faults.setdefault(method, []).extend([(when, exc)] * times)
 
     def __getattr__(self, name: str) -> Any:
+        if name in self.replaced:
+            return self.replaced[name]
         real = getattr(self._kube, name)
         if not callable(real):
             return real

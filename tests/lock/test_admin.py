@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -16,7 +16,14 @@ from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.k8s
 
-WHERE = {"ds_name": "kured", "annotation": ANNOTATION, "lease_prefix": "pykured-lock"}
+
+class Where(TypedDict):
+    ds_name: str
+    annotation: str
+    lease_prefix: str
+
+
+WHERE: Where = {"ds_name": "kured", "annotation": ANNOTATION, "lease_prefix": "pykured-lock"}
 
 
 def set_raw(k8s: TestEnv, namespace: str, value: str) -> None:

@@ -229,7 +229,7 @@ def test_real_conflict_is_retried_and_respected(k8s: TestEnv, lock_ns: str, node
                 raise
         return real_replace(namespace, name, obj)
 
-    faulty.replace_daemonset = replace_after_b  # type: ignore[method-assign]
+    faulty.replaced["replace_daemonset"] = replace_after_b
     result = make_annotation_lock(faulty, lock_ns, a).acquire(unschedulable=False, now_ns=time.time_ns())
     assert len(conflicts) == 1 and conflicts[0].status == 409
     assert not result.acquired and result.holder_names == b

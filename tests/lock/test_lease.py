@@ -16,6 +16,7 @@ from pykured.lock.lease import (
     LOCK_LABEL,
     MANAGED_BY,
     UNSCHEDULABLE_ANNOTATION,
+    LeaseLock,
     format_micro_time,
     lease_duration_seconds,
     lease_entry,
@@ -81,6 +82,12 @@ def test_lease_entry(
 # -- on the API server ---------------------------------------------------------------------------
 
 
+def resource_version(lock: LeaseLock) -> str | None:
+    """The resourceVersion the lock's watch resumes from (a call, so that mypy does not narrow it)."""
+    rv: str | None = lock._rv
+    return rv
+
+
 @pytest.mark.k8s
 def test_acquire_creates_a_labelled_lease(k8s: TestEnv, nodes: Any) -> None:
     namespace = k8s.new_namespace()
@@ -130,7 +137,12 @@ def test_waiter_takes_a_freed_slot_within_a_second(k8s: TestEnv, nodes: Any) -> 
     assert holding.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
     assert not waiting.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
     released_at: list[float] = []
-    timer = threading.Timer(0.5, lambda: (holding.release(), released_at.append(time.monotonic())))
+
+    def release() -> None:
+        holding.release()
+        released_at.append(time.monotonic())
+
+    timer = threading.Timer(0.5, release)
     timer.start()
     waiting.wait_for_change(30)
     assert waiting.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
@@ -179,14 +191,14 @@ def test_gone_watch_version_relists(k8s: TestEnv, nodes: Any, how: str) -> None:
             raise KubeError("Expired (HTTP 410)", status=410)
         yield GONE_EVENT
 
-    faulty.watch_leases = gone  # type: ignore[method-assign]
+    faulty.replaced["watch_leases"] = gone
     started = time.monotonic()
     waiting.wait_for_change(20)
     assert time.monotonic() - started < 3
-    assert waiting._rv is None
-    del faulty.watch_leases
+    assert resource_version(waiting) is None
+    del faulty.replaced["watch_leases"]
     assert not waiting.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-    assert waiting._rv is not None
+    assert resource_version(waiting) is not None
     threading.Timer(0.3, holding.release).start()
     waiting.wait_for_change(20)
     assert time.monotonic() - started < 5

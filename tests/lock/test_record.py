@@ -341,7 +341,7 @@ def test_live_and_find() -> None:
 
 # -- properties ----------------------------------------------------------------------------------
 
-node_ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
+node_ids = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=20)
 times = st.integers(min_value=GO_ZERO_TIME_NS, max_value=253_402_300_799_999_999_999)  # years 1..9999
 
 

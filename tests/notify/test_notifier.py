@@ -273,7 +273,8 @@ FIXED_CASES = [
 
 def _body(request: requests.PreparedRequest) -> dict[str, Any]:
     raw = request.body or b"{}"
-    data = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+    assert isinstance(raw, (bytes, str))
+    data = json.loads(raw)
     assert isinstance(data, dict)
     return data
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,7 +128,7 @@ def test_service_account_token_authenticates_in_cluster(k8s: TestEnv) -> None:
     assert review["status"]["user"]["username"] == f"system:serviceaccount:{ns}:kured"
 
 
-def test_bad_token_is_rejected(k8s: TestEnv, tmp_path) -> None:
+def test_bad_token_is_rejected(k8s: TestEnv, tmp_path: Path) -> None:
     (tmp_path / "token").write_text("not-a-token")
     (tmp_path / "ca.crt").write_bytes(k8s.ca_pem)
     kube = Kube.in_cluster(token_dir=str(tmp_path), host=k8s.host, port=str(k8s.port))
@@ -144,7 +145,7 @@ def test_kube_controller_manager_fills_pdb_status(k8s: TestEnv) -> None:
     k8s.create_pdb(ns, "web", {"app": "web"}, min_available=1)
     k8s.start_kcm()
     deadline = time.monotonic() + 60
-    status: dict = {}
+    status: dict[str, Any] = {}
     while time.monotonic() < deadline:
         status = k8s.kube().get(f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/web").get("status", {})
         if status.get("observedGeneration") and status.get("currentHealthy") == 2:
