@@ -22,6 +22,12 @@ from tests.testenv import TestEnv
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 LOCK = "weave.works/kured-node-lock"
 MakeFleet = Callable[..., tuple[Fleet, str, list[str]]]
+BACKING_OFF = "backing off after a reboot that did not clear the sentinel"  # the loop's decision (debug log)
+
+
+def since_last_start(fleet: Fleet, node: str) -> str:
+    """The agent's log since its latest start."""
+    return fleet.log_text(node).split("Kubernetes Reboot Daemon")[-1]
 
 
 @pytest.fixture
@@ -138,7 +144,7 @@ def test_an_administrators_cordon_is_kept(k8s: TestEnv, make_fleet: MakeFleet) -
     assert fleet.wait_for(
         lambda: fleet.slots[node].reboots == 1 and not pykured_annotations(k8s, node), timeout=60
     ), fleet.log_text(node)
-    time.sleep(1)
+    fleet.wait_for(lambda: "Leaving node" in fleet.log_text(node), timeout=30)  # its decision, logged
     assert node_obj(k8s, node)["spec"]["unschedulable"] is True
     assert "Leaving node" in fleet.log_text(node)
 
@@ -165,7 +171,7 @@ def test_pod_restart_while_waiting_for_the_reboot_does_not_reboot_twice(
     fleet.touch(node)
     assert fleet.wait_for(lambda: fleet.requests(node) == 1, timeout=30), fleet.log_text(node)
     fleet.restart(node)
-    time.sleep(3)
+    fleet.wait_for(lambda: "Waiting for reboot" in since_last_start(fleet, node), timeout=30)
     assert fleet.requests(node) == 1, "a restarted agent must not trigger the reboot again at once"
     assert "Waiting for reboot" in fleet.log_text(node).split("Kubernetes Reboot Daemon")[-1]
     fleet.paused.discard(node)
@@ -182,7 +188,8 @@ def test_pod_restart_during_a_blocked_drain_finishes_the_cycle(k8s: TestEnv, mak
     fleet.touch(node)
     assert fleet.wait_for(lambda: node_obj(k8s, node)["spec"].get("unschedulable") is True, timeout=30)
     fleet.restart(node)
-    time.sleep(2)
+    # The restarted agent resumes the drain and meets the PodDisruptionBudget.
+    fleet.wait_for(lambda: "error when evicting pods" in since_last_start(fleet, node), timeout=30)
     assert fleet.slots[node].reboots == 0
     k8s.set_pdb_status(apps, "guard", disruptions_allowed=1)
     assert fleet.wait_for(settled(k8s, fleet, node), timeout=60), fleet.log_text(node)
@@ -277,18 +284,18 @@ def test_prometheus_alert_blocks(k8s: TestEnv, make_fleet: MakeFleet) -> None:
 
 
 def test_sentinel_still_present_after_reboot_backs_off(k8s: TestEnv, make_fleet: MakeFleet) -> None:
-    fleet, ns, (node,) = make_fleet()
+    fleet, ns, (node,) = make_fleet(args=("--log-level=debug",))
     fleet.keep_sentinel = True  # kured #976: `! needs-restarting` without the binary stays true forever
     fleet.touch(node)
     assert fleet.wait_for(lambda: "kured #976" in fleet.log_text(node), timeout=60), fleet.log_text(node)
-    time.sleep(3)
+    fleet.wait_for(lambda: BACKING_OFF in fleet.log_text(node), timeout=30)  # the next pass decided to wait
     assert fleet.slots[node].reboots == 1
     assert lock_value(k8s, ns) is None
     assert "pykured.dev/backoff-until" in node_obj(k8s, node)["metadata"]["annotations"]
 
 
 def test_reboot_that_never_happens_is_retried_once_then_given_up(k8s: TestEnv, make_fleet: MakeFleet) -> None:
-    fleet, ns, (node,) = make_fleet()
+    fleet, ns, (node,) = make_fleet(args=("--log-level=debug",))
     fleet.paused.add(node)  # the reboot command "succeeds" but the host never reboots
     fleet.touch(node)
     assert fleet.wait_for(lambda: "giving up this cycle" in fleet.log_text(node), timeout=60), fleet.log_text(
@@ -299,7 +306,7 @@ def test_reboot_that_never_happens_is_retried_once_then_given_up(k8s: TestEnv, m
         lambda: lock_value(k8s, ns) is None and not node_obj(k8s, node)["spec"].get("unschedulable"),
         timeout=10,
     )
-    time.sleep(2)
+    fleet.wait_for(lambda: BACKING_OFF in fleet.log_text(node), timeout=30)  # the next pass decided to wait
     assert fleet.requests(node) == 2, "backing off: no third attempt"
 
 
@@ -343,9 +350,12 @@ def test_api_server_outage_mid_cycle_resumes_without_a_second_reboot(
     fleet.touch(node)
     assert fleet.wait_for(lambda: fleet.requests(node) == 1, timeout=30), fleet.log_text(node)
     apiserver = k8s.procs["kube-apiserver"].popen.pid  # our own child process, never this machine's
+    seen = len(fleet.log_text(node))
     os.kill(apiserver, signal.SIGSTOP)
     try:
-        time.sleep(40)  # longer than the client's 30 s request timeout: the agent sees errors, not a hang
+        # Until the agent's next request has timed out (the client's 30 s read timeout) and it logged so:
+        # it sees errors, not a hang.
+        fleet.wait_for(lambda: "Read timed out" in fleet.log_text(node)[seen:], timeout=90)
     finally:
         os.kill(apiserver, signal.SIGCONT)
     fleet.paused.discard(node)
@@ -367,7 +377,8 @@ def test_a_corrupt_lock_annotation_blocks_safely_and_does_not_crash(
     assert fleet.wait_for(lambda: "Lock already held" in fleet.log_text(node), timeout=30), fleet.log_text(
         node
     )
-    time.sleep(2)
+    # Its next attempt (after waiting for a lock change, at most --period): it lived through the first.
+    fleet.wait_for(lambda: fleet.log_text(node).count("Lock already held") >= 2, timeout=30)
     assert fleet.requests(node) == 0
     assert not node_obj(k8s, node)["spec"].get("unschedulable")
     proc = fleet.slots[node].proc

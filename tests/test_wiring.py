@@ -60,6 +60,7 @@ def test_zincati_cycle_through_the_node_local_agent(k8s: TestEnv, tmp_path: Path
             "--period=10s",
             "--reboot-retry-delay=2s",
             "--lock-backend=lease",
+            "--log-level=debug",  # the sentinel-driven loop's decisions are logged at debug level
             f"--fleetlock-listen=127.0.0.1:{port}",
             f"--machine-id-file={tmp_path / 'machine-id'}",
         ],
@@ -79,7 +80,9 @@ def test_zincati_cycle_through_the_node_local_agent(k8s: TestEnv, tmp_path: Path
         assert status == 200
         obj = k8s.kube().get_node(node)
         assert obj["spec"]["unschedulable"] is True
-        time.sleep(4)  # longer than --reboot-retry-delay: the sentinel-driven loop must not "retry" a reboot
+        # The sentinel-driven loop's next pass sees the hand-off and leaves the cycle to FleetLock: it must
+        # not "retry" a reboot (its retry delay is 2 s) while Zincati finalizes.
+        fleet.wait_for(lambda: HANDED_OFF in fleet.log_text(node), timeout=30)
         assert fleet.requests(node) == 0
         fleet.reboot(node)  # Zincati finalizes and reboots the host
         assert fleet.wait_for(lambda: _listening(port), timeout=20)
@@ -89,6 +92,9 @@ def test_zincati_cycle_through_the_node_local_agent(k8s: TestEnv, tmp_path: Path
         assert FLEETLOCK_ID_ANNOTATION not in obj["metadata"].get("annotations", {})
         lease = k8s.kube().get_lease(ns, "kured-lock-0")
         assert not lease["spec"].get("holderIdentity")
+
+
+HANDED_OFF = "FleetLock (Zincati) runs this node's reboot cycle"
 
 
 def _listening(port: int) -> bool:

@@ -25,6 +25,7 @@ from pykured.kube import Kube
 from pykured.lock.annotation import AnnotationLock
 from pykured.metrics import Metrics
 from pykured.node import NodeBook
+from pykured.nodeinfo import RELEASE_AFTER_ANNOTATION, parse_rfc3339
 from pykured.window import TimeWindow
 from tests.testenv import TestEnv
 
@@ -131,6 +132,21 @@ class Rig:
             "pykured_fleetlock_requests_total", {"api": api, "kind": kind}
         )
         return value or 0.0
+
+    def wait_for(self, condition: Callable[[], bool], timeout: float = 30.0) -> bool:
+        """Poll ``condition`` until it holds (True) or ``timeout`` passes (False)."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def wait_past_release_after(self, name: str, timeout: float = 30.0) -> bool:
+        """Wait until the wall clock is past the node's release-after annotation (it has second precision)."""
+        until = parse_rfc3339(self.annotations(name).get(RELEASE_AFTER_ANNOTATION, ""))
+        assert until is not None, f"node {name} has no release-after annotation"
+        return self.wait_for(lambda: datetime.datetime.now(datetime.UTC) > until, timeout=timeout)
 
     def until(
         self, call: Callable[[], tuple[int, str]], status: int = 200, timeout: float = 40.0

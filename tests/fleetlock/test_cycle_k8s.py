@@ -259,7 +259,7 @@ def test_release_delay_is_kept_on_the_node(rig: Rig) -> None:
     assert rig.holders() == [node] and RELEASE_AFTER_ANNOTATION in rig.annotations(node)
     server.service.reconcile_once()
     assert rig.holders() == [node]  # not yet
-    time.sleep(2.1)  # release-after has second precision
+    rig.wait_past_release_after(node)
     server.service.reconcile_once()
     assert rig.holders() == []
     assert not set(STATE_KEYS) & set(rig.annotations(node))
@@ -273,7 +273,7 @@ def test_reconcile_releases_a_rebooted_node_without_steady_state(rig: Rig) -> No
     server.service.reconcile_once()
     assert rig.holders() == [node]  # same bootID: granted, waiting for Zincati
     rig.k8s.reboot_node(node)
-    time.sleep(0.5)  # the index sees the node's annotations through its watch
+    rig.wait_for(lambda: node in server.service.resolver.fleetlock_nodes())  # the index's watch saw it
     server.service.reconcile_once()
     assert rig.holders() == [] and not rig.cordoned(node)
     assert rig.count("cycle", "released_no_steady_state") == 1
@@ -343,7 +343,7 @@ def test_next_update_after_the_release_delay_starts_a_new_cycle(rig: Rig) -> Non
     rig.k8s.reboot_node(node)
     assert zincati(server.port, "steady-state", zid) == (200, "ok")
     assert zincati(server.port, "pre-reboot", zid) == (423, "lock_held")  # still in its release delay
-    time.sleep(2.1)
+    rig.wait_past_release_after(node)
     rig.until(lambda: zincati(server.port, "pre-reboot", zid))  # released, then a fresh grant
     assert rig.annotations(node)[REBOOT_BOOT_ID_ANNOTATION] == rig.k8s.boot_id(node)
     assert RELEASE_AFTER_ANNOTATION not in rig.annotations(node)

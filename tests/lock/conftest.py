@@ -41,6 +41,7 @@ class History:
         self.counts: list[tuple[int, int]] = []
         self.holders_seen: set[str] = set()
         self._stop = threading.Event()
+        self._progress = threading.Condition()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -51,16 +52,23 @@ class History:
                     self._path, query={**self._query, "resourceVersion": self._rv}, timeout_seconds=2
                 ):
                     obj = event["object"]
-                    self._rv = obj["metadata"]["resourceVersion"]
-                    if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
-                        self.counts.append((int(self._rv), self._count(event["type"], obj)))
+                    with self._progress:
+                        self._rv = obj["metadata"]["resourceVersion"]
+                        if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                            self.counts.append((int(self._rv), self._count(event["type"], obj)))
+                        self._progress.notify_all()
             except KubeError:  # pragma: no cover - reported by the assertions
                 time.sleep(0.1)
 
-    def stop(self) -> History:
-        time.sleep(0.5)
+    def stop(self, timeout: float = 30.0) -> History:
+        """Stop once the watch has caught up with the API server, so every write made before this call is in
+        ``counts``: it has seen an event or a bookmark at or after the resourceVersion of a fresh list."""
+        latest = int(self._kube.get(self._path, query=self._query)["metadata"]["resourceVersion"])
+        with self._progress:
+            caught_up = self._progress.wait_for(lambda: int(self._rv) >= latest, timeout=timeout)
         self._stop.set()
         self._thread.join(timeout=10)
+        assert caught_up, f"the watch of {self._path} stayed at resourceVersion {self._rv}, behind {latest}"
         return self
 
     @property
