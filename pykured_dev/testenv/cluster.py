@@ -23,7 +23,7 @@ from pykured import errors
 from pykured.kube import Kube, Obj
 from pykured_dev.testenv import objects, pki
 from pykured_dev.testenv.kubelet import SimulatedKubelet
-from pykured_dev.testenv.procs import Proc, TestEnvError, find_binaries, free_port
+from pykured_dev.testenv.procs import CORE, Proc, TestEnvError, find_binaries, free_port
 
 READY_TIMEOUT = 90.0
 
@@ -39,7 +39,7 @@ class Cluster(objects.ObjectHelpers):
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="pykured-k8s-", dir=base))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.pki_dir = self.workdir / "pki"
-        self.bindir = find_binaries()
+        self.bindir = find_binaries(CORE)  # kube-controller-manager and kubectl only when used
         self.procs: dict[str, Proc] = {}
         self.host = "127.0.0.1"
         self.port = 0
@@ -259,10 +259,11 @@ class Cluster(objects.ObjectHelpers):
         """Start kube-controller-manager (disruption controller, GC, namespaces) once."""
         if "kube-controller-manager" in self.procs:
             return
+        bindir = find_binaries(("kube-controller-manager",))
         self.procs["kube-controller-manager"] = Proc(
             "kube-controller-manager",
             [
-                str(self.bindir / "kube-controller-manager"),
+                str(bindir / "kube-controller-manager"),
                 f"--kubeconfig={self.admin_kubeconfig}",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
@@ -287,7 +288,7 @@ class Cluster(objects.ObjectHelpers):
         import subprocess
 
         result = subprocess.run(
-            [str(self.bindir / "kubectl"), f"--kubeconfig={self.admin_kubeconfig}", *args],
+            [str(find_binaries(("kubectl",)) / "kubectl"), f"--kubeconfig={self.admin_kubeconfig}", *args],
             input=stdin,
             capture_output=True,
             text=True,

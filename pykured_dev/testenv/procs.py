@@ -17,7 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
+CORE = ("etcd", "kube-apiserver")
+"""What every cluster runs (and all the demo needs)."""
+COMPONENTS = (*CORE, "kube-controller-manager", "kubectl")
+"""Everything the tests use: kube-controller-manager for PodDisruptionBudgets, kubectl for kustomize."""
 
 
 class TestEnvError(RuntimeError):
