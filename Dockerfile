@@ -1,4 +1,4 @@
-# pykured container image: a drop-in for ghcr.io/kubereboot/kured (kured.md §10.4).
+# pykured container image: a drop-in for ghcr.io/kubereboot/kured (kured 1.23.0's Dockerfile and manifests).
 #
 # What kured's manifests and chart rely on, and how this image provides it:
 #   * /usr/bin/kured is the entry point (manifests use `command: [/usr/bin/kured]`): a symlink to the

@@ -1,4 +1,5 @@
-"""Process RSS with and without a notification URL configured (python-stack.md Appendix A method).
+"""Process RSS with and without a notification URL configured (VmRSS of a fresh interpreter, before and
+after).
 
 Each scenario runs in a fresh interpreter (1 warm-up + N measured runs, median reported). A loopback HTTP
 receiver is started in the same process before the measurement, so its cost is part of every scenario.

@@ -3,7 +3,7 @@
 Usage: ``PYTHONPATH=. .venv/bin/python benchmarks/sentinel_latency.py [--trials 50] [--polling]``
 
 Runs in a temporary directory; times from just before the syscall to the callback with ``perf_counter``
-(python-stack.md §3.2 measured the bare watchdog observer the same way: p50 0.47 ms, p99 0.70 ms).
+(the bare watchdog observer, measured the same way: p50 0.47 ms, p99 0.70 ms).
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 pykured uses the official client for what it is good at — kubeconfig and in-cluster configuration, token
 refresh, TLS and the urllib3 connection pool — and speaks the REST API through it with plain JSON. It never
-touches the generated ``CoreV1Api`` classes: they cost ~26 MB RSS and 0.4 s per process (python-stack.md
-§2.1) and their pydantic models reject fields newer than the client. Objects come back as plain dicts
-(``Obj``); errors come back as :mod:`pykured.errors` types with the HTTP status.
+touches the generated ``CoreV1Api`` classes: they cost ~26 MB RSS and 0.4 s per process (measured with
+``benchmarks/agent_rss.py``'s method) and their pydantic models reject fields newer than the client. Objects
+come back as plain dicts (``Obj``); errors come back as :mod:`pykured.errors` types with the HTTP status.
 
 Every call carries a request timeout, so a half-open connection never hangs the daemon.
 """

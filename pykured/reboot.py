@@ -9,7 +9,7 @@ Mirrors kured's ``pkg/reboot``:
 * :class:`SignalRebooter` sends ``--reboot-signal`` (default 39 = SIGRTMIN+5, systemd's "start reboot.target")
   to PID 1; the error reads ``signal of SIGRTMIN+5 failed: <errno text>``.
 * :class:`ZincatiHandoff` (pykured only) never reboots: it writes Zincati's ``marker_file`` strategy
-  marker (``allowfinalize.json``, zincati-fleetlock.md §4.6/§9(a)); Zincati then finalizes and reboots.
+  marker (``allowfinalize.json``, docs/zincati.md); Zincati then finalizes and reboots.
 
 Every path that can touch the machine goes through the guards in :mod:`pykured.host`: under pytest or with
 ``PYKURED_SAFE_MODE=1`` the real nsenter, reboot-like commands and signals to PID 1 are refused.

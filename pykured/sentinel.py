@@ -4,10 +4,10 @@ Mirrors kured's ``pkg/checkers``:
 
 * :class:`FileSentinel` — ``required()`` is ``os.path.exists(path)``: kured's ``os.Stat`` inside the container
   (any file type, symlinks followed, any error means "no"). The host's ``/var/run`` is normally mounted at
-  ``/sentinel``, so the path is ``/sentinel/reboot-required``. pykured adds an optional change notification:
-  a watchdog inotify observer on the *parent* directory (non-recursive) calls ``on_change`` whenever an
-  event names the file (created, deleted, moved from or to), so the daemon can re-check at once instead of
-  waiting for ``--period``. The watch is only an accelerator (python-stack.md §3): a supervisor thread
+  ``/sentinel``, so the path is ``/sentinel/reboot-required``. pykured adds an optional change notification: a
+  watchdog inotify observer on the *parent* directory (non-recursive) calls ``on_change`` whenever an event
+  names the file (created, deleted, moved from or to), so the daemon can re-check at once instead of waiting
+  for ``--period``. The watch is only an accelerator (``benchmarks/sentinel_latency.py``): a supervisor thread
   re-arms it when the directory is missing at start, deleted or replaced, falls back to a polling observer on
   inotify limits (EMFILE/ENOSPC), and stats the file every ``rearm_interval`` seconds, so a missed event costs
   at most that.

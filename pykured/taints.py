@@ -2,7 +2,8 @@
 
 Concept: when this node needs a reboot but another node holds the lock, kured adds a taint
 ``<--prefer-no-schedule-taint>:PreferNoSchedule`` (no value) so the scheduler prefers other nodes for new
-pods, and removes it when no reboot is needed or the window is closed (kured.md §4, §5.3–5.4).
+pods, and removes it when no reboot is needed or the window is closed (kured 1.23.0's
+``pkg/taints/taints.go``).
 
 Invariants:
 * Writes are JSON Patches that fail rather than overwrite when the node changed under us: adding to an empty

@@ -2,8 +2,8 @@
 metric, every node annotation and every ``configuration.*`` value of kured's Helm chart.
 
 The lists come from the code (``pykured.config.flags``, ``pykured.metrics``, ``pykured.nodeinfo``), so a new
-flag, metric or annotation without a row fails here. The chart keys are kured.md §11 (chart 6.1.0). Each
-case is one parametrized test whose id names the missing item.
+flag, metric or annotation without a row fails here. The chart keys are kured's Helm chart 6.1.0
+``values.yaml``. Each case is one parametrized test whose id names the missing item.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from pykured.metrics import Metrics
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "COMPATIBILITY.md"
 
-# kured's own annotations (kured.md §3, §4).
+# kured's own annotations (``cmd/kured/main.go``, ``pkg/daemonsetlock``).
 KURED_ANNOTATIONS = (
     "weave.works/kured-node-lock",
     "weave.works/kured-reboot-in-progress",
     "weave.works/kured-most-recent-reboot-needed",
 )
 
-# Every `configuration.*` value of the kured Helm chart 6.1.0 (kured.md §11).
+# Every `configuration.*` value of the kured Helm chart 6.1.0 (``charts/kured/values.yaml``).
 CHART_CONFIGURATION_KEYS = (
     "metricsHost",
     "metricsPort",

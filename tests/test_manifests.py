@@ -2,7 +2,7 @@
 (server-side apply, dry run) and its key fields are what the profile promises.
 
 Profiles: ``base`` (Lease lock, least-privilege RBAC), ``kured-compat`` (kured's annotation lock and exactly
-kured's RBAC, kured.md §10.3), ``signal`` (unprivileged, CAP_KILL), ``zincati`` (marker hand-off),
+kured's RBAC, kured-rbac.yaml), ``signal`` (unprivileged, CAP_KILL), ``zincati`` (marker hand-off),
 ``fleetlock`` (node-local FleetLock) and ``fleetlock-central`` (Deployment + Service). Container arguments
 are parsed with pykured's own flag parser, so a manifest can only use flags pykured defines.
 The Dockerfile is checked by ``tools/dockerfile-check``, which ``tools/dev test`` runs before pytest.
@@ -35,7 +35,7 @@ PROFILES = {
 IMAGE = f"ghcr.io/pykured/pykured:{pykured.__version__}"
 NS = "kube-system"
 
-# kured-rbac.yaml (kured 1.23.0), kured.md §10.3, in kured's order.
+# kured-rbac.yaml (kured 1.23.0), in kured's order.
 KURED_CLUSTER_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete", "get"]},

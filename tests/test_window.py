@@ -135,7 +135,7 @@ def test_parse_checks_days_then_zone_then_start_then_end() -> None:
         TimeWindow.parse(["mo"], "9:00", "end", "UTC")
 
 
-# kured pkg/timewindow/timewindow_test.go, re-created from the spec (kured.md §2.3, §12.1): schedules with
+# kured pkg/timewindow/timewindow_test.go, re-created from its behaviour: schedules with
 # boundary cases. 2026-01-05 is a Monday.
 WINDOW_CASES = [
     (["mo", "tu", "we", "th", "fr"], "9am", "5pm", "America/Los_Angeles", [

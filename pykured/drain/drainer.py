@@ -1,7 +1,7 @@
 """The drainer: cordon a node, then evict (or delete) its pods and wait until they are gone.
 
-Concept: the I/O half of kubectl's drain helper as kured configures it (kured.md §7). Which pods go is
-decided by :func:`pykured.drain.filters.select_pods`; this adapter cordons, lists the node's pods, looks up
+Concept: the I/O half of kubectl's drain helper as kured configures it (``cmd/kured/main.go``). Which pods go
+is decided by :func:`pykured.drain.filters.select_pods`; this adapter cordons, lists the node's pods, looks up
 their DaemonSets, evicts in parallel and polls until the pods are gone.
 
 Invariants:

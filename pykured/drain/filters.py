@@ -1,8 +1,9 @@
 """Which pods a drain removes: kubectl's drain filters as kured configures them, as pure functions.
 
-Concept: kured's drain helper runs with ``Force``, ``DeleteEmptyDirData`` and ``IgnoreAllDaemonSets``
-(kured.md §7). :func:`select_pods` applies the same filters to listed pods; the caller looks up the owning
-DaemonSets first and passes the result in, so the decision itself does no I/O and reads no clock.
+Concept: kured's drain helper runs with ``Force``, ``DeleteEmptyDirData`` and ``IgnoreAllDaemonSets`` (kured
+1.23.0's ``cmd/kured/main.go``, ``drain.Helper``). :func:`select_pods` applies the same filters to listed
+pods; the caller looks up the owning DaemonSets first and passes the result in, so the decision itself does no
+I/O and reads no clock.
 
 Invariants:
 * Filters run in kubectl's order and the first "do not delete" wins: deleted longer than

@@ -1,4 +1,4 @@
-"""FleetLock v1 for Zincati: pykured as the reboot manager of Fedora CoreOS nodes (zincati-fleetlock.md §9b).
+"""FleetLock v1 for Zincati: pykured as the reboot manager of Fedora CoreOS nodes (docs/fleetlock.md).
 
 Zincati's stock ``fleet_lock`` strategy asks ``POST {base}v1/pre-reboot`` before it finalizes an update and
 ``POST {base}v1/steady-state`` after boot. pykured answers from kured's own lock (one concurrency budget

@@ -1,9 +1,10 @@
 """Zincati's FleetLock ``id``: the systemd app-specific machine ID of Zincati's app id. Pure.
 
 Zincati identifies itself with ``sd_id128_get_machine_app_specific(de35106b-6ec2-4688-b63a-fddaa156679b)``
-(zincati-fleetlock.md §0.3, §4.5): HMAC-SHA256 keyed with the 16 raw bytes of ``/etc/machine-id`` over the
-16 raw bytes of the app id, truncated to 16 bytes, with the UUID v4 version and RFC 4122 variant bits set,
-written as 32 lowercase hex characters (``systemd-id128 machine-id -a de35106b6ec24688b63afddaa156679b``).
+(Zincati's ``identity`` module; docs/fleetlock.md): HMAC-SHA256 keyed with the 16 raw bytes of
+``/etc/machine-id`` over the 16 raw bytes of the app id, truncated to 16 bytes, with the UUID v4 version and
+RFC 4122 variant bits set, written as 32 lowercase hex characters (``systemd-id128 machine-id -a
+de35106b6ec24688b63afddaa156679b``).
 
 Invariants: the key is the *decoded* machine id, never its text; a machine id may be written with or
 without dashes and in any case; anything that is not 32 hex digits (or is all zeros, systemd's "unset") is

@@ -1,9 +1,9 @@
 """FleetLock v1 on the wire: routing, the ``client_params`` body, and ``{"kind", "value"}`` replies. Pure.
 
-Concept: everything about a FleetLock HTTP exchange that does not need the cluster, so it can be tested
-with the exact bytes Zincati sends (zincati-fleetlock.md §1.1–1.3) and fuzzed. The server adapter
-(:mod:`pykured.fleetlock.server`) only moves bytes; the service (:mod:`pykured.fleetlock.service`)
-only sees a parsed :class:`Request` and answers a :class:`Reply`.
+Concept: everything about a FleetLock HTTP exchange that does not need the cluster, so it can be tested with
+the exact bytes Zincati sends (Zincati's FleetLock client; docs/fleetlock.md) and fuzzed. The server adapter
+(:mod:`pykured.fleetlock.server`) only moves bytes; the service (:mod:`pykured.fleetlock.service`) only sees a
+parsed :class:`Request` and answers a :class:`Reply`.
 
 Invariants:
 

@@ -1,6 +1,6 @@
 """FleetLock's two operations and its reconcile loop, over kured's lock, drain and bookkeeping.
 
-Concept (zincati-fleetlock.md §9(b)): ``pre-reboot`` = window and blockers → a slot in the *shared* lock
+Concept (docs/fleetlock.md): ``pre-reboot`` = window and blockers → a slot in the *shared* lock
 (sentinel-driven and Zincati-driven nodes spend one ``--concurrency`` budget) → pre-reboot labels, cordon,
 complete drain (in a :mod:`worker <pykured.fleetlock.worker>`) → reboot notification, annotations,
 ``reboot-boot-id`` → 200. ``steady-state`` = unlock-if-held: no slot → 200 at once; rebooted → uncordon (if

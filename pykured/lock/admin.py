@@ -1,7 +1,7 @@
 """Operator commands: ``pykured lock status`` and ``pykured lock release NODE``.
 
-kured offers only ``kubectl annotate`` for this (kured.md §3.1: manual lock/unlock). These commands read and
-free both backends, so a stuck lock — a deleted holder, the ``manual`` lock, an unreadable value, a Lease
+kured offers only ``kubectl annotate`` for this (its documentation's manual lock/unlock). These commands read
+and free both backends, so a stuck lock — a deleted holder, the ``manual`` lock, an unreadable value, a Lease
 left by a node that never came back — is visible and fixable without editing JSON by hand.
 
 * ``status`` prints every holder: backend, node, since, TTL, whether the TTL expired, whether the Node still

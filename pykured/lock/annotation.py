@@ -1,6 +1,6 @@
 """kured's reboot lock: a JSON annotation on the kured DaemonSet, read with GET and written with a full PUT.
 
-Mirrors ``pkg/daemonsetlock/daemonsetlock.go`` (kured.md §3.2) and needs exactly kured's RBAC: ``get`` on
+Mirrors kured 1.23.0's ``pkg/daemonsetlock/daemonsetlock.go`` and needs exactly kured's RBAC: ``get`` on
 daemonsets and ``update`` on the named one (no patch, no list, no watch).
 
 * Every write is GET → decide (pure, :mod:`pykured.lock.record`) → PUT of the whole object carrying its

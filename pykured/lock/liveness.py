@@ -2,7 +2,7 @@
 
 kured has no such check: a holder removed by the cluster autoscaler or a hardware failure keeps the lock
 until ``--lock-ttl`` expires or an operator deletes the annotation, and every other node logs
-``Lock already held: <gone-node>`` each period (kured.md §3.3; issues #137, #822, #847).
+``Lock already held: <gone-node>`` each period (kured issues #137, #822, #847).
 
 pykured asks the API server for the holder's Node (``GET``, which kured's RBAC grants) while it waits for a
 full lock. Only a definite 404 counts as gone; any other answer (403, 5xx, timeout) keeps the holder. The

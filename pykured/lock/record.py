@@ -1,6 +1,6 @@
 """kured's lock value: the JSON in the ``weave.works/kured-node-lock`` DaemonSet annotation, byte for byte.
 
-Pure and standard-library only. Mirrors ``pkg/daemonsetlock/daemonsetlock.go`` (kured.md §3.1):
+Pure and standard-library only. Mirrors kured 1.23.0's ``pkg/daemonsetlock/daemonsetlock.go``:
 
 * single form (``--concurrency`` <= 1), Go field order kept::
 
@@ -66,9 +66,9 @@ class LockForm(enum.Enum):
 class LockEntry:
     """One holder: kured's ``LockAnnotationValue``.
 
-    ``unschedulable`` is the node's ``spec.unschedulable`` *before* pykured cordoned it (kured.md §4).
-    ``created_ns`` is Unix nanoseconds; ``created_raw`` keeps the stored text so a re-encoded entry keeps its
-    zone offset (``None`` for entries pykured creates, which are written in UTC).
+    ``unschedulable`` is the node's ``spec.unschedulable`` *before* pykured cordoned it (kured's
+    ``lockAnnotation.Metadata``). ``created_ns`` is Unix nanoseconds; ``created_raw`` keeps the stored text so
+    a re-encoded entry keeps its zone offset (``None`` for entries pykured creates, which are written in UTC).
     """
 
     node_id: str

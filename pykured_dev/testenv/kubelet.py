@@ -1,10 +1,10 @@
 """A simulated kubelet: Ready Nodes, running pods, graceful deletion, and reboots with a new bootID.
 
 Without a kubelet, pods stay Pending (and Pending pods bypass PodDisruptionBudgets) and a graceful delete
-never completes (testenv.md §5.1). This stand-in does what a kubelet does to the API objects: it marks pods on
-its nodes Running and Ready, finishes graceful deletions after the grace period (capped by ``max_grace`` to
-keep tests quick) with a UID-preconditioned final delete, and reboots a node by setting Ready false, then
-true with a fresh ``status.nodeInfo.bootID``.
+never completes (no kubelet ever confirms it). This stand-in does what a kubelet does to the API objects: it
+marks pods on its nodes Running and Ready, finishes graceful deletions after the grace period (capped by
+``max_grace`` to keep tests quick) with a UID-preconditioned final delete, and reboots a node by setting Ready
+false, then true with a fresh ``status.nodeInfo.bootID``.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ KURED_CLUSTER_RULES: list[Obj] = [
     {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
 ]
-"""kured-rbac.yaml's ClusterRole ``kured``, exactly (kured.md §10.3)."""
+"""kured-rbac.yaml's ClusterRole ``kured`` (kured 1.23.0's manifest), exactly."""
 
 
 def kured_role_rules(ds_name: str) -> list[Obj]:

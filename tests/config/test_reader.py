@@ -1,4 +1,5 @@
-"""pflag command-line grammar and kured's LoadFromEnv (python-stack.md §4.2), via read_flags."""
+"""pflag command-line grammar and kured's LoadFromEnv (spf13/pflag and kured's ``LoadFromEnv``), via
+read_flags."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from pykured.gocompat.goflags import Duration
 NODE = {"KURED_NODE_ID": "node-1"}
 D = Duration.parse
 
-# flag name → the typed default kured (or pykured) documents (kured.md §2.2).
+# flag name → the typed default kured (or pykured) documents (kured's ``cmd/kured/main.go`` flags).
 DEFAULTS: dict[str, Any] = {
     "node-id": "", "force-reboot": False, "metrics-host": "", "metrics-port": 8080, "drain-grace-period": -1,
     "drain-pod-selector": "", "skip-wait-for-delete-timeout": 0, "drain-delay": D("0"), "drain-timeout": D("0"),
@@ -366,7 +366,7 @@ def test_help() -> None:
     assert str(err.value) == config.usage()
 
 
-# Helm chart 6.1.0 (kured.md §11). The default render: --reboot-command is ONE argv element.
+# kured's Helm chart 6.1.0 (``templates/daemonset.yaml``), default render: --reboot-command is ONE element.
 HELM_DEFAULT = [
     "--ds-name=kured", "--ds-namespace=kube-system", "--metrics-port=8080",
     "--reboot-sentinel=/sentinel/reboot-required", "--reboot-command=/bin/systemctl reboot",

@@ -1,4 +1,4 @@
-"""kured's startup log lines, in kured's order (kured.md §2.2)."""
+"""kured's startup log lines, in kured's order (``cmd/kured/main.go``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""pflag stringSlice values as Go encoding/csv reads them (python-stack.md §4.2 vectors)."""
+"""pflag stringSlice values as Go encoding/csv reads them (vectors from Go's ``encoding/csv`` behaviour)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Go value grammars: python-stack.md §4.2 vectors for ParseBool, ParseInt(s, 0, 64), Atoi, ParseDuration."""
+"""Go value grammars: vectors (Go's ``strconv`` and ``time`` behaviour) for ParseBool, ParseInt(s, 0, 64),
+Atoi, ParseDuration."""
 
 from __future__ import annotations
 

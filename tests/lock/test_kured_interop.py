@@ -2,8 +2,8 @@
 
 The real kured binary cannot be fetched here (the Go module proxy answers 403 "This module version is not
 available" for github.com/kubereboot/kured), so :class:`KuredLock` transcribes kured 1.23's
-``pkg/daemonsetlock`` step by step from kured.md §3.2 — GET, Go-lenient JSON decode, the single-holder or
-multi-holder decision, a full PUT carrying the resourceVersion, sleep 1 s and retry on 409 — and writes the
+``pkg/daemonsetlock`` step by step from kured 1.23.0's source — GET, Go-lenient JSON decode, the single-holder
+or multi-holder decision, a full PUT carrying the resourceVersion, sleep 1 s and retry on 409 — and writes the
 value with Go's field order. It is test code, deliberately naive (no liveness, no guard); pykured must stay
 safe against it. The holder count is checked from the API server's own history of the object.
 """
@@ -41,7 +41,7 @@ def _entry(node: str, unschedulable: bool, now_ns: int, ttl: int) -> dict[str, A
 
 
 class KuredLock:
-    """kured 1.23's DaemonSet lock, as kured.md §3.2 describes it (TTL 0: never expires)."""
+    """kured 1.23's DaemonSet lock, as kured's ``pkg/daemonsetlock`` implements it (TTL 0: never expires)."""
 
     backend = "kured"
 

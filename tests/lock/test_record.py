@@ -1,4 +1,4 @@
-"""Golden and property tests of kured's lock JSON (kured.md §3.1) and the pure lock decisions."""
+"""Golden and property tests of kured's lock JSON (``pkg/daemonsetlock``) and the pure lock decisions."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ MANUAL_ENCODED = (
 )
 
 
-# -- kured.md §3.1 golden values -----------------------------------------------------------------
+# -- golden values of kured's pkg/daemonsetlock ----------------------------------------------------
 
 
 def test_decode_single_golden() -> None:

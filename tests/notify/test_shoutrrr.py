@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (conversion tables keep one URL per line)
-"""shoutrrr v0.8.0 URL → apprise/native conversion: one case per row of python-stack.md §6.3, plus errors."""
+"""shoutrrr v0.8.0 URL → apprise/native conversion: one case per shoutrrr service, plus errors."""
 
 from __future__ import annotations
 

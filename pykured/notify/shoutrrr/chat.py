@@ -1,8 +1,9 @@
 """shoutrrr v0.8.0 chat services → apprise URLs (or native requests): slack, teams, discord, telegram,
 rocketchat, mattermost, googlechat/hangouts, zulip, matrix.
 
-Each converter takes a parsed :class:`GoURL` and returns the destination that makes the request shoutrrr
-makes (python-stack.md §6.3). Cases apprise cannot express raise :class:`ConfigError` naming an alternative.
+Each converter takes a parsed :class:`GoURL` and returns the destination that makes the request shoutrrr makes
+(COMPATIBILITY.md, notifications). Cases apprise cannot express raise :class:`ConfigError` naming an
+alternative.
 """
 
 from __future__ import annotations

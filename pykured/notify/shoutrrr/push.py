@@ -1,8 +1,8 @@
 """shoutrrr v0.8.0 mail, push and webhook services → apprise URLs or native requests: smtp, pushover, gotify,
 ntfy, generic, opsgenie, pushbullet, join, ifttt, bark.
 
-Mapping rules follow python-stack.md §6.3; apprise defaults that differ from shoutrrr's (priority, title,
-TLS mode) are always written out explicitly.
+Mapping rules follow shoutrrr v0.8.0's services (COMPATIBILITY.md, notifications); apprise defaults that
+differ from shoutrrr's (priority, title, TLS mode) are always written out explicitly.
 """
 
 from __future__ import annotations
