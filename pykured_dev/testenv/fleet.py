@@ -193,12 +193,15 @@ class Fleet:
     def close(self) -> None:
         """Stop the supervisor and every agent."""
         self._stop.set()
-        for node in list(self.slots):
-            self.kill(node)
-            fake = self.slots[node].fake_pid1
-            if fake and fake.poll() is None:
-                fake.kill()
-                fake.wait()
+        if self._thread.ident is not None:  # a reboot in progress finishes first: no agent starts after this
+            self._thread.join(timeout=60)
+        with self._lock:
+            for node in list(self.slots):
+                self.kill(node)
+                fake = self.slots[node].fake_pid1
+                if fake and fake.poll() is None:
+                    fake.kill()
+                    fake.wait()
 
     def _requested(self, slot: AgentSlot) -> bool:
         if self.method == "command":

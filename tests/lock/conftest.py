@@ -60,15 +60,25 @@ class History:
             except KubeError:  # pragma: no cover - reported by the assertions
                 time.sleep(0.1)
 
+    def _caught_up_with(self, listed: Obj) -> bool:
+        """The watch has passed ``listed``: an event or bookmark at or after the list's resourceVersion, or
+        (the watch cache's bookmarks only move when its resource changes) every listed object's version."""
+        seen = int(self._rv)
+        if seen >= int(listed["metadata"]["resourceVersion"]):
+            return True
+        return all(int(item["metadata"]["resourceVersion"]) <= seen for item in listed.get("items") or [])
+
     def stop(self, timeout: float = 30.0) -> History:
         """Stop once the watch has caught up with the API server, so every write made before this call is in
-        ``counts``: it has seen an event or a bookmark at or after the resourceVersion of a fresh list."""
-        latest = int(self._kube.get(self._path, query=self._query)["metadata"]["resourceVersion"])
+        ``counts``: it has seen an event or bookmark at or after a fresh list's resourceVersion, or at or
+        after the version of every object that list returns."""
+        listed = self._kube.get(self._path, query=self._query)
         with self._progress:
-            caught_up = self._progress.wait_for(lambda: int(self._rv) >= latest, timeout=timeout)
+            caught_up = self._progress.wait_for(lambda: self._caught_up_with(listed), timeout=timeout)
         self._stop.set()
         self._thread.join(timeout=10)
-        assert caught_up, f"the watch of {self._path} stayed at resourceVersion {self._rv}, behind {latest}"
+        behind = listed["metadata"]["resourceVersion"]
+        assert caught_up, f"the watch of {self._path} stayed at resourceVersion {self._rv}, behind {behind}"
         return self
 
     @property
