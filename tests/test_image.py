@@ -37,16 +37,6 @@ LABEL = "dev.pykured.test=test_image"
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
-def _version() -> str:
-    import tomllib
-
-    with open(ROOT / "pyproject.toml", "rb") as handle:
-        return str(tomllib.load(handle)["project"]["version"])
-
-
-IMAGE = f"localhost/pykured:{_version()}"
-
-
 def podman(*args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """podman on tools/image-build's image store and settings."""
     return subprocess.run(
@@ -85,9 +75,16 @@ class ImageFleet(Fleet):
     """A :class:`Fleet` in which some nodes' agents are the container image."""
 
     def __init__(
-        self, cluster: TestEnv, *, workdir: Path, args: Sequence[str], containers: dict[str, list[str]]
+        self,
+        cluster: TestEnv,
+        *,
+        workdir: Path,
+        args: Sequence[str],
+        image: str,
+        containers: dict[str, list[str]],
     ) -> None:
         super().__init__(cluster, workdir=workdir, args=args)
+        self.image = image
         self.containers = containers
         """Node name → the ``podman run`` options of its container (mounts, environment)."""
 
@@ -125,7 +122,7 @@ class ImageFleet(Fleet):
             f"--volume={slot.dir}:/node",
             f"--env=KURED_NODE_ID={slot.node}",
             *self.containers[slot.node],
-            IMAGE,
+            self.image,
             *self.args_for_container,
         ]
 
@@ -146,9 +143,10 @@ def remove_test_containers() -> None:
 
 @pytest.fixture
 def image() -> Iterator[str]:
-    found = podman("image", "exists", IMAGE, check=False)
-    assert found.returncode == 0, f"{IMAGE} is not built: run tools/image-build (tools/dev test does)"
-    yield IMAGE
+    """This checkout's image: ``localhost/pykured:ctx-<hash of the build context>``."""
+    ref = subprocess.run([IMAGE_BUILD, "ref"], capture_output=True, text=True, check=False, timeout=60)
+    assert ref.returncode == 0, f"{ref.stderr}run tools/image-build first (tools/dev test does)"
+    yield ref.stdout.strip()
     remove_test_containers()
 
 
@@ -173,6 +171,7 @@ def test_image_agent_reboots_its_node_beside_python_agents(k8s: TestEnv, image: 
         k8s,
         workdir=tmp_path / "fleet",
         args=[f"--ds-namespace={ns}", "--period=10s", "--concurrency=1"],
+        image=image,
         containers={boxed: options},
     )
     fleet.args_for_container = chart_args(
@@ -181,7 +180,12 @@ def test_image_agent_reboots_its_node_beside_python_agents(k8s: TestEnv, image: 
     with fleet:
         for node in (boxed, *plain):
             fleet.add(node)
-        pid_mode = podman("inspect", "--format={{.HostConfig.PidMode}}", fleet.container_name(boxed))
+        name = fleet.container_name(boxed)
+        started = fleet.wait_for(
+            lambda: podman("container", "exists", name, check=False).returncode == 0, timeout=60, interval=0.5
+        )
+        assert started, fleet.log_text(boxed)
+        pid_mode = podman("inspect", "--format={{.HostConfig.PidMode}}", name)
         assert pid_mode.stdout.strip() == "private", pid_mode
         k8s.create_pod(k8s.new_namespace(), "app", node=boxed)
 
