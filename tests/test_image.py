@@ -213,6 +213,7 @@ def test_image_agent_reboots_its_node_beside_python_agents(k8s: TestEnv, image: 
     assert fleet.requests(boxed) == 1, log
     assert fleet.slots[boxed].starts == 2, "the container agent ran before and after its node's reboot"
     assert "Triggering reboot for node" in log and "Uncordoned node" in log, log
+    assert "'/usr/bin/nsenter', '-m/proc/1/ns/mnt', '--', '/node/reboot-in-container.sh'" in log, log
     assert most_cordoned <= 1, "concurrency 1: never two nodes cordoned at once"
     assert "Traceback" not in log, log
 
