@@ -1,5 +1,6 @@
 # pykured container image: a drop-in for ghcr.io/kubereboot/kured (kured 1.23.0's Dockerfile and manifests).
-# `tools/image-build` (buildah, no Docker engine needed) or any OCI builder: `docker build -t pykured .`
+# Build it with `tools/image-build` (buildah, no Docker engine needed) or any OCI builder:
+# `docker build -t pykured .`
 #
 # What kured's manifests and chart rely on, and how this image provides it:
 #   * /usr/bin/kured is the entry point (manifests use `command: [/usr/bin/kured]`): a symlink to the

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from pykured.testenv.fleet import AgentSlot, Fleet
+from pykured_dev.testenv.fleet import AgentSlot, Fleet
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
