@@ -3,7 +3,8 @@
 The image (``tools/image-build``, run by ``.ci/run`` and ``tools/dev test`` before pytest) runs under podman
 the way kured's Helm chart 6.1.0 runs it: command ``/usr/bin/kured`` with the chart's default arguments, a
 read-only root, the sentinel's host directory mounted read-only at ``/sentinel``, the ServiceAccount token
-files at ``/var/run/secrets/kubernetes.io/serviceaccount`` (kured's RBAC) and ``KURED_NODE_ID``. Only
+files at ``/var/run/secrets/kubernetes.io/serviceaccount`` (kured's RBAC) and ``KURED_NODE_ID``; and as
+``kustomize/base`` runs it (its RBAC, ``--lock-backend=lease``). Only
 ``--reboot-command`` (the chart's ``configuration.rebootCommand``), ``--metrics-host``/``--metrics-port`` and
 ``--period`` differ, as chart values would.
 
@@ -27,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from pykured_dev.testenv.fleet import AgentSlot, Fleet
+from tests.test_rbac_profiles import apply_profile_rbac, render
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
@@ -155,10 +157,26 @@ def metrics(port: int) -> str:
         return str(answer.read().decode())
 
 
-def test_image_agent_reboots_its_node_beside_python_agents(k8s: TestEnv, image: str, tmp_path: Path) -> None:
+def kustomize_base_args(*, namespace: str, reboot_command: str, metrics_port: int) -> list[str]:
+    """kustomize/base's container arguments (the Lease lock), with the same test values as the chart's."""
+    return [
+        *chart_args(namespace=namespace, reboot_command=reboot_command, metrics_port=metrics_port),
+        "--lock-backend=lease",
+    ]
+
+
+@pytest.mark.parametrize("profile", ["chart", "kustomize-base"])
+def test_image_agent_reboots_its_node_beside_python_agents(
+    k8s: TestEnv, image: str, tmp_path: Path, profile: str
+) -> None:
     ns = k8s.new_namespace("img")
     k8s.create_daemonset(ns, "kured")
-    k8s.apply_rbac_kured(namespace=ns, ds_name="kured")
+    if profile == "chart":
+        k8s.apply_rbac_kured(namespace=ns, ds_name="kured")  # the chart's RBAC is kured's
+        make_args, lease = chart_args, False
+    else:
+        apply_profile_rbac(k8s, render(k8s, "kustomize/base"), ns)
+        make_args, lease = kustomize_base_args, True
     sa = k8s.in_cluster_dir(ns, "kured")
     boxed, *plain = k8s.add_nodes(*[k8s.unique("node") for _ in range(3)])
     port = free_port()
@@ -170,11 +188,16 @@ def test_image_agent_reboots_its_node_beside_python_agents(k8s: TestEnv, image: 
     fleet = ImageFleet(
         k8s,
         workdir=tmp_path / "fleet",
-        args=[f"--ds-namespace={ns}", "--period=10s", "--concurrency=1"],
+        args=[
+            f"--ds-namespace={ns}",
+            "--period=10s",
+            "--concurrency=1",
+            *(["--lock-backend=lease"] if lease else []),
+        ],
         image=image,
         containers={boxed: options},
     )
-    fleet.args_for_container = chart_args(
+    fleet.args_for_container = make_args(
         namespace=ns, reboot_command="/node/reboot-in-container.sh", metrics_port=port
     )
     with fleet:
@@ -201,7 +224,7 @@ def test_image_agent_reboots_its_node_beside_python_agents(k8s: TestEnv, image: 
             return all(
                 fleet.slots[n["metadata"]["name"]].reboots == 1 and not n["spec"].get("unschedulable")
                 for n in nodes
-            ) and not _lock(k8s, ns)
+            ) and not _lock_held(k8s, ns)
 
         for node in (boxed, *plain):
             fleet.touch(node)
@@ -224,6 +247,10 @@ def _serves(port: int) -> bool:
     return False
 
 
-def _lock(k8s: TestEnv, ns: str) -> str | None:
+def _lock_held(k8s: TestEnv, ns: str) -> bool:
+    """kured's annotation on the DaemonSet, or a Lease with a holder."""
     annotations = k8s.kube().get_daemonset(ns, "kured")["metadata"].get("annotations", {})
-    return annotations.get("weave.works/kured-node-lock")  # type: ignore[no-any-return]
+    leases = k8s.kube().list_leases(ns)["items"]
+    return "weave.works/kured-node-lock" in annotations or any(
+        lease["spec"].get("holderIdentity") for lease in leases
+    )
