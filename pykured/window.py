@@ -14,19 +14,35 @@ Mirrors kured's ``timewindow.New(days, start, end, location)`` and ``TimeWindow.
 * **Containment**: the weekday of *now* (in the zone) must be allowed; the end second is inclusive (end is
   ``HH:MM:SS.999999``); when start is after end the window runs overnight and belongs to both calendar days.
 
-DST (pykured's documented choice): boundaries are **wall-clock** times built with :mod:`zoneinfo` and
-compared as instants. A boundary in a spring-forward gap is moved forward by the gap (``fold=0``: 02:30 →
-03:30 CEST, as Go's ``time.Date`` normalises it); an ambiguous boundary in the autumn fold is its first
-occurrence. For overnight windows kured shifts today's start or end by a fixed 24 h; pykured takes
-yesterday's or tomorrow's wall-clock time instead. The shifted edge always lies on the far side of midnight
-from *now*, so both give the same answer, and a ``22:00``–``06:00`` window opens at 22:00 local time on DST
-nights too. :meth:`TimeWindow.next_open` answers "when may the next reboot happen" with the same rules.
+DST. kured builds each boundary with Go's ``time.Date(…, location)`` and compares instants; pykured gives
+the same answer as kured everywhere except in two documented cases, which ``tests/test_window_kured.py``
+checks against kured's own ``pkg/timewindow`` on tens of thousands of windows and instants around the DST
+changes of 14 zones (every other disagreement found there was fixed here):
+
+* **A boundary in an autumn fold** (an ambiguous wall-clock time) is the occurrence Go's ``time.Date``
+  picks: the later one east of UTC (02:30 on a Berlin autumn night is 02:30 CET), the earlier one west of
+  UTC (01:30 on a Los Angeles autumn night is 01:30 PDT). Same as kured.
+* **A boundary in a spring-forward gap** is moved forward by the gap (02:30 → 03:30 CEST in Berlin, 02:30 →
+  03:30 PDT in Los Angeles). kured does the same east of UTC, but west of UTC Go's normalisation moves it
+  *back* (02:30 → 01:30 PST), so kured's window opens an hour before the clock ever reads its start time.
+  pykured keeps one rule for every zone: a window never opens before its start time on the wall clock.
+  *Differs from kured west of UTC, on spring-forward nights, for boundaries inside the skipped hour.*
+* **An overnight window** (start after end) belongs to both calendar days; its edge on the other side of
+  midnight is that day's wall-clock time. kured adds or subtracts 24 hours of elapsed time instead, which on a
+  25-hour day lands an hour off: a ``22:00``–``00:30`` window closes at 23:30 on an autumn DST night and a
+  ``23:30``–``06:00`` window stays shut until 00:30. pykured's window is the one the flags describe on every
+  night. *Differs from kured on DST-change days, within the changed hour next to midnight.*
+* The end second is inclusive up to its last microsecond (kured: nanosecond), also when deciding which side of
+  midnight an instant is on.
+
+:meth:`TimeWindow.next_open` answers "when may the next reboot happen" with the same rules.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import os
 import re
 import zoneinfo
 from collections.abc import Iterable
@@ -109,17 +125,41 @@ def parse_time_of_day(text: str) -> datetime.time:
 
 
 def load_location(name: str, *, local: datetime.tzinfo | None = None) -> datetime.tzinfo:
-    """Go ``time.LoadLocation``: ``""``/``UTC`` → UTC, ``Local`` → ``local`` (UTC if not given), else IANA."""
+    """Go ``time.LoadLocation``: ``""``/``UTC`` → UTC, ``Local`` → ``local`` (UTC if not given), else IANA.
+
+    As Go, a name is a file under the zoneinfo directories (so ``Europe//Berlin`` works too), and the error is
+    Go's text: ``time: invalid location name`` for a name containing ``..`` or starting with a slash, the
+    file's error (``is a directory``, ``not a directory``, ``malformed time zone information``), else
+    ``unknown time zone X``.
+    """
     if name in ("", "UTC"):
         return datetime.UTC
     if name == "Local":
         return local if local is not None else datetime.UTC
     if ".." in name or name.startswith(("/", "\\")):
-        raise GoValueError(f"unknown time zone {name}")
+        raise GoValueError("time: invalid location name")
     try:
         return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
-        raise GoValueError(f"unknown time zone {name}") from exc
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        pass
+    first_error = ""
+    for base in zoneinfo.TZPATH:
+        try:
+            with open(os.path.join(base, name), "rb") as data:
+                return zoneinfo.ZoneInfo.from_file(data, key=name)
+        except FileNotFoundError:
+            continue
+        except ValueError:
+            first_error = first_error or "malformed time zone information"
+        except OSError as exc:
+            text = exc.strerror or str(exc)
+            first_error = first_error or text[:1].lower() + text[1:]
+    raise GoValueError(first_error or f"unknown time zone {name}")
+
+
+def _offset(instant: datetime.datetime, zone: datetime.tzinfo) -> datetime.timedelta:
+    """The UTC offset ``zone`` has at ``instant``."""
+    return instant.astimezone(zone).utcoffset() or datetime.timedelta(0)
 
 
 def _go_weekday(day: datetime.date) -> int:
@@ -152,15 +192,24 @@ class TimeWindow:
         )
 
     def _at(self, day: datetime.date, moment: datetime.time) -> datetime.datetime:
-        """The instant of wall-clock ``moment`` on ``day`` in the window's zone (fold=0), in UTC."""
-        return datetime.datetime.combine(day, moment, tzinfo=self.location).astimezone(datetime.UTC)
+        """The instant of wall-clock ``moment`` on ``day`` in the window's zone, in UTC.
+
+        As Go's ``time.Date``: the offset in force at (the wall time read as UTC, minus the offset in force
+        then), which settles an ambiguous time as kured does; a time in a gap is moved forward by the gap.
+        """
+        wall = datetime.datetime.combine(day, moment, tzinfo=datetime.UTC)
+        first = _offset(wall, self.location)
+        instant = wall - _offset(wall - first, self.location)
+        if instant.astimezone(self.location).replace(tzinfo=None) != wall.replace(tzinfo=None):
+            instant = datetime.datetime.combine(day, moment, tzinfo=self.location).astimezone(datetime.UTC)
+        return instant
 
     def _bounds(self, local: datetime.datetime) -> tuple[datetime.datetime, datetime.datetime]:
         day = local.date()
         start = self._at(day, self.start)
         end = self._at(day, self.end) + _LAST_MICROSECOND
         if self.start > self.end:
-            if local < end:
+            if local <= end:
                 start = self._at(day - datetime.timedelta(days=1), self.start)
             else:
                 end = self._at(day + datetime.timedelta(days=1), self.end) + _LAST_MICROSECOND

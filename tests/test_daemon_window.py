@@ -118,9 +118,10 @@ def test_window_closed_on_the_wrong_weekday(daemon_for: MakeDaemon, k8s: TestEnv
 
 
 def test_autumn_night_window_end_is_inclusive(daemon_for: MakeDaemon) -> None:
-    # Europe/Berlin falls back on 2026-10-25 at 03:00 CEST to 02:00 CET; a 01:00-02:30 window.
+    # Europe/Berlin falls back on 2026-10-25 at 03:00 CEST to 02:00 CET; a 01:00-02:30 window ends at the
+    # later 02:30 (CET), the occurrence kured's time.Date picks east of UTC.
     window = TimeWindow.parse(["su"], "01:00", "02:30", "Europe/Berlin")
-    clock = FakeClock(datetime.datetime(2026, 10, 25, 0, 30, 0, 500_000, tzinfo=UTC))  # 02:30:00.5 CEST
+    clock = FakeClock(datetime.datetime(2026, 10, 25, 1, 30, 0, 500_000, tzinfo=UTC))  # 02:30:00.5 CET
     assert window.contains(clock.now)
     assert not window.contains(clock.now + datetime.timedelta(seconds=1))
     daemon, _ns, _node, rebooter = daemon_for(window, clock)

@@ -116,12 +116,30 @@ def test_load_location_local_uses_the_given_zone() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["Mars/Olympus", "utc", "../etc/passwd", "/etc/localtime", "Europe/"], ids=str
-)
-def test_load_location_unknown(name: str) -> None:
+    ("name", "message"),
+    [
+        ("Mars/Olympus", "unknown time zone Mars/Olympus"),
+        ("utc", "unknown time zone utc"),
+        ("../etc/passwd", "time: invalid location name"),
+        ("/etc/localtime", "time: invalid location name"),
+        ("Europe/", "is a directory"),
+        ("Europe", "is a directory"),
+        ("Europe/Berlin/", "not a directory"),
+        ("zone.tab", "malformed time zone information"),
+    ],
+    ids=str,
+)  # Go's texts, checked against kured's pkg/timewindow in test_window_kured.py
+def test_load_location_errors(name: str, message: str) -> None:
     with pytest.raises(GoValueError) as err:
         load_location(name)
-    assert str(err.value) == f"unknown time zone {name}"
+    assert str(err.value) == message
+
+
+def test_load_location_reads_the_zone_file_like_go() -> None:
+    assert str(TimeWindow.parse(["su"], "1", "2", "Europe//Berlin")).endswith("Europe//Berlin")
+    assert TimeWindow.parse(["su"], "1", "2", "./UTC").contains(
+        datetime.datetime(2026, 11, 29, 1, 30, tzinfo=UTC)
+    )
 
 
 def test_parse_checks_days_then_zone_then_start_then_end() -> None:
@@ -227,9 +245,13 @@ DST_CASES = [
         ("2026-03-29T01:10:00+00:00", True),  # 03:10 CEST, before the normalised end 03:30 CEST
         ("2026-03-29T01:31:00+00:00", False),
     ]),
-    ("berlin-fold-first-occurrence", ALL_DAYS, "02:00", "02:30", "Europe/Berlin", [
-        ("2026-10-25T00:15:00+00:00", True),  # 02:15 CEST, first occurrence
-        ("2026-10-25T01:15:00+00:00", False),  # 02:15 CET, second occurrence
+    ("berlin-fold-as-go-time-date", ALL_DAYS, "02:00", "02:30", "Europe/Berlin", [
+        ("2026-10-25T00:15:00+00:00", False),  # 02:15 CEST: Go's time.Date takes the later 02:00 east of UTC
+        ("2026-10-25T01:15:00+00:00", True),  # 02:15 CET, second occurrence
+    ]),
+    ("la-fold-as-go-time-date", ALL_DAYS, "01:00", "01:30", "America/Los_Angeles", [
+        ("2026-11-01T08:15:00+00:00", True),  # 01:15 PDT: the earlier occurrence west of UTC
+        ("2026-11-01T09:15:00+00:00", False),  # 01:15 PST, second occurrence
     ]),
     ("berlin-overnight-spring", ALL_DAYS, "22:00", "06:00", "Europe/Berlin", [
         ("2026-03-28T20:59:59+00:00", False),  # 21:59:59 CET
