@@ -19,11 +19,13 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pykured import __version__, errors
-from pykured.config import Config, parse, usage
+from pykured.config import Config, usage
+from pykured.config.reader import log_format_hint, read_flags
+from pykured.config.startup import lock_records, settle
 from pykured.gocompat import logrus
 
 if TYPE_CHECKING:
@@ -39,44 +41,66 @@ def main(argv: Sequence[str]) -> int:
         return _lock_command(args[1:])
     if args and args[0] == "notify-test":
         return _notify_test(args[1:])
+    return _agent(args, os.environ)
+
+
+def _log(level: int, message: str) -> None:
+    logger.log(level, "%s", message)
+
+
+def _agent(args: list[str], env: Mapping[str, str]) -> int:
+    """kured's start-up in kured's order, then the agent. Every failure is one line and an exit code."""
     try:
-        cfg = parse(args, os.environ)
+        flags = read_flags(args, env)
     except errors.ConfigError as exc:
-        if exc.exit_code == 0:
-            print(str(exc))
-            return 0
-        print(str(exc), file=sys.stderr)
-        if exc.exit_code == 2:
-            print(usage(), file=sys.stderr)
+        if exc.exit_code in (0, 2):  # --help, or a flag error: pflag's usage, then its error, on stderr
+            sys.stderr.write(str(exc) if exc.exit_code == 0 else f"{usage()}{exc}\n")
+            return exc.exit_code
+        logrus.configure(log_format_hint(args, env))
+        logger.critical("%s", exc)  # a KURED_* value kured's LoadFromEnv rejects
         return exc.exit_code
-    if cfg.dump_config:
+    for line in flags.printed:
+        print(line, flush=True)
+    if flags.values["dump-config"]:
+        try:
+            cfg = settle(flags, env)
+        except errors.ConfigError as exc:
+            print(str(exc), file=sys.stderr)
+            return exc.exit_code
         print(json.dumps(cfg.to_public_dict(), indent=2, sort_keys=True))
         return 0
-    logrus.configure(cfg.log_format, cfg.log_level)
+    log_format, level = flags.values["log-format"], flags.values["log-level"]
+    logrus.configure("text", level)
+    logger.info("Kubernetes Reboot Daemon: %s", __version__)  # before kured switches to JSON, as kured
+    logrus.configure(log_format, level)
+    try:
+        cfg = settle(flags, env, log=_log)
+    except errors.ConfigError as exc:
+        logger.critical("%s", exc)
+        return exc.exit_code
+    for warning in cfg.warnings:
+        logger.warning("%s", warning)
     return run_agent(cfg)
 
 
-def _startup(cfg: Config) -> None:
-    from pykured.config.startup import startup_records
-
-    for level, line in startup_records(cfg, __version__):
-        logger.log(level, line)
-    for warning in cfg.warnings:
-        logger.warning(warning)
-
-
 def run_agent(cfg: Config) -> int:
-    """Build the agent from ``cfg`` and run it until SIGTERM/SIGINT."""
-    if not cfg.node_id and not (cfg.fleetlock_listen and cfg.fleetlock_mode == "central"):
-        logger.critical("KURED_NODE_ID environment variable required")
+    """Connect to the API server as kured does, log the lock settings, build the agent and run it."""
+    from pykured.kube import Kube
+
+    try:
+        kube = Kube.from_kubeconfig(cfg.kubeconfig) if cfg.kubeconfig else Kube.in_cluster()
+    except errors.PykuredError as exc:
+        logger.critical("%s", exc)
         return 1
-    _startup(cfg)
+    for level, line in lock_records(cfg):
+        logger.log(level, "%s", line)
     from pykured.wiring import build
 
     try:
-        agent = build(cfg)
-    except errors.PykuredError as exc:
+        agent = build(cfg, kube=kube)
+    except (errors.PykuredError, OSError) as exc:
         logger.critical("%s", exc)
+        kube.close()
         return 1
 
     def _stop(signum: int, _frame: object) -> None:

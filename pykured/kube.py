@@ -64,6 +64,21 @@ def error_from_status(status: int, body: str | bytes | None, reason: str = "") -
     return cls(f"{message} (HTTP {status})", status=status, reason=status_reason)
 
 
+def _check_in_cluster(environ: Mapping[str, str], token: str) -> None:
+    """client-go ``rest.InClusterConfig``'s checks, with its error texts, before the client is imported."""
+    if not environ.get("KUBERNETES_SERVICE_HOST") or not environ.get("KUBERNETES_SERVICE_PORT"):
+        raise errors.KubeError(
+            "unable to load in-cluster configuration, KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT "
+            "must be defined"
+        )
+    try:
+        with open(token, "rb"):
+            pass
+    except OSError as exc:
+        text = exc.strerror or str(exc)
+        raise errors.KubeError(f"open {token}: {text[:1].lower()}{text[1:]}") from exc
+
+
 class Kube:
     """A thin, typed JSON client for the handful of endpoints pykured uses."""
 
@@ -83,7 +98,10 @@ class Kube:
 
         configuration = client.Configuration()
         configuration.connection_pool_maxsize = POOL_SIZE
-        config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
+        try:
+            config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
+        except (config.ConfigException, OSError, ValueError) as exc:
+            raise errors.KubeError(f"kubeconfig {path}: {exc}") from exc
         return cls(client.ApiClient(configuration), timeout=timeout)
 
     @classmethod
@@ -96,22 +114,25 @@ class Kube:
         timeout: float = DEFAULT_TIMEOUT,
     ) -> Kube:
         """A client from the pod's service account (``KUBERNETES_SERVICE_HOST``/``PORT``, token, ca.crt)."""
-        from kubernetes import client
-        from kubernetes.config import incluster_config
-
         environ = dict(os.environ)
         if host is not None:
             environ["KUBERNETES_SERVICE_HOST"] = host
         if port is not None:
             environ["KUBERNETES_SERVICE_PORT"] = port
+        token = os.path.join(token_dir, "token")
+        _check_in_cluster(environ, token)
+        from kubernetes import client
+        from kubernetes.config import ConfigException, incluster_config
+
         loader = incluster_config.InClusterConfigLoader(
-            token_filename=os.path.join(token_dir, "token"),
-            cert_filename=os.path.join(token_dir, "ca.crt"),
-            environ=environ,
+            token_filename=token, cert_filename=os.path.join(token_dir, "ca.crt"), environ=environ
         )
         configuration = client.Configuration()
         configuration.connection_pool_maxsize = POOL_SIZE
-        loader.load_and_set(configuration)
+        try:
+            loader.load_and_set(configuration)
+        except ConfigException as exc:
+            raise errors.KubeError(str(exc)) from exc
         return cls(client.ApiClient(configuration), timeout=timeout)
 
     @classmethod

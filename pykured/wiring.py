@@ -159,9 +159,9 @@ def build_rebooter(cfg: Config) -> Rebooter:
     return CommandRebooter(cfg.reboot_command_argv, nsenter=os.environ.get(NSENTER_ENV, NSENTER))
 
 
-def build(cfg: Config) -> Agent:
-    """Build the agent (does not start it)."""
-    kube = kube_for(cfg)
+def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
+    """Build the agent (does not start it), on ``kube`` or the client :func:`kube_for` makes."""
+    kube = kube or kube_for(cfg)
     metrics = Metrics()
     port = metrics.serve(cfg.metrics_host, cfg.metrics_port)
     logger.debug("serving metrics on port %d", port)

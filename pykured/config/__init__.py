@@ -4,11 +4,12 @@
 * :mod:`~pykured.config.reader` — reading the command line, the ``--config`` file and ``KURED_*`` env;
 * :mod:`~pykured.config.checks` — kured's validations and warnings, as pure functions;
 * :mod:`~pykured.config.settings` — :class:`Config`, the one frozen value the agent is built from;
-* :mod:`~pykured.config.startup` — the settings summary kured logs at start-up.
+* :mod:`~pykured.config.startup` — kured's start-up checks and lines, in its order; :func:`parse`.
 """
 
 from __future__ import annotations
 
-from pykured.config.settings import Config, parse, usage
+from pykured.config.settings import Config, usage
+from pykured.config.startup import parse
 
 __all__ = ["Config", "parse", "usage"]

@@ -8,23 +8,28 @@ Pure helpers on plain values (``pykured.config`` applies them to a ``Config``):
 * :func:`parse_labels` mirrors kured's label handling (value = text between the first and second ``=``), but a
   label without ``=`` is a :class:`ConfigError` where kured panics.
 * :func:`split_command` wraps google/shlex splitting with kured's fatal errors.
-* :func:`local_zone` resolves Go's ``Local`` zone from ``TZ`` (given, not read) or ``/etc/localtime``.
+* :func:`local_zone` resolves Go's ``Local`` zone from ``TZ`` (given, not read) or ``/etc/localtime``, and
+  :func:`local_zone_name` the name Go prints for it.
 """
 
 from __future__ import annotations
 
 import datetime
 import re
+import string
 import urllib.parse
 import zoneinfo
 from collections.abc import Iterable, Mapping
 
 from pykured.errors import ConfigError
-from pykured.gocompat import goshlex
-from pykured.gocompat.goflags import GoValueError
+from pykured.gocompat import goshlex, gourl
+from pykured.gocompat.goflags import GoValueError, go_quote
 from pykured.notify.redact import redact_url
 
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+_HOST_CHARS = frozenset(string.ascii_letters + string.digits + "-_.~!$&'()*+,;=:[]<>\"%")
+"""ASCII characters Go's ``url.Parse`` accepts in a host (``shouldEscape`` in host mode, plus escapes)."""
 
 
 def strip_quotes(value: str) -> str:
@@ -34,15 +39,39 @@ def strip_quotes(value: str) -> str:
     return value
 
 
+def _go_url_error(text: str) -> str | None:
+    """The error Go's ``url.Parse`` gives for ``text`` (its common cases), or None if Go accepts it."""
+    message = None
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
+        message = "net/url: invalid control character in URL"
+    else:
+        rest = _SCHEME.sub("", text, count=1).partition("#")[0].partition("?")[0]
+        if rest.startswith("//"):
+            host = rest[2:].partition("/")[0].rpartition("@")[2]
+            bad = next((ch for ch in host if ord(ch) < 0x80 and ch not in _HOST_CHARS), None)
+            if bad is not None:
+                message = f"invalid character {go_quote(bad)} in host name"
+            else:
+                try:
+                    gourl.split_host(host)
+                except GoValueError as exc:
+                    message = str(exc)
+        escape = _BAD_ESCAPE.search(text)
+        if message is None and escape is not None:
+            message = f"invalid URL escape {go_quote(text[escape.start() : escape.start() + 3])}"
+    return None if message is None else f"parse {go_quote(text)}: {message}"
+
+
 def _slack_url(hook: str) -> tuple[str, str | None]:
-    """``slack://A/B/C`` from a Slack webhook URL, or ``("", error)``."""
+    """``slack://A/B/C`` from a Slack webhook URL, or ``("", error)`` (kured's text, newline included)."""
     text = strip_quotes(hook)
     bad = "slack-hook-url is not properly formatted... no notification will be sent: "
-    if _BAD_ESCAPE.search(text) or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
-        return "", bad + "invalid URL"
+    error = _go_url_error(text)
+    if error:
+        return "", f"{bad}{error}\n"
     path = urllib.parse.unquote(urllib.parse.urlsplit(text).path).replace("/services/", "")
     if len(path.split("/")) != 3:
-        return "", bad + "unexpected number of / in URL"
+        return "", bad + "unexpected number of / in URL\n"
     return f"slack://{path}", None
 
 
@@ -109,3 +138,14 @@ def local_zone(env: Mapping[str, str]) -> datetime.tzinfo:
         return zoneinfo.ZoneInfo(name)
     except (OSError, ValueError, zoneinfo.ZoneInfoNotFoundError):
         return datetime.UTC
+
+
+def local_zone_name(env: Mapping[str, str]) -> str:
+    """The name Go gives its ``Local`` zone: ``Local`` (``/etc/localtime``), else ``TZ``'s value, else UTC."""
+    name = env.get("TZ")
+    if name is None:
+        return "Local" if isinstance(local_zone(env), zoneinfo.ZoneInfo) else "UTC"
+    name = name.removeprefix(":")
+    if not name or name == "UTC" or local_zone(env) is datetime.UTC:
+        return "UTC"
+    return "Local" if name == "/etc/localtime" else name

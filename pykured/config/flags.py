@@ -104,7 +104,7 @@ KURED_FLAGS: tuple[FlagSpec, ...] = (
         "reboot-method",
         STR,
         "command",
-        "method to use for reboots: command or signal (pykured also accepts zincati)",
+        "method to use for reboots. Available: command",
     ),
     _k("period", DUR, "1h0m0s", "sentinel check period"),
     _k("ds-namespace", STR, "kube-system", "namespace containing daemonset on which to place lock"),
@@ -150,8 +150,8 @@ KURED_FLAGS: tuple[FlagSpec, ...] = (
         "",
         "slack hook URL for reboot notifications [deprecated in favor of --notify-url]",
     ),
-    _k("slack-username", STR, "kured", "slack username for reboot notifications [ignored, as in kured]"),
-    _k("slack-channel", STR, "", "slack channel for reboot notifications [ignored, as in kured]"),
+    _k("slack-username", STR, "kured", "slack username for reboot notifications"),
+    _k("slack-channel", STR, "", "slack channel for reboot notifications"),
     _k("notify-url", STR, "", "notify URL for reboot notifications (cannot use with --slack-hook-url flags)"),
     _k(
         "message-template-uncordon",
@@ -193,13 +193,13 @@ KURED_FLAGS: tuple[FlagSpec, ...] = (
         "pre-reboot-node-labels",
         SLICE,
         "",
-        "comma-separated list of key=value labels to apply to the node before it is rebooted",
+        "labels to add to nodes before cordoning",
     ),
     _k(
         "post-reboot-node-labels",
         SLICE,
         "",
-        "comma-separated list of key=value labels to apply to the node after it has been rebooted",
+        "labels to add to nodes after uncordoning",
     ),
 )
 

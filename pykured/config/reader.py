@@ -14,11 +14,14 @@ configargparse (which adds pykured's ``--config`` file):
    ``invalid argument "v" for "--name" flag: <Go error>``. Flag errors are :class:`ConfigError` exit code 2.
 3. **Environment** (:func:`_apply_env`), in pflag's ``VisitAll`` (sorted) order: a variable that is set, even
    to ``""``, overrides the command line for scalars and appends to slices already set. ``int`` uses Go
-   ``Atoi``, ``bool`` ``ParseBool``, ``duration`` ``ParseDuration``; a bad value is ``Invalid value for env
-   var named KURED_X`` with exit code 1. ``KURED_BLOCKING_POD_SELECTOR`` is ignored with ``Unsupported flag
-   type for blocking-pod-selector``. pykured improvement (kured #1108): a value shaped like a Kubernetes
-   service link (``tcp://10.0.0.7:8080``) that is invalid for an int/bool/duration flag is ignored with a
-   warning. pykured's own ``stringArray`` (``KURED_EXTRA_NOTIFY_URL``) is split on whitespace.
+   ``Atoi``, ``bool`` ``ParseBool``, ``duration`` ``ParseDuration``; a bad value is an exit code 1 with
+   kured's wording for the type (``Invalid value for env var named KURED_X`` for an int, ``Invalid value for
+   KURED_X: v`` for a bool, ``Invalid duration for KURED_X: v``, ``cannot set flag x from env{KURED_X}: v``).
+   ``KURED_BLOCKING_POD_SELECTOR`` is ignored; kured prints ``Unsupported flag type for
+   blocking-pod-selector`` to stdout (:attr:`FlagValues.printed`). pykured improvement (kured #1108): a
+   value shaped like a Kubernetes service link (``tcp://10.0.0.7:8080``) that is invalid for an
+   int/bool/duration flag is ignored with a warning. pykured's own ``stringArray``
+   (``KURED_EXTRA_NOTIFY_URL``) is split on whitespace.
 """
 
 from __future__ import annotations
@@ -57,11 +60,13 @@ class HelpRequested(ConfigError):
 
 @dataclasses.dataclass(slots=True)
 class FlagValues:
-    """Typed values by flag name, which flags were set, and the warnings to log."""
+    """Typed values by flag name, which flags were set, the warnings to log and kured's plain stdout lines."""
 
     values: dict[str, Any]
     changed: set[str] = dataclasses.field(default_factory=set)
     warnings: list[str] = dataclasses.field(default_factory=list)
+    printed: list[str] = dataclasses.field(default_factory=list)
+    """Lines kured's ``LoadFromEnv`` prints with ``fmt.Printf`` to stdout before any log line."""
 
     @classmethod
     def defaults(cls) -> FlagValues:
@@ -227,7 +232,7 @@ def _apply_env(state: FlagValues, env: Mapping[str, str]) -> None:
             continue
         raw = env[var]
         if spec.name == "blocking-pod-selector":
-            state.warnings.append("Unsupported flag type for blocking-pod-selector")
+            state.printed.append("Unsupported flag type for blocking-pod-selector")
             continue
         try:
             for text in _env_text(spec, raw):
@@ -240,7 +245,33 @@ def _apply_env(state: FlagValues, env: Mapping[str, str]) -> None:
                     "(set enableServiceLinks: false), not a pykured setting"
                 )
                 continue
-            raise ConfigError(f"Invalid value for env var named {var}", exit_code=1) from exc
+            raise ConfigError(_env_error(spec, var, raw), exit_code=1) from exc
+
+
+def _env_error(spec: FlagSpec, var: str, raw: str) -> str:
+    """kured ``LoadFromEnv``'s message for a value its flag type rejects (the wording differs by type)."""
+    if spec.kind is Kind.INT:
+        return f"Invalid value for env var named {var}"
+    if spec.kind is Kind.BOOL:
+        return f"Invalid value for {var}: {raw}"
+    if spec.kind is Kind.DURATION:
+        return f"Invalid duration for {var}: {raw}"
+    return f"cannot set flag {spec.name} from env{{{var}}}: {raw}"
+
+
+def log_format_hint(argv: list[str], env: Mapping[str, str]) -> str:
+    """The ``--log-format`` in force, read without validating anything: for a failure while reading flags."""
+    if "KURED_LOG_FORMAT" in env:
+        return env["KURED_LOG_FORMAT"]
+    found = "text"
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg.startswith("--log-format="):
+            found = arg.partition("=")[2]
+        elif arg == "--log-format" and i + 1 < len(argv):
+            found = argv[i + 1]
+    return found
 
 
 def read_flags(argv: list[str], env: Mapping[str, str]) -> FlagValues:

@@ -1,9 +1,10 @@
 """pykured's configuration: one frozen value with a field per kured flag, parsed exactly as kured parses it.
 
 kured 1.23 reads pflag flags, then ``KURED_*`` env vars (``LoadFromEnv``: env overrides the command line,
-``stringSlice`` values append), then validates in ``main()``. :func:`parse` does the same, purely: the
-environment is passed in (only the ``--config`` file and, for ``--time-zone=Local``, ``/etc/localtime`` are
-read). Precedence: defaults < ``--config`` file < command line < ``KURED_*`` env.
+``stringSlice`` values append), then validates in ``main()``. :func:`pykured.config.parse` does the same,
+purely (:mod:`pykured.config.startup` holds kured's order of checks and lines): the environment is passed in
+(only the ``--config`` file and, for ``--time-zone=Local``, ``/etc/localtime`` are read). Precedence:
+defaults < ``--config`` file < command line < ``KURED_*`` env.
 
 Field names are the flag names with ``_`` for ``-``; durations are
 :class:`~pykured.gocompat.goflags.Duration`;
@@ -18,20 +19,19 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from pykured.config import checks
 from pykured.config.flags import FLAGS, Kind
 from pykured.config.flags import usage as _usage
-from pykured.config.reader import HelpRequested, read_flags
+from pykured.config.reader import HelpRequested
 from pykured.errors import ConfigError
-from pykured.gocompat.goflags import Duration, GoValueError
+from pykured.gocompat.goflags import Duration
 from pykured.gocompat.goregexp import compile_re2
 from pykured.notify.redact import redact_password, redact_url
 from pykured.window import TimeWindow
 
-__all__ = ["Config", "ConfigError", "HelpRequested", "parse", "usage"]
+__all__ = ["Config", "ConfigError", "HelpRequested", "typed", "usage"]
 
 _DEFAULT_DAYS = ("su", "mo", "tu", "we", "th", "fr", "sa")
 _DEFAULT_WINDOW = TimeWindow.parse(_DEFAULT_DAYS, "0:00", "23:59:59", "UTC")
@@ -183,49 +183,6 @@ def usage(prog: str = "kured") -> str:
     return _usage(prog)
 
 
-def _typed(kind: Kind, value: Any) -> Any:
+def typed(kind: Kind, value: Any) -> Any:
+    """A flag's value as the :class:`Config` field holds it (lists become tuples)."""
     return tuple(value) if kind in (Kind.STRING_SLICE, Kind.STRING_ARRAY) else value
-
-
-def _validate(cfg: Config) -> list[str]:
-    """kured's startup checks (fatal → ConfigError) plus pykured's; returns extra warnings."""
-    if cfg.reboot_method not in REBOOT_METHODS:
-        raise ConfigError(
-            f"invalid reboot-method configured {cfg.reboot_method}, expected signal or command", exit_code=1
-        )
-    if cfg.reboot_method == "signal" and not 1 <= cfg.reboot_signal <= 64:
-        raise ConfigError(f"invalid signal: {cfg.reboot_signal}", exit_code=1)
-    if cfg.reboot_method == "command" and not cfg.reboot_command_argv:
-        raise ConfigError("no reboot command specified", exit_code=1)
-    cfg.reboot_sentinel_command_argv  # noqa: B018 - validates the shlex syntax
-    cfg.pre_reboot_labels  # noqa: B018
-    cfg.post_reboot_labels  # noqa: B018
-    checks.check_choice(cfg.lock_backend, ("daemonset", "lease"), flag="lock-backend")
-    checks.check_choice(cfg.log_level, ("debug", "info", "warning", "error"), flag="log-level")
-    checks.check_choice(cfg.fleetlock_mode, ("node-local", "central"), flag="fleetlock-mode")
-    warnings = checks.resolve_notify_url(cfg.notify_url, cfg.slack_hook_url)[1]
-    if cfg.slack_username != "kured" or cfg.slack_channel:
-        warnings.append("--slack-username and --slack-channel are ignored, as in kured")
-    if cfg.alert_filter_regexp == "":
-        warnings.append("--alert-filter-regexp is empty: it matches every alert name")
-    if "" in cfg.blocking_pod_selector:
-        warnings.append("an empty --blocking-pod-selector matches every pod on the node")
-    return warnings
-
-
-def parse(argv: list[str], env: Mapping[str, str]) -> Config:
-    """Parse kured's command line and ``KURED_*`` environment into a validated :class:`Config`."""
-    flags = read_flags(argv, env)
-    values = {spec.field: _typed(spec.kind, flags.values[spec.name]) for spec in FLAGS}
-    if not values["node_id"] and not values["dump_config"]:
-        raise ConfigError("KURED_NODE_ID environment variable required", exit_code=1)
-    local = checks.local_zone(env) if values["time_zone"] == "Local" else None
-    try:
-        window = TimeWindow.parse(
-            values["reboot_days"], values["start_time"], values["end_time"], values["time_zone"], local=local
-        )
-    except GoValueError as exc:
-        raise ConfigError(f"Failed to build time window: {exc}", exit_code=1) from exc
-    cfg = Config(**values, time_window=window)
-    warnings = [*flags.warnings, *_validate(cfg)]
-    return dataclasses.replace(cfg, warnings=tuple(warnings))

@@ -1,19 +1,58 @@
-"""The settings summary kured logs at startup, line for line and in kured's order.
+"""kured's start-up, line for line: the checks of kured's ``main()`` in its order, with the lines it logs.
 
-kured 1.23 ``main()`` logs, in this order: ``Kubernetes Reboot Daemon: <version>``, ``Node ID: X``, a warning
-when the pre- and post-reboot label keys differ, ``PreferNoSchedule taint: X``, ``Blocking Pod Selectors:
-[…]`` (Go ``%v`` of a slice), ``Reboot period 1h0m0s``, ``Concurrency: N``, optionally ``Will annotate nodes
-during kured reboot operations``, ``Reboot schedule: <window>``, ``Reboot method: …`` with the command or
-signal, the sentinel checker, ``Lock Annotation: <ns>/<ds>:<annotation>``, and the lock TTL and release delay
-lines. Operators grep these, so the text is kept. pykured adds ``Lock backend: lease`` only when the backend
-is not kured's DaemonSet annotation, and a ``Zincati marker file`` line for ``--reboot-method=zincati``.
+After pflag's ``Parse`` and ``LoadFromEnv`` (:mod:`pykured.config.reader`), kured 1.23 ``main()`` logs and
+checks, in this order (each fatal is one log line, exit code 1, after the lines before it):
+
+1. ``Kubernetes Reboot Daemon: <version>`` — always in the text format: kured selects JSON after this line;
+2. ``KURED_NODE_ID environment variable required`` (fatal), else ``Node ID: X``;
+3. ``validateNotificationURL``: ``Cannot use both --notify-url … and --slack-hook-url …`` or ``Deprecated
+   flag(s). Please use --notify-url flag instead.`` (warnings), ``slack-hook-url is not properly formatted…``
+   (error);
+4. the warning when the pre- and post-reboot label keys differ;
+5. ``PreferNoSchedule taint: X``, ``Blocking Pod Selectors: […]`` (Go ``%v`` of a slice), ``Reboot period
+   1h0m0s``, ``Concurrency: N``, optionally ``Will annotate nodes during kured reboot operations``;
+6. ``Failed to build time window: …`` (fatal), else ``Reboot schedule: <window>``;
+7. ``Reboot method: X``, then ``Reboot command: <the flag as given>`` or ``Reboot signal: N``, then
+   ``Failed to build rebooter: …`` (fatal) for an unknown method, an empty command, a command google/shlex
+   rejects or a signal below 1;
+8. ``Sentinel checker is (privileged) user provided command: X`` or ``… (unprivileged) testing for the
+   presence of: X``, then ``Failed to build reboot checker: …`` (fatal) for a command shlex rejects;
+9. the in-cluster configuration (not here: the CLI loads it through :mod:`pykured.kube`; outside a cluster
+   ``unable to load in-cluster configuration, KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be
+   defined``);
+10. :func:`lock_records`: ``Lock Annotation: <ns>/<ds>:<annotation>``, the lock TTL and release delay lines.
+
+:func:`settle` runs steps 2–8 on the values :func:`~pykured.config.reader.read_flags` produced and hands each
+line to a ``log(level, message)`` callback as it goes, raising :class:`~pykured.errors.ConfigError` where
+kured dies, so the CLI prints exactly kured's lines before the fatal one. :func:`parse` is the same without
+logging. pykured's own additions: a label without ``=`` is fatal at step 4 (kured panics when it applies it),
+a signal above 64 at step 7 (kured fails only at reboot time), ``Zincati marker file: X`` after ``Reboot
+method: zincati``, the checks of pykured's extension flags and pykured's warnings (ignored Slack settings,
+an empty alert filter or pod selector, ignored service-link variables and positional arguments) after step
+8, and ``Lock backend: lease`` at step 10 when the backend is not kured's annotation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from collections.abc import Callable, Mapping
 
-from pykured.config.settings import Config
+from pykured.config import checks
+from pykured.config.flags import FLAGS
+from pykured.config.reader import FlagValues, read_flags
+from pykured.config.settings import REBOOT_METHODS, Config, typed
+from pykured.errors import ConfigError
+from pykured.gocompat import goshlex
+from pykured.gocompat.goflags import GoValueError
+from pykured.window import TimeWindow
+
+Log = Callable[[int, str], None]
+"""Receives each start-up line as ``(logging level, message)``."""
+
+
+def _quiet(_level: int, _message: str) -> None:
+    return None
 
 
 def go_slice(items: tuple[str, ...] | list[str]) -> str:
@@ -21,40 +60,122 @@ def go_slice(items: tuple[str, ...] | list[str]) -> str:
     return "[" + " ".join(items) + "]"
 
 
-def startup_records(cfg: Config, version: str) -> list[tuple[int, str]]:
-    """``(logging level, message)`` pairs in kured's order, including the label-keys warning."""
-    records: list[tuple[int, str]] = [
-        (logging.INFO, f"Kubernetes Reboot Daemon: {version}"),
-        (logging.INFO, f"Node ID: {cfg.node_id}"),
-    ]
-    if sorted(cfg.pre_reboot_labels) != sorted(cfg.post_reboot_labels):
-        records.append(
-            (
-                logging.WARNING,
-                "pre-reboot-node-labels keys and post-reboot-node-labels keys do not match, "
-                "resulting in unexpected behaviour",
-            )
-        )
-    info = [
-        f"PreferNoSchedule taint: {cfg.prefer_no_schedule_taint}",
-        f"Blocking Pod Selectors: {go_slice(cfg.blocking_pod_selector)}",
-        f"Reboot period {cfg.period}",
-        f"Concurrency: {cfg.concurrency}",
-    ]
-    if cfg.annotate_nodes:
-        info.append("Will annotate nodes during kured reboot operations")
-    info += [f"Reboot schedule: {cfg.time_window}", f"Reboot method: {cfg.reboot_method}"]
+def _fatal(message: str) -> ConfigError:
+    return ConfigError(message, exit_code=1)
+
+
+def _label_keys(labels: tuple[str, ...]) -> list[str]:
+    return sorted(label.split("=")[0] for label in labels)
+
+
+def _rebooter(cfg: Config, log: Log) -> None:
+    """Step 7: kured's ``NewRebooter`` (and pykured's ``zincati`` method)."""
+    log(logging.INFO, f"Reboot method: {cfg.reboot_method}")
     if cfg.reboot_method == "command":
-        info.append(f"Reboot command: {go_slice(cfg.reboot_command_argv)}")
+        log(logging.INFO, f"Reboot command: {cfg.reboot_command}")
+        if not cfg.reboot_command:
+            raise _fatal("Failed to build rebooter: no reboot command specified")
+        try:
+            argv = goshlex.split(cfg.reboot_command)
+        except GoValueError as exc:
+            raise _fatal(
+                f"Failed to build rebooter: error {exc} when parsing reboot command {cfg.reboot_command}"
+            ) from exc
+        if not argv:  # kured would run nsenter without a command
+            raise _fatal("Failed to build rebooter: no reboot command specified")
     elif cfg.reboot_method == "signal":
-        info.append(f"Reboot signal: {cfg.reboot_signal}")
+        log(logging.INFO, f"Reboot signal: {cfg.reboot_signal}")
+        if not 1 <= cfg.reboot_signal <= 64:  # kured refuses only < 1 here, and fails above 64 at reboot time
+            raise _fatal(f"Failed to build rebooter: invalid signal: {cfg.reboot_signal}")
+    elif cfg.reboot_method in REBOOT_METHODS:
+        log(logging.INFO, f"Zincati marker file: {cfg.zincati_marker_file}")
     else:
-        info.append(f"Zincati marker file: {cfg.zincati_marker_file}")
+        raise _fatal(
+            f"Failed to build rebooter: invalid reboot-method configured {cfg.reboot_method}, "
+            "expected signal or command"
+        )
+
+
+def _checker(cfg: Config, log: Log) -> None:
+    """Step 8: kured's ``NewRebootChecker``."""
     if cfg.reboot_sentinel_command:
-        info.append(f"Sentinel checker is (privileged) user provided command: {cfg.reboot_sentinel_command}")
+        log(
+            logging.INFO,
+            f"Sentinel checker is (privileged) user provided command: {cfg.reboot_sentinel_command}",
+        )
+        try:
+            goshlex.split(cfg.reboot_sentinel_command)
+        except GoValueError as exc:
+            raise _fatal(
+                f"Failed to build reboot checker: error parsing provided sentinel command: {exc}"
+            ) from exc
     else:
-        info.append(f"Sentinel checker is (unprivileged) testing for the presence of: {cfg.reboot_sentinel}")
-    info.append(f"Lock Annotation: {cfg.ds_namespace}/{cfg.ds_name}:{cfg.lock_annotation}")
+        log(
+            logging.INFO,
+            f"Sentinel checker is (unprivileged) testing for the presence of: {cfg.reboot_sentinel}",
+        )
+
+
+def _extensions(cfg: Config) -> list[str]:
+    """pykured's own checks (fatal) and warnings, after kured's start-up checks."""
+    checks.check_choice(cfg.lock_backend, ("daemonset", "lease"), flag="lock-backend")
+    checks.check_choice(cfg.log_level, ("debug", "info", "warning", "error"), flag="log-level")
+    checks.check_choice(cfg.fleetlock_mode, ("node-local", "central"), flag="fleetlock-mode")
+    warnings = []
+    if cfg.slack_username != "kured" or cfg.slack_channel:
+        warnings.append("--slack-username and --slack-channel are ignored, as in kured")
+    if cfg.alert_filter_regexp == "":
+        warnings.append("--alert-filter-regexp is empty: it matches every alert name")
+    if "" in cfg.blocking_pod_selector:
+        warnings.append("an empty --blocking-pod-selector matches every pod on the node")
+    return warnings
+
+
+def settle(flags: FlagValues, env: Mapping[str, str], *, log: Log = _quiet) -> Config:
+    """Steps 2–8 of kured's ``main()`` on parsed flags: the validated :class:`Config`, its lines logged."""
+    cfg = Config(**{spec.field: typed(spec.kind, flags.values[spec.name]) for spec in FLAGS})
+    if not cfg.node_id and not cfg.dump_config:
+        raise _fatal("KURED_NODE_ID environment variable required")
+    log(logging.INFO, f"Node ID: {cfg.node_id}")
+    _url, notes = checks.resolve_notify_url(cfg.notify_url, cfg.slack_hook_url)
+    for note in notes:
+        log(logging.ERROR if note.startswith("slack-hook-url is not") else logging.WARNING, note)
+    if _label_keys(cfg.pre_reboot_node_labels) != _label_keys(cfg.post_reboot_node_labels):
+        log(
+            logging.WARNING,
+            "pre-reboot-node-labels keys and post-reboot-node-labels keys do not match, "
+            "resulting in unexpected behaviour",
+        )
+    cfg.pre_reboot_labels  # noqa: B018 - a label without "=" is fatal here
+    cfg.post_reboot_labels  # noqa: B018
+    log(logging.INFO, f"PreferNoSchedule taint: {cfg.prefer_no_schedule_taint}")
+    log(logging.INFO, f"Blocking Pod Selectors: {go_slice(cfg.blocking_pod_selector)}")
+    log(logging.INFO, f"Reboot period {cfg.period}")
+    log(logging.INFO, f"Concurrency: {cfg.concurrency}")
+    if cfg.annotate_nodes:
+        log(logging.INFO, "Will annotate nodes during kured reboot operations")
+    local = checks.local_zone(env) if cfg.time_zone == "Local" else None
+    try:
+        window = TimeWindow.parse(cfg.reboot_days, cfg.start_time, cfg.end_time, cfg.time_zone, local=local)
+    except GoValueError as exc:
+        raise _fatal(f"Failed to build time window: {exc}") from exc
+    if local is not None:
+        window = dataclasses.replace(window, location_name=checks.local_zone_name(env))
+    log(logging.INFO, f"Reboot schedule: {window}")
+    _rebooter(cfg, log)
+    _checker(cfg, log)
+    warnings = [*flags.warnings, *_extensions(cfg)]
+    return dataclasses.replace(cfg, time_window=window, warnings=tuple(warnings))
+
+
+def parse(argv: list[str], env: Mapping[str, str]) -> Config:
+    """Parse kured's command line and ``KURED_*`` environment into a validated :class:`Config`, silently."""
+    return settle(read_flags(argv, env), env)
+
+
+def lock_records(cfg: Config) -> list[tuple[int, str]]:
+    """Step 10: the lock lines kured logs once its Kubernetes client exists."""
+    info = [f"Lock Annotation: {cfg.ds_namespace}/{cfg.ds_name}:{cfg.lock_annotation}"]
     if cfg.lock_backend != "daemonset":
         info.append(f"Lock backend: {cfg.lock_backend}")
     if cfg.lock_ttl.ns > 0:
@@ -65,10 +186,20 @@ def startup_records(cfg: Config, version: str) -> list[tuple[int, str]]:
         info.append(f"Lock release delay set, lock release will be delayed by: {cfg.lock_release_delay}")
     else:
         info.append("Lock release delay not set, lock will be released immediately after rebooting")
-    records += [(logging.INFO, line) for line in info]
-    return records
+    return [(logging.INFO, line) for line in info]
+
+
+def startup_records(cfg: Config, version: str) -> list[tuple[int, str]]:
+    """Every start-up line of a valid configuration, in kured's order (as the CLI logs them in a cluster)."""
+    records: list[tuple[int, str]] = [(logging.INFO, f"Kubernetes Reboot Daemon: {version}")]
+    flags = FlagValues.defaults()
+    for spec in FLAGS:
+        value = getattr(cfg, spec.field)
+        flags.values[spec.name] = list(value) if isinstance(value, tuple) else value
+    settle(flags, {"TZ": ""}, log=lambda level, message: records.append((level, message)))
+    return records + lock_records(cfg)
 
 
 def startup_lines(cfg: Config, version: str) -> list[str]:
-    """The startup messages in kured's order (warnings included, without their level)."""
+    """The start-up messages in kured's order (warnings included, without their level)."""
     return [message for _, message in startup_records(cfg, version)]

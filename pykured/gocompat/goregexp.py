@@ -267,4 +267,9 @@ def compile_re2(pattern: str) -> re.Pattern[str]:
     try:
         return re.compile(translated)
     except re.error as exc:
-        raise _fail(str(exc)) from exc
+        message = str(exc)
+        if message.startswith("missing ), unterminated subpattern"):
+            message = f"missing closing ): `{pattern}`"
+        elif message.startswith("unbalanced parenthesis"):
+            message = f"unexpected ): `{pattern}`"
+        raise _fail(message) from exc

@@ -24,6 +24,10 @@ _LEVELS = {
     logging.ERROR: "error",
     logging.CRITICAL: "fatal",
 }
+_GO_JSON_ESCAPES = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+"""Go's ``encoding/json`` escapes these inside strings (logrus keeps HTML escaping on)."""
 _SAFE = re.compile(r"^[A-Za-z0-9\-._/@^+]+$")
 
 
@@ -33,8 +37,14 @@ def _logrus_value(value: object) -> str:
 
 
 def _timestamp(record: logging.LogRecord) -> str:
-    moment = datetime.datetime.fromtimestamp(record.created, tz=datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Go's ``time.RFC3339`` in the local zone (``TZ``), as logrus: ``Z`` for a zero offset."""
+    moment = datetime.datetime.fromtimestamp(record.created).astimezone()
+    offset = moment.utcoffset() or datetime.timedelta(0)
+    if not offset:
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    minutes = int(abs(offset).total_seconds()) // 60
+    sign = "-" if offset < datetime.timedelta(0) else "+"
+    return f"{moment.strftime('%Y-%m-%dT%H:%M:%S')}{sign}{minutes // 60:02d}:{minutes % 60:02d}"
 
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
@@ -68,7 +78,8 @@ class LogrusJSONFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         data: dict[str, Any] = _fields(record)
         data.update(level=_LEVELS.get(record.levelno, "info"), msg=_message(record), time=_timestamp(record))
-        return json.dumps(dict(sorted(data.items())), separators=(",", ":"), ensure_ascii=False, default=str)
+        text = json.dumps(dict(sorted(data.items())), separators=(",", ":"), ensure_ascii=False, default=str)
+        return text.translate(_GO_JSON_ESCAPES)
 
 
 def configure(log_format: str = "text", level: str = "info", stream: TextIO | None = None) -> None:

@@ -53,15 +53,23 @@ def test_resolve_notify_url(notify: str, slack: str, expected: str) -> None:
     [
         ("https://hooks.slack.com/services/A/B", "unexpected number of / in URL"),
         ("https://hooks.slack.com/services/A/B/C/D", "unexpected number of / in URL"),
-        ("https://hooks.slack.com/services/A/%zz/C", "invalid URL"),
+        ("https://hooks.slack.com/services/A/%zz/C",
+         'parse "https://hooks.slack.com/services/A/%zz/C": invalid URL escape "%zz"'),
+        ("https://hooks slack.com/services/A/B/C",
+         'parse "https://hooks slack.com/services/A/B/C": invalid character " " in host name'),
+        ("https://hooks.slack.com:x/services/A/B/C",
+         'parse "https://hooks.slack.com:x/services/A/B/C": invalid port ":x" after host'),
+        ("https://hooks.slack.com/services/A\x01/B/C",
+         'parse "https://hooks.slack.com/services/A\\x01/B/C": net/url: invalid control character in URL'),
     ],
-    ids=["too-few", "too-many", "bad-escape"],
-)
+    ids=["too-few", "too-many", "bad-escape", "host-character", "port", "control-character"],
+)  # fmt: skip
 def test_bad_slack_hook_gives_no_url_and_an_error(slack: str, error: str) -> None:
+    """kured's text (Go url.Parse's error), with the newline kured's Errorf format ends with."""
     url, warnings = resolve_notify_url("", slack)
     assert url == ""
     assert (
-        warnings[-1] == f"slack-hook-url is not properly formatted... no notification will be sent: {error}"
+        warnings[-1] == f"slack-hook-url is not properly formatted... no notification will be sent: {error}\n"
     )
 
 

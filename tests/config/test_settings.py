@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pykured.config import Config, parse
 from pykured.config import settings as config
 from pykured.config.flags import FLAGS, KURED_FLAGS, Kind
-from pykured.config.settings import Config, ConfigError, parse
+from pykured.config.reader import read_flags
+from pykured.config.startup import settle
+from pykured.errors import ConfigError
 from pykured.gocompat.goflags import Duration
 
 NODE = {"KURED_NODE_ID": "node-1"}
@@ -118,10 +122,10 @@ def test_every_flag_from_its_kured_env_var(spec: Any) -> None:
     _check_sample(parse([], env), spec.name, text, expected)
 
 
-def test_blocking_pod_selector_env_is_ignored_with_kureds_message() -> None:
+def test_blocking_pod_selector_env_is_ignored() -> None:
+    """kured prints ``Unsupported flag type for blocking-pod-selector`` (the reader's ``printed``)."""
     cfg = parse([], {**NODE, "KURED_BLOCKING_POD_SELECTOR": "app=db"})
     assert cfg.blocking_pod_selector == ()
-    assert "Unsupported flag type for blocking-pod-selector" in cfg.warnings
 
 
 @pytest.mark.parametrize(
@@ -160,15 +164,19 @@ def test_dump_config_works_without_node_id() -> None:
 
 
 VALIDATION_ERRORS = [
-    ("reboot-method", ["--reboot-method=kexec"], "invalid reboot-method configured kexec, expected signal or command"),
-    ("signal-zero", ["--reboot-method=signal", "--reboot-signal=0"], "invalid signal: 0"),
-    ("signal-too-big", ["--reboot-method=signal", "--reboot-signal=65"], "invalid signal: 65"),
-    ("empty-command", ["--reboot-command="], "no reboot command specified"),
-    ("blank-command", ["--reboot-command=  "], "no reboot command specified"),
+    ("reboot-method", ["--reboot-method=kexec"],
+     "Failed to build rebooter: invalid reboot-method configured kexec, expected signal or command"),
+    ("signal-zero", ["--reboot-method=signal", "--reboot-signal=0"], "Failed to build rebooter: invalid signal: 0"),
+    ("signal-too-big", ["--reboot-method=signal", "--reboot-signal=65"],
+     "Failed to build rebooter: invalid signal: 65"),
+    ("empty-command", ["--reboot-command="], "Failed to build rebooter: no reboot command specified"),
+    ("blank-command", ["--reboot-command=  "], "Failed to build rebooter: no reboot command specified"),
     ("command-quote", ["--reboot-command=sh -c 'reboot"],
-     "Error parsing provided --reboot-command command: EOF found when expecting closing quote"),
+     "Failed to build rebooter: error EOF found when expecting closing quote when parsing reboot command "
+     "sh -c 'reboot"),
     ("sentinel-command-quote", ["--reboot-sentinel-command=sh -c \"x"],
-     "Error parsing provided --reboot-sentinel-command command: EOF found when expecting closing quote"),
+     "Failed to build reboot checker: error parsing provided sentinel command: EOF found when expecting "
+     "closing quote"),
     ("pre-label", ["--pre-reboot-node-labels=nolabel"],
      "invalid label 'nolabel' in --pre-reboot-node-labels: expected key=value"),
     ("post-label", ["--post-reboot-node-labels=a=1,b"],
@@ -228,7 +236,7 @@ def test_local_time_zone_follows_tz_from_the_given_environment() -> None:
     import datetime
 
     assert cfg.time_window.contains(datetime.datetime(2026, 1, 6, 4, 45, tzinfo=datetime.UTC))
-    assert str(cfg.time_window).endswith(" Local")
+    assert str(cfg.time_window).endswith(" Asia/Kolkata")  # Go names its Local zone after TZ
 
 
 @pytest.mark.parametrize(
@@ -289,20 +297,30 @@ def test_effective_notify_url(notify: str, slack: str, expected: str) -> None:
     assert cfg.effective_notify_url == expected
 
 
-def test_notify_warnings() -> None:
-    both = parse(
-        ["--notify-url=slack://A/B/C", "--slack-hook-url=https://hooks.slack.com/services/A/B/C"], NODE
-    )
-    assert both.warnings == (
+def _logged(argv: list[str]) -> list[tuple[int, str]]:
+    lines: list[tuple[int, str]] = []
+    settle(read_flags(argv, NODE), NODE, log=lambda level, message: lines.append((level, message)))
+    return lines
+
+
+def test_notify_warnings_are_logged_after_the_node_id_as_kured() -> None:
+    both = _logged(["--notify-url=slack://A/B/C", "--slack-hook-url=https://hooks.slack.com/services/A/B/C"])
+    assert both[1] == (
+        logging.WARNING,
         "Cannot use both --notify-url (given: slack://A/REDACTED/REDACTED) and --slack-hook-url "
         "(given: https://hooks.slack.com/REDACTED/REDACTED/REDACTED/REDACTED) flags. Kured will only use "
         "--notify-url flag",
     )
-    slack = parse(["--slack-hook-url=https://hooks.slack.com/services/A/B/C"], NODE)
-    assert slack.warnings == ("Deprecated flag(s). Please use --notify-url flag instead.",)
-    bad = parse(["--slack-hook-url=https://hooks.slack.com/x"], NODE)
-    assert bad.warnings[-1] == (
-        "slack-hook-url is not properly formatted... no notification will be sent: unexpected number of / in URL"
+    slack = _logged(["--slack-hook-url=https://hooks.slack.com/services/A/B/C"])
+    assert slack[:2] == [
+        (logging.INFO, "Node ID: node-1"),
+        (logging.WARNING, "Deprecated flag(s). Please use --notify-url flag instead."),
+    ]
+    bad = _logged(["--slack-hook-url=https://hooks.slack.com/x"])
+    assert bad[2] == (
+        logging.ERROR,
+        "slack-hook-url is not properly formatted... no notification will be sent: unexpected number of / in "
+        "URL\n",
     )
 
 

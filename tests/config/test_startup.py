@@ -7,7 +7,9 @@ import logging
 import pytest
 
 from pykured.config import parse
-from pykured.config.startup import go_slice, startup_lines, startup_records
+from pykured.config.reader import read_flags
+from pykured.config.startup import go_slice, settle, startup_lines, startup_records
+from pykured.errors import ConfigError
 
 NODE = {"KURED_NODE_ID": "node-1"}
 
@@ -20,7 +22,7 @@ DEFAULT_LINES = [
     "Concurrency: 1",
     "Reboot schedule: SunMonTueWedThuFriSat between 00:00 and 23:59 UTC",
     "Reboot method: command",
-    "Reboot command: [/bin/systemctl reboot]",
+    "Reboot command: /bin/systemctl reboot",
     "Sentinel checker is (unprivileged) testing for the presence of: /var/run/reboot-required",
     "Lock Annotation: kube-system/kured:weave.works/kured-node-lock",
     "Lock TTL not set, lock will remain until being released",
@@ -110,3 +112,35 @@ def test_zincati_method_line() -> None:
 )
 def test_go_slice(items: tuple[str, ...], text: str) -> None:
     assert go_slice(items) == text
+
+
+def test_a_fatal_comes_after_the_lines_kured_logs_before_it() -> None:
+    """kured logs its settings up to the failing step, then one fatal line (here: the time window)."""
+    lines: list[tuple[int, str]] = []
+    flags = read_flags(
+        ["--time-zone=Mars/Olympus", "--slack-hook-url=https://hooks.slack.com/services/A/B/C"], NODE
+    )
+    with pytest.raises(ConfigError, match=r"^Failed to build time window: unknown time zone Mars/Olympus$"):
+        settle(flags, NODE, log=lambda level, message: lines.append((level, message)))
+    assert [message for _, message in lines] == [
+        "Node ID: node-1",
+        "Deprecated flag(s). Please use --notify-url flag instead.",
+        "PreferNoSchedule taint: ",
+        "Blocking Pod Selectors: []",
+        "Reboot period 1h0m0s",
+        "Concurrency: 1",
+    ]
+
+
+def test_the_reboot_command_line_comes_before_its_error() -> None:
+    lines: list[tuple[int, str]] = []
+    with pytest.raises(
+        ConfigError, match=r"^Failed to build rebooter: error EOF found after escape character"
+    ):
+        settle(
+            read_flags(["--reboot-command=reboot \\"], NODE), NODE, log=lambda _l, m: lines.append((_l, m))
+        )
+    assert lines[-2:] == [
+        (logging.INFO, "Reboot method: command"),
+        (logging.INFO, "Reboot command: reboot \\"),
+    ]

@@ -97,9 +97,16 @@ def test_refused_by_pykured_with_a_clear_message(pattern: str, fragment: str) ->
     assert fragment in str(err.value)
 
 
-def test_python_only_errors_are_wrapped() -> None:
-    with pytest.raises(GoValueError, match=r"^error parsing regexp: missing \), unterminated subpattern"):
-        compile_re2("(")
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [("(", "missing closing ): `(`"), ("x((a)", "missing closing ): `x((a)`"), ("a)", "unexpected ): `a)`")],
+    ids=["open", "nested-open", "close"],
+)
+def test_python_paren_errors_read_as_go_s(pattern: str, message: str) -> None:
+    """Python's ``re`` finds these; the text is Go's regexp/syntax error (checked against kured's binary)."""
+    with pytest.raises(GoValueError) as err:
+        compile_re2(pattern)
+    assert str(err.value) == f"error parsing regexp: {message}"
 
 
 @pytest.mark.parametrize(
