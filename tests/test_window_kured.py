@@ -33,6 +33,8 @@ import pytest
 from pykured.window import TimeWindow, parse_time_of_day
 from tests.kured_reference import artifact
 
+# building the oracle cold takes minutes
+pytestmark = pytest.mark.timeout(900)
 UTC = datetime.UTC
 ZONES = (
     "Europe/Berlin",

@@ -35,6 +35,8 @@ import pytest
 from pykured.config.flags import FLAGS, KURED_FLAGS
 from tests.kured_reference import artifact
 
+# running ~500 processes (and, cold, building kured) takes minutes on a loaded 2-core machine
+pytestmark = pytest.mark.timeout(1200)
 RUN_TIMEOUT_S = 30
 NODE = {"KURED_NODE_ID": "node-1"}
 
@@ -91,6 +93,7 @@ CASES: list[Case] = [
     c("positional-ignored", "extra", "args"),
     c("double-dash-ends-flags", "--", "--period=bad"),
     c("go-test-flag-ignored", "-test.v"),
+    c("removed-annotation-ttl", "--annotation-ttl=1h"),
     c("value-starting-with-dash", "--ds-name", "--kured"),
     c("flag-given-twice-last-wins", "--period=5m", "--period=7m"),
     c("first-error-wins", "--period=x", "--frobnicate"),
