@@ -132,3 +132,36 @@ def test_chart_configuration_key_documented(key: str) -> None:
     assert re.search(rf"configuration\.{re.escape(key)}(?!\w)", doc()), (
         f"chart value configuration.{key} has no row in {DOC.name}"
     )
+
+
+CHECKED_COLUMN = "checked against the kured 1.23.0 binary"
+CHECKED_VALUES = ("yes", "start-up: yes", "by reading", "n/a", "no")
+
+
+def _tables() -> list[list[str]]:
+    tables: list[list[str]] = []
+    current: list[str] = []
+    for line in doc().splitlines():
+        if line.startswith("|"):
+            current.append(line.rstrip())
+        elif current:
+            tables.append(current)
+            current = []
+    return [*tables, current] if current else tables
+
+
+def _last_cell(row: str) -> str:
+    return row.rstrip("|").rsplit("|", 1)[-1].strip()
+
+
+def test_every_table_says_what_was_checked_against_the_kured_binary() -> None:
+    """Each table's last column tells whether the row was run against kured 1.23.0's binary (the start-up
+    differential, tests/config/test_startup_kured.py; the window oracle, tests/test_window_kured.py) or
+    settled by reading kured's source."""
+    tables = _tables()
+    assert len(tables) > 20
+    for table in tables:
+        assert _last_cell(table[0]) == CHECKED_COLUMN, table[0]
+        assert set(_last_cell(table[1])) <= {"-", ":"}, table[1]
+        for row in table[2:]:
+            assert _last_cell(row).startswith(CHECKED_VALUES), row
