@@ -59,8 +59,8 @@ def _agent(args: list[str], env: Mapping[str, str]) -> int:
         logrus.configure(log_format_hint(args, env))
         logger.critical("%s", exc)  # a KURED_* value kured's LoadFromEnv rejects
         return exc.exit_code
-    for line in flags.printed:
-        print(line, flush=True)
+    for line in flags.printed:  # kured's fmt.Printf lines (stderr for --dump-config, whose stdout is JSON)
+        print(line, file=sys.stderr if flags.values["dump-config"] else sys.stdout, flush=True)
     if flags.values["dump-config"]:
         try:
             cfg = settle(flags, env)
