@@ -4,7 +4,9 @@
 manifests call ``/usr/bin/kured``. Subcommands, which kured does not have:
 
 * ``pykured lock status`` / ``pykured lock release NODE`` — see and fix the lock (kured #137's runbook);
-* ``pykured notify-test --notify-url URL [--message TEXT]`` — send one notification and print the outcome.
+* ``pykured notify-test --notify-url URL [--message TEXT]`` — send one notification and print the outcome;
+* ``pykured request-reboot NODE… --reason TEXT`` / ``pykured rollout`` / ``pykured status`` — reboot
+  requests bound to a boot, rollouts, and the fleet's reboot state (:mod:`pykured.requestcli`).
 
 Two environment hooks exist for tests and the demo (``pykured_dev``) only: ``PYKURED_NSENTER`` (a shim used
 instead of ``/usr/bin/nsenter``) and ``PYKURED_SIGNAL_PID`` (the pid the signal method targets instead of 1).
@@ -39,6 +41,11 @@ def main(argv: Sequence[str]) -> int:
         return _lock_command(args[1:])
     if args and args[0] == "notify-test":
         return _notify_test(args[1:])
+    if args and args[0] in ("request-reboot", "rollout", "status"):
+        from pykured import requestcli
+
+        command = {"request-reboot": requestcli.request_reboot_main, "rollout": requestcli.rollout_main}
+        return command.get(args[0], requestcli.status_main)(args[1:])
     try:
         cfg = parse(args, os.environ)
     except errors.ConfigError as exc:
