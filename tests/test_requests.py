@@ -9,6 +9,7 @@ import io
 import json
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 from pykured import agentstatus, rebootrequest, requestcli
 from pykured_dev.testenv.fleet import Fleet
+from pykured_dev.testenv.procs import free_port
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
@@ -185,8 +187,14 @@ def closed_window_args() -> tuple[str, ...]:
     return (f"--reboot-days={tomorrow}", "--time-zone=UTC")
 
 
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return str(response.read().decode())
+
+
 def test_a_request_in_a_closed_window_waits_for_it(k8s: TestEnv, make_fleet: MakeFleet) -> None:
-    fleet, _ns, (node,) = make_fleet(args=closed_window_args())
+    port = free_port()
+    fleet, _ns, (node,) = make_fleet(args=(*closed_window_args(), f"--metrics-port={port}"))
     assert request(k8s, node, "--reason", "cve fix")[0] == 0
 
     def waiting() -> bool:
@@ -196,6 +204,10 @@ def test_a_request_in_a_closed_window_waits_for_it(k8s: TestEnv, make_fleet: Mak
     assert fleet.wait_for(waiting, timeout=20), fleet.log_text(node)
     time.sleep(3)
     assert fleet.slots[node].reboots == 0 and REQ in annotations(k8s, node)
+    metrics = scrape(port)
+    assert f'kured_reboot_required{{node="{node}"}} 1.0' in metrics
+    assert 'pykured_reboot_request_info{reason="cve fix",rollout=""} 1.0' in metrics
+    assert "pykured_reboot_request_pending 1.0" in metrics
     # The window opens (the operator widens it): the same request is then carried out, once.
     fleet.args = [a for a in fleet.args if not a.startswith(("--reboot-days", "--time-zone"))]
     fleet.restart(node)
