@@ -335,14 +335,18 @@ def test_clear_errors_for_a_missing_node_and_a_node_without_boot_id(k8s: TestEnv
     assert usage.value.code == 2
 
 
-def test_inside_the_agents_pod_the_node_comes_from_kured_node_id(
+def test_inside_the_agents_pod_the_node_comes_from_kured_node_id_with_kureds_rbac(
     k8s: TestEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (node,) = k8s.add_nodes(k8s.unique("node"))
+    ns = k8s.new_namespace("kured")
+    k8s.apply_rbac_kured(ns)  # the agent's own RBAC: get/patch on nodes, no list
+    user, groups = k8s.kured_identity(ns)
     monkeypatch.setenv("KURED_NODE_ID", node)
-    code, out, _ = request(k8s, "--reason", "from the pod")
-    assert code == 0 and node in out
-    assert rebootrequest.parse_request(annotations(k8s, node)[REQ]).reason == "from the pod"
+    code, out, err = request(k8s, "--reason", "from the pod", kubeconfig=k8s.kubeconfig_for(user, groups))
+    assert code == 0 and node in out, err
+    stored = rebootrequest.parse_request(annotations(k8s, node)[REQ])
+    assert stored.reason == "from the pod" and stored.requested_by == user
 
 
 # -- a rollout ----------------------------------------------------------------------------------------------
