@@ -11,8 +11,6 @@ from pykured.nodeinfo import NodeView
 NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
 
 
-
-
 def status(**kw: Any) -> str:
     fields: dict[str, Any] = {
         "version": "0.1.0",
