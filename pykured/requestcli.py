@@ -213,6 +213,7 @@ def status_main(
     parser = argparse.ArgumentParser(
         prog=prog, description="The fleet's reboot state, read from the API server."
     )
+    parser.add_argument("nodes", nargs="*", metavar="NODE", help="only these (get, not list: kured's RBAC)")
     parser.add_argument("--selector", "-l", default="")
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
     parser.add_argument("--watch", "-w", action="store_true", help="refresh every --interval seconds")
@@ -230,7 +231,10 @@ def status_main(
     def body() -> int:
         kube = _kube(opts.kubeconfig)
         while True:
-            views = requester.all_nodes(kube, opts.selector)
+            if opts.nodes:
+                views = requester.nodes(kube, names=opts.nodes)
+            else:
+                views = requester.all_nodes(kube, opts.selector)
             locks = requester.lock_holders(
                 kube,
                 namespace=opts.ds_namespace,

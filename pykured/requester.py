@@ -217,7 +217,9 @@ def all_nodes(kube: Kube, selector: str = "") -> list[NodeView]:
     try:
         items = kube.list_nodes(label_selector=selector or None).get("items", [])
     except errors.ForbiddenError as exc:
-        raise RequestError(f"forbidden: {_message(exc)} (pykured status needs list on nodes)") from None
+        raise RequestError(
+            f"forbidden: {_message(exc)} (list on nodes is needed, or name the nodes: pykured status NODE...)"
+        ) from None
     except errors.KubeError as exc:
         raise RequestError(f"cannot list nodes: {exc}") from None
     return [NodeView.from_obj(item) for item in items]

@@ -183,10 +183,16 @@ def test_status_with_the_requester_role_says_what_it_cannot_read(
     check_golden("status_table_requester.txt", realign(normalise(out, fleet_states["names"], k8s)))
 
 
-def test_status_with_kureds_agent_rbac_is_one_clear_error(k8s: TestEnv) -> None:
-    ns = k8s.new_namespace("kured")
-    k8s.apply_rbac_kured(ns)
-    code, out, err = status(k8s, k8s.kubeconfig_for(*k8s.kured_identity(ns)))
+def test_status_with_kureds_agent_rbac_reads_what_it_may_and_says_what_it_cannot(
+    k8s: TestEnv, fleet_states: dict[str, Any]
+) -> None:
+    ns = fleet_states["ns"]
+    k8s.apply_rbac_kured(ns)  # get/patch nodes (no list), get daemonsets, no leases
+    config = k8s.kubeconfig_for(*k8s.kured_identity(ns))
+    code, out, err = status(k8s, config, f"--ds-namespace={ns}")
     assert code == 1 and out == ""
     assert "Traceback" not in err and err.count("\n") == 1
-    assert "forbidden" in err and "needs list on nodes" in err
+    assert "forbidden" in err and "name the nodes: pykured status NODE..." in err
+    code, out, err = status(k8s, config, *fleet_states["names"], f"--ds-namespace={ns}")
+    assert code == 0, err
+    check_golden("status_table_kured_rbac.txt", realign(normalise(out, fleet_states["names"], k8s)))
