@@ -21,7 +21,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from pykured import __version__, errors
@@ -37,15 +37,9 @@ logger = logging.getLogger("pykured")
 def main(argv: Sequence[str]) -> int:
     """Dispatch; returns the exit code."""
     args = list(argv)
-    if args and args[0] == "lock":
-        return _lock_command(args[1:])
-    if args and args[0] == "notify-test":
-        return _notify_test(args[1:])
-    if args and args[0] in ("request-reboot", "rollout", "status"):
-        from pykured import requestcli
-
-        command = {"request-reboot": requestcli.request_reboot_main, "rollout": requestcli.rollout_main}
-        return command.get(args[0], requestcli.status_main)(args[1:])
+    subcommand = _SUBCOMMANDS.get(args[0]) if args else None
+    if subcommand is not None:
+        return subcommand(args[1:])
     try:
         cfg = parse(args, os.environ)
     except errors.ConfigError as exc:
@@ -61,6 +55,13 @@ def main(argv: Sequence[str]) -> int:
         return 0
     logrus.configure(cfg.log_format, cfg.log_level)
     return run_agent(cfg)
+
+
+def _request_command(argv: list[str], name: str) -> int:
+    from pykured import requestcli
+
+    commands = {"request-reboot": requestcli.request_reboot_main, "rollout": requestcli.rollout_main}
+    return commands.get(name, requestcli.status_main)(argv)
 
 
 def _startup(cfg: Config) -> None:
@@ -148,3 +149,13 @@ def _notify_test(argv: list[str]) -> int:
     from pykured.notify import notify_test
 
     return notify_test(opts.notify_url, opts.message, out=sys.stdout)
+
+
+_SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "lock": _lock_command,
+    "notify-test": _notify_test,
+    "request-reboot": lambda argv: _request_command(argv, "request-reboot"),
+    "rollout": lambda argv: _request_command(argv, "rollout"),
+    "status": lambda argv: _request_command(argv, "status"),
+}
+"""pykured's subcommands (kured has none); anything else is the agent's flags."""

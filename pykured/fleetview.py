@@ -96,7 +96,8 @@ def _cordoned(view: NodeView) -> str:
     return "yes (not by pykured)"
 
 
-def _step(view: NodeView, status: agentstatus.AgentStatus | None, holding: bool) -> str:
+def _memory_step(view: NodeView, holding: bool) -> str:
+    """The step pykured's cycle memory on the Node shows ("" when the node is not in a cycle)."""
     if FLEETLOCK_ID_ANNOTATION in view.annotations:
         return "fleetlock (zincati)"
     if view.release_after is not None:
@@ -105,15 +106,21 @@ def _step(view: NodeView, status: agentstatus.AgentStatus | None, holding: bool)
         return "rebooting" if view.boot_id == view.reboot_boot_id else "rebooted, uncordoning"
     if view.unschedulable_before is not None:
         return "draining" if view.unschedulable else "holding lock"
-    if holding:
-        return "holding lock"
-    if status is None:
-        return "no agent status"
-    if status.step == "acquire":
-        return "waiting for lock" if status.lock_holders else "acquiring lock"
-    if status.step == "wait":
-        return "waiting" if status.needs_reboot else "idle"
-    return status.step or "-"
+    return "holding lock" if holding else ""
+
+
+_AGENT_STEPS = {"acquire": ("acquiring lock", "waiting for lock"), "wait": ("idle", "waiting")}
+
+
+def _step(view: NodeView, status: agentstatus.AgentStatus | None, holding: bool) -> str:
+    memory = _memory_step(view, holding)
+    if memory or status is None:
+        return memory or "no agent status"
+    names = _AGENT_STEPS.get(status.step)
+    if names is None:
+        return status.step or "-"
+    flag = bool(status.lock_holders) if status.step == "acquire" else status.needs_reboot
+    return names[flag]
 
 
 def node_row(view: NodeView, *, holders: Sequence[str] = (), now: datetime.datetime) -> Row:

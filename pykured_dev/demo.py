@@ -108,14 +108,7 @@ def main(argv: list[str], *, out: TextIO | None = None) -> int:
             reboots = {n: fleet.slots[n].reboots for n in nodes}
             final = {n["metadata"]["name"]: n for n in cluster.kube().list_nodes()["items"]}
             cordoned = [n for n in nodes if final[n]["spec"].get("unschedulable")]
-            if rollout_id:
-                from pykured import requester, rollout
-
-                done = rollout.progress(requester.all_nodes(cluster.kube()), rollout_id)
-                ok_rollout = done.complete and len(done.nodes) == len(nodes)
-                print(rollout.render(done), end="", file=stream)
-            else:
-                ok_rollout = True
+            ok_rollout = _rollout_done(cluster, rollout_id, len(nodes), stream) if rollout_id else True
         ok = all(r == 1 for r in reboots.values()) and not cordoned and most_down <= opts.concurrency
         ok = ok and ok_rollout
         print("", file=stream)
@@ -151,3 +144,12 @@ def _start_rollout(cluster: Cluster) -> str:
         kube, views, reason="demo rollout", requested_by=who, now=now, rollout_id=rollout_id
     )
     return rollout_id
+
+
+def _rollout_done(cluster: Cluster, rollout_id: str, count: int, stream: TextIO) -> bool:
+    """Print ``pykured rollout status``; whether all ``count`` nodes of the rollout have a new bootID."""
+    from pykured import requester, rollout
+
+    done = rollout.progress(requester.all_nodes(cluster.kube()), rollout_id)
+    print(rollout.render(done), end="", file=stream)
+    return done.complete and len(done.nodes) == count

@@ -3,7 +3,8 @@ metric, every node annotation and every ``configuration.*`` value of kured's Hel
 
 The lists come from the code (``pykured.config.flags``, ``pykured.metrics``, ``pykured.nodeinfo``,
 ``pykured.rebootrequest``, ``pykured.agentstatus``), so a new flag, metric or annotation without a row fails
-here. The chart keys are kured's Helm chart 6.1.0 ``values.yaml``. Each case is one parametrized test whose id names the missing item.
+here. The chart keys are kured's Helm chart 6.1.0 ``values.yaml``. Each case is one parametrized test whose id
+names the missing item.
 """
 
 from __future__ import annotations

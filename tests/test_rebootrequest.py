@@ -70,7 +70,7 @@ def test_make_request_refuses_a_node_without_boot_id() -> None:
         req(boot_id="")
 
 
-def annotations(r: rr.RebootRequest) -> dict[str, str]:
+def request_annotations(r: rr.RebootRequest) -> dict[str, str]:
     return {rr.REQUEST_ANNOTATION: rr.format_request(r), "other": "x"}
 
 
@@ -80,21 +80,21 @@ def test_classify_none() -> None:
 
 
 def test_classify_pending_for_the_current_boot() -> None:
-    result = rr.classify(annotations(req()), "boot-a", now=NOW + datetime.timedelta(minutes=5))
+    result = rr.classify(request_annotations(req()), "boot-a", now=NOW + datetime.timedelta(minutes=5))
     assert result.state is rr.RequestState.PENDING and result.pending and not result.cleanup
     assert result.request is not None and result.request.reason == "kernel 6.12"
     assert "5m ago by alice" in result.why
 
 
 def test_classify_satisfied_when_the_node_left_the_requested_boot() -> None:
-    result = rr.classify(annotations(req()), "boot-b", previous_boot_ids=("boot-a",), now=NOW)
+    result = rr.classify(request_annotations(req()), "boot-b", previous_boot_ids=("boot-a",), now=NOW)
     assert result.state is rr.RequestState.SATISFIED and result.cleanup and not result.pending
     assert "boot-a -> boot-b" in result.why
 
 
 def test_classify_stale_for_an_unknown_boot() -> None:
     result = rr.classify(
-        annotations(req(boot_id="boot-old")), "boot-b", previous_boot_ids=("boot-a",), now=NOW
+        request_annotations(req(boot_id="boot-old")), "boot-b", previous_boot_ids=("boot-a",), now=NOW
     )
     assert result.state is rr.RequestState.STALE and result.cleanup and not result.pending
     assert "boot-old" in result.why and "boot-b" in result.why
@@ -107,13 +107,13 @@ def test_classify_invalid_is_cleaned_and_never_acted_on() -> None:
 
 
 def test_classify_unbound_when_the_node_reports_no_boot_id() -> None:
-    result = rr.classify(annotations(req()), "", now=NOW)
+    result = rr.classify(request_annotations(req()), "", now=NOW)
     assert result.state is rr.RequestState.UNBOUND and not result.cleanup and not result.pending
 
 
 @given(current=st.text(max_size=8), asked=st.text(min_size=1, max_size=8), prev=st.lists(st.text(max_size=8)))
 def test_only_the_current_boot_is_ever_pending(current: str, asked: str, prev: list[str]) -> None:
-    result = rr.classify(annotations(req(boot_id=asked)), current, previous_boot_ids=prev, now=NOW)
+    result = rr.classify(request_annotations(req(boot_id=asked)), current, previous_boot_ids=prev, now=NOW)
     assert result.pending == (bool(current) and asked == current)
 
 

@@ -8,7 +8,6 @@ import datetime
 import io
 import json
 import threading
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -61,7 +60,17 @@ def make_fleet(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeFleet]:
         fleet.close()
 
 
-def annotations(k8s: TestEnv, node: str) -> dict[str, str]:
+def since_last_start(fleet: Fleet, node: str) -> str:
+    """The agent's log since its latest start."""
+    return fleet.log_text(node).split("Kubernetes Reboot Daemon")[-1]
+
+
+def decided_no_reboot(fleet: Fleet, node: str) -> Callable[[], bool]:
+    """The latest agent's own decision, logged: nothing to do (the signal to check that nothing happened)."""
+    return lambda: "Reboot not required" in since_last_start(fleet, node)
+
+
+def node_annotations(k8s: TestEnv, node: str) -> dict[str, str]:
     return dict(k8s.kube().get_node(node)["metadata"].get("annotations", {}))
 
 
@@ -127,16 +136,16 @@ def test_a_request_leads_to_exactly_one_reboot_and_is_then_gone(
     code, out, err = request(k8s, node, "--reason", "kernel 6.12")
     assert code == 0 and err == "", err
     assert f"{node}: reboot requested for bootID {boot}: kernel 6.12" in out
-    stored = rebootrequest.parse_request(annotations(k8s, node)[REQ])
+    stored = rebootrequest.parse_request(node_annotations(k8s, node)[REQ])
     assert (
         stored.boot_id == boot and stored.reason == "kernel 6.12" and stored.requested_by == "pykured-admin"
     )
     code, out, _ = request(k8s, node, "--reason", "kernel 6.12")  # idempotent
     assert code == 0 and "already requested" in out
     assert fleet.wait_for(done_and_settled(k8s, fleet, node), timeout=60), fleet.log_text(node)
-    time.sleep(5)  # more than two periods: no second reboot
+    assert fleet.wait_for(decided_no_reboot(fleet, node), timeout=30), fleet.log_text(node)  # no second one
     assert fleet.slots[node].reboots == 1 and fleet.requests(node) == 1
-    ann = annotations(k8s, node)
+    ann = node_annotations(k8s, node)
     assert REQ not in ann
     record = rebootrequest.parse_satisfied(ann[DONE])
     assert record.request.boot_id == boot and record.new_boot_id == k8s.boot_id(node) != boot
@@ -153,7 +162,8 @@ def test_a_request_leads_to_exactly_one_reboot_and_is_then_gone(
 
 
 def lock_value(k8s: TestEnv, ns: str) -> str | None:
-    return k8s.kube().get_daemonset(ns, "kured")["metadata"].get("annotations", {}).get(LOCK)
+    value = k8s.kube().get_daemonset(ns, "kured")["metadata"].get("annotations", {}).get(LOCK)
+    return str(value) if value is not None else None
 
 
 def put_request(k8s: TestEnv, node: str, *, boot_id: str, reason: str = "old") -> str:
@@ -167,18 +177,19 @@ def put_request(k8s: TestEnv, node: str, *, boot_id: str, reason: str = "old") -
 def test_a_request_for_an_old_boot_is_ignored_and_cleaned(k8s: TestEnv, make_fleet: MakeFleet) -> None:
     fleet, _ns, (node,) = make_fleet()
     put_request(k8s, node, boot_id="a-boot-this-node-never-had")
-    assert fleet.wait_for(lambda: REQ not in annotations(k8s, node), timeout=20), fleet.log_text(node)
-    time.sleep(3)
+    assert fleet.wait_for(lambda: REQ not in node_annotations(k8s, node), timeout=20), fleet.log_text(node)
+    # The pass that removed it classified it first: it never counted as a reason to reboot.
+    assert fleet.wait_for(lambda: "Ignoring and removing" in fleet.log_text(node), timeout=10)
     assert fleet.slots[node].reboots == 0 and fleet.requests(node) == 0
     assert "Ignoring and removing the reboot request" in fleet.log_text(node)
-    assert DONE not in annotations(k8s, node)
+    assert DONE not in node_annotations(k8s, node)
     assert any(e["reason"] == "RebootRequestStale" for e in events(k8s, node))
 
 
 def test_an_unreadable_request_is_ignored_and_cleaned(k8s: TestEnv, make_fleet: MakeFleet) -> None:
     fleet, _ns, (node,) = make_fleet()
     k8s.kube().patch_node(node, {"metadata": {"annotations": {REQ: "please reboot"}}})
-    assert fleet.wait_for(lambda: REQ not in annotations(k8s, node), timeout=20), fleet.log_text(node)
+    assert fleet.wait_for(lambda: REQ not in node_annotations(k8s, node), timeout=20), fleet.log_text(node)
     assert fleet.slots[node].reboots == 0
 
 
@@ -198,12 +209,11 @@ def test_a_request_in_a_closed_window_waits_for_it(k8s: TestEnv, make_fleet: Mak
     assert request(k8s, node, "--reason", "cve fix")[0] == 0
 
     def waiting() -> bool:
-        status = agentstatus.decode(annotations(k8s, node).get(agentstatus.STATUS_ANNOTATION))
+        status = agentstatus.decode(node_annotations(k8s, node).get(agentstatus.STATUS_ANNOTATION))
         return status is not None and status.request == "cve fix" and status.window_opens is not None
 
-    assert fleet.wait_for(waiting, timeout=20), fleet.log_text(node)
-    time.sleep(3)
-    assert fleet.slots[node].reboots == 0 and REQ in annotations(k8s, node)
+    assert fleet.wait_for(waiting, timeout=20), fleet.log_text(node)  # published after its decision
+    assert fleet.slots[node].reboots == 0 and REQ in node_annotations(k8s, node)
     metrics = scrape(port)
     assert f'kured_reboot_required{{node="{node}"}} 1.0' in metrics
     assert 'pykured_reboot_request_info{reason="cve fix",rollout=""} 1.0' in metrics
@@ -224,13 +234,14 @@ def test_cancel_before_the_lock_is_taken(k8s: TestEnv, make_fleet: MakeFleet) ->
     assert fleet.wait_for(lambda: "Lock already held: manual" in fleet.log_text(node), timeout=20)
     code, out, _ = request(k8s, node, "--cancel")
     assert code == 0 and f"{node}: request withdrawn" in out
-    assert REQ not in annotations(k8s, node)
+    assert REQ not in node_annotations(k8s, node)
     code, out, _ = request(k8s, node, "--cancel")
     assert code == 0 and f"{node}: no request" in out
     k8s.kube().request("PATCH", f"/apis/apps/v1/namespaces/{ns}/daemonsets/kured",
                        body={"metadata": {"annotations": {LOCK: None}}},
                        content_type="application/merge-patch+json")  # fmt: skip
-    time.sleep(5)
+    after_cancel = lambda: "Reboot not required" in fleet.log_text(node).split("Lock already held")[-1]  # noqa: E731
+    assert fleet.wait_for(after_cancel, timeout=30), fleet.log_text(node)  # the agent's decision, logged
     assert fleet.slots[node].reboots == 0 and fleet.requests(node) == 0
     assert lock_value(k8s, ns) is None, "the node never took the lock"
     assert not k8s.kube().get_node(node)["spec"].get("unschedulable")
@@ -247,7 +258,7 @@ def test_agent_restarted_at_each_step_of_a_requested_cycle(
     assert request(k8s, node, "--reason", f"restart at {step}")[0] == 0
     if step == "requested":
         fleet.start(node)
-        time.sleep(0.5)
+        assert fleet.wait_for(lambda: "Reboot requested for node" in fleet.log_text(node), timeout=20)
         fleet.restart(node)
     elif step == "locked":
         assert fleet.wait_for(lambda: node in (lock_value(k8s, ns) or ""), timeout=20), fleet.log_text(node)
@@ -255,16 +266,16 @@ def test_agent_restarted_at_each_step_of_a_requested_cycle(
     elif step == "rebooting":
         assert fleet.wait_for(lambda: fleet.requests(node) == 1, timeout=20), fleet.log_text(node)
         fleet.restart(node)
-        time.sleep(1)
+        assert fleet.wait_for(lambda: "Waiting for reboot" in since_last_start(fleet, node), timeout=20)
         fleet.paused.discard(node)
     else:
-        assert fleet.wait_for(lambda: "pykured.dev/release-after" in annotations(k8s, node), timeout=30)
+        assert fleet.wait_for(lambda: "pykured.dev/release-after" in node_annotations(k8s, node), timeout=30)
         fleet.restart(node)
     assert fleet.wait_for(done_and_settled(k8s, fleet, node), timeout=60), fleet.log_text(node)
-    assert fleet.wait_for(lambda: lock_value(k8s, ns) is None or node not in lock_value(k8s, ns), timeout=20)
-    time.sleep(4)
+    assert fleet.wait_for(lambda: node not in (lock_value(k8s, ns) or ""), timeout=20)
+    assert fleet.wait_for(decided_no_reboot(fleet, node), timeout=30), fleet.log_text(node)
     assert fleet.slots[node].reboots == 1, fleet.log_text(node)
-    assert REQ not in annotations(k8s, node)
+    assert REQ not in node_annotations(k8s, node)
 
 
 def test_zincati_hand_off(k8s: TestEnv, make_fleet: MakeFleet) -> None:
@@ -272,10 +283,10 @@ def test_zincati_hand_off(k8s: TestEnv, make_fleet: MakeFleet) -> None:
     boot = k8s.boot_id(node)
     assert request(k8s, node, "--reason", "staged deployment")[0] == 0
     assert fleet.wait_for(done_and_settled(k8s, fleet, node), timeout=60), fleet.log_text(node)
-    time.sleep(3)
+    assert fleet.wait_for(decided_no_reboot(fleet, node), timeout=30), fleet.log_text(node)
     assert fleet.slots[node].reboots == 1
     assert not fleet.slots[node].marker.exists(), "the hand-off marker is removed after the reboot"
-    done = rebootrequest.parse_satisfied(annotations(k8s, node)[DONE])
+    done = rebootrequest.parse_satisfied(node_annotations(k8s, node)[DONE])
     assert done.request.boot_id == boot and done.new_boot_id != boot
 
 
@@ -307,7 +318,7 @@ def test_a_requester_without_nodes_patch_gets_a_clear_error_and_nothing_changes(
     pool = k8s.unique("pool")
     nodes = k8s.add_nodes(k8s.unique("node"), k8s.unique("node"), labels={"pool": pool})
     assert request(k8s, nodes[0], "--reason", "by an admin")[0] == 0
-    before = {n: annotations(k8s, n) for n in nodes}
+    before = {n: node_annotations(k8s, n) for n in nodes}
     config = requester_kubeconfig(k8s, verbs=["get", "list"])
     attempts = (
         [nodes[1], "--reason", "x"],
@@ -319,7 +330,7 @@ def test_a_requester_without_nodes_patch_gets_a_clear_error_and_nothing_changes(
         assert code == 1 and out == ""
         line = one_clear_line(err)
         assert "forbidden" in line and "may not patch nodes" in line and "nothing was changed" in line
-    assert {n: annotations(k8s, n) for n in nodes} == before
+    assert {n: node_annotations(k8s, n) for n in nodes} == before
 
 
 def test_clear_errors_for_a_missing_node_and_a_node_without_boot_id(k8s: TestEnv) -> None:
@@ -329,7 +340,7 @@ def test_clear_errors_for_a_missing_node_and_a_node_without_boot_id(k8s: TestEnv
     k8s.kube().patch_node_status(node, {"status": {"nodeInfo": {"bootID": ""}}})
     code, _out, err = request(k8s, node, "--reason", "x")
     assert code == 1 and "report no status.nodeInfo.bootID" in one_clear_line(err)
-    assert REQ not in annotations(k8s, node)
+    assert REQ not in node_annotations(k8s, node)
     with pytest.raises(SystemExit) as usage:  # neither NODE, --selector nor --all: a usage error, exit 2
         run(requestcli.request_reboot_main, "--reason", "x")
     assert usage.value.code == 2
@@ -345,7 +356,7 @@ def test_inside_the_agents_pod_the_node_comes_from_kured_node_id_with_kureds_rba
     monkeypatch.setenv("KURED_NODE_ID", node)
     code, out, err = request(k8s, "--reason", "from the pod", kubeconfig=k8s.kubeconfig_for(user, groups))
     assert code == 0 and node in out, err
-    stored = rebootrequest.parse_request(annotations(k8s, node)[REQ])
+    stored = rebootrequest.parse_request(node_annotations(k8s, node)[REQ])
     assert stored.reason == "from the pod" and stored.requested_by == user
 
 

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
-from pykured import agentstatus, requestcli
-from pykured.testenv.fleet import Fleet
+from pykured import agentstatus, requestcli, requester
+from pykured.kube import Kube
+from pykured_dev.testenv.fleet import Fleet
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
@@ -27,6 +28,15 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = "weave.works/kured-node-lock"
 NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def check_golden(name: str, text: str) -> None:
@@ -170,8 +180,10 @@ def requester_kubeconfig(k8s: TestEnv) -> str:
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
     })  # fmt: skip
-    time.sleep(0.5)
-    return k8s.kubeconfig_for(user)
+    config = k8s.kubeconfig_for(user)
+    client = Kube.from_kubeconfig(config)
+    assert wait_until(lambda: requester.may_patch(client, "any") is True), "the binding never took effect"
+    return config
 
 
 def test_status_with_the_requester_role_says_what_it_cannot_read(
