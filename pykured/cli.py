@@ -4,7 +4,9 @@
 manifests call ``/usr/bin/kured``. Subcommands, which kured does not have:
 
 * ``pykured lock status`` / ``pykured lock release NODE`` — see and fix the lock (kured #137's runbook);
-* ``pykured notify-test --notify-url URL [--message TEXT]`` — send one notification and print the outcome.
+* ``pykured notify-test --notify-url URL [--message TEXT]`` — send one notification and print the outcome;
+* ``pykured request-reboot NODE… --reason TEXT`` / ``pykured rollout`` / ``pykured status`` — reboot
+  requests bound to a boot, rollouts, and the fleet's reboot state (:mod:`pykured.requestcli`).
 
 Two environment hooks exist for tests and the demo (``pykured_dev``) only: ``PYKURED_NSENTER`` (a shim used
 instead of ``/usr/bin/nsenter``) and ``PYKURED_SIGNAL_PID`` (the pid the signal method targets instead of 1).
@@ -19,7 +21,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pykured import __version__, errors
@@ -37,10 +39,9 @@ logger = logging.getLogger("pykured")
 def main(argv: Sequence[str]) -> int:
     """Dispatch; returns the exit code."""
     args = list(argv)
-    if args and args[0] == "lock":
-        return _lock_command(args[1:])
-    if args and args[0] == "notify-test":
-        return _notify_test(args[1:])
+    subcommand = _SUBCOMMANDS.get(args[0]) if args else None
+    if subcommand is not None:
+        return subcommand(args[1:])
     return _agent(args, os.environ)
 
 
@@ -81,6 +82,13 @@ def _agent(args: list[str], env: Mapping[str, str]) -> int:
     for warning in cfg.warnings:
         logger.warning("%s", warning)
     return run_agent(cfg)
+
+
+def _request_command(argv: list[str], name: str) -> int:
+    from pykured import requestcli
+
+    commands = {"request-reboot": requestcli.request_reboot_main, "rollout": requestcli.rollout_main}
+    return commands.get(name, requestcli.status_main)(argv)
 
 
 def run_agent(cfg: Config) -> int:
@@ -165,3 +173,13 @@ def _notify_test(argv: list[str]) -> int:
     from pykured.notify import notify_test
 
     return notify_test(opts.notify_url, opts.message, out=sys.stdout)
+
+
+_SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "lock": _lock_command,
+    "notify-test": _notify_test,
+    "request-reboot": lambda argv: _request_command(argv, "request-reboot"),
+    "rollout": lambda argv: _request_command(argv, "rollout"),
+    "status": lambda argv: _request_command(argv, "status"),
+}
+"""pykured's subcommands (kured has none); anything else is the agent's flags."""

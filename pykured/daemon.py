@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from pykured import errors
+from pykured import __version__, errors
 from pykured.blockers import Blocker, first_block
 from pykured.decide import Action, NodeMemory, Observation, Policy, Step, decide, needs_blockers
 from pykured.drain import Drainer
@@ -29,6 +29,7 @@ from pykured.node import NodeBook
 from pykured.nodeinfo import FLEETLOCK_ID_ANNOTATION, NodeView, format_rfc3339, parse_rfc3339
 from pykured.notify import Notifier
 from pykured.reboot import Rebooter
+from pykured.requestkeeper import RequestKeeper
 from pykured.sentinel import Sentinel
 from pykured.taints import PreferNoScheduleTaint
 from pykured.window import TimeWindow
@@ -101,6 +102,17 @@ class Daemon:
         self._retry_at: datetime.datetime | None = None
         self._entry_unschedulable: bool | None = None
         self.passes = 0
+        self.requests = RequestKeeper(
+            parts.kube,
+            node=settings.node,
+            version=__version__,
+            events=parts.events,
+            notifier=parts.notifier,
+            metrics=parts.metrics,
+        )
+        """Reboot requests bound to a boot, and the status published on the Node (pykured.requestkeeper)."""
+        self._sentinel = False
+        self._lock_holders: tuple[str, ...] = ()
 
     # -- the loop ----------------------------------------------------------------------------------------
 
@@ -133,12 +145,15 @@ class Daemon:
     def _metric_loop(self) -> None:
         """kured refreshes ``kured_reboot_required`` every minute, whatever the loop is doing."""
         while not self.stopping.wait(METRIC_REFRESH):
+            if self.requests.poll(self._clock()):  # a reboot request appeared: start a pass now
+                self.wake.set()
             self._refresh_metric()
 
     def _refresh_metric(self) -> bool:
+        """Check the sentinel; ``kured_reboot_required`` is 1 for the sentinel or a pending request."""
         required = self._required()
         if self.p.metrics:
-            self.p.metrics.set_reboot_required(self.s.node, required)
+            self.p.metrics.set_reboot_required(self.s.node, required or self.requests.pending is not None)
         return required
 
     def _required(self) -> bool:
@@ -160,10 +175,28 @@ class Daemon:
         action = decide(obs, policy=self.s.policy, now=now)
         self._log_decision(action)
         try:
-            return self.execute(action, view, obs, now)
+            pause = self.execute(action, view, obs, now)
         except errors.PykuredError as exc:
             logger.error("Step %s failed for node %s, will retry: %s", action.step.value, self.s.node, exc)
-            return ERROR_BACKOFF
+            pause = ERROR_BACKOFF
+        self._publish_status(view, obs, action, now)
+        return pause
+
+    def _publish_status(
+        self, view: NodeView, obs: Observation, action: Action, now: datetime.datetime
+    ) -> None:
+        """Publish ``pykured.dev/status`` for ``pykured status``, only when it changed."""
+        self.requests.publish(
+            view,
+            step=action.step.value,
+            reason=action.reason,
+            sentinel=self._sentinel,
+            blocked=action.blocked.kind if action.blocked else "",
+            blocked_by=action.blocked.message if action.blocked else "",
+            window_opens=None if obs.in_window else obs.next_window,
+            lock_holders=self._lock_holders if action.step is Step.ACQUIRE else (),
+            now=now,
+        )
 
     def _log_decision(self, action: Action) -> None:
         key = f"{action.step.value}:{action.reason}"
@@ -179,8 +212,13 @@ class Daemon:
 
     def observe(self, now: datetime.datetime) -> tuple[NodeView, Observation]:
         """Read the sentinel, the window, the Node and the lock (and the blockers when they matter)."""
-        required = self._refresh_metric()
+        required = self._sentinel = self._refresh_metric()
         view = self.p.book.view()
+        request = self.requests.observe(view, now, in_cycle=view.reboot_boot_id is not None)
+        if request.pending:  # a reboot request for the current boot counts as the sentinel does
+            required = True
+            if self.p.metrics:
+                self.p.metrics.set_reboot_required(self.s.node, True)
         entry = self.p.lock.holding(now_ns=_ns(now), honour_ttl=False)
         taint_key = self.p.taint.key if self.p.taint else ""
         memory = NodeMemory(
@@ -306,6 +344,7 @@ class Daemon:
         if self.p.metrics:
             self.p.metrics.lock_waiting(not result.acquired)
             self.p.metrics.lock_holders(self.p.lock.backend, len(result.holders))
+        self._lock_holders = tuple(h.node_id for h in result.holders) if not result.acquired else ()
         if not result.acquired:
             logger.warning("Lock already held: %s", result.holder_names)
             if self.p.metrics:
@@ -399,6 +438,7 @@ class Daemon:
         if uncordoned:
             self.p.notifier.notify_uncordon(self.s.node)
             self.p.events.record("Uncordoned", "node rebooted and uncordoned")
+        self.requests.settle(view, self._clock())  # the reboot satisfied a request for the old boot
 
     def _uncordon_if_ours(self, view: NodeView) -> bool:
         """Uncordon only when pykured (or kured's lock entry) says the node was schedulable before."""

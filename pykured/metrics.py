@@ -5,7 +5,7 @@ kured registers one gauge on the global registry and serves ``promhttp.Handler()
 the name, help text and label of that gauge, and the ``/metrics``-only routing, but uses its own
 :class:`CollectorRegistry` (no import-time side effects) and adds ``pykured_*`` metrics for what kured users
 ask for (#1156, PR #1164): lock holders, lock waits, blocking reason, drain duration, reboot outcomes,
-notification failures, handoff state and FleetLock requests.
+notification failures, handoff state, FleetLock requests and the pending reboot request.
 
 Default collectors: ``process_*`` (same names as Go's, so dashboards keep working) and ``python_info`` are
 registered; ``python_gc_*`` is not (GC noise with no kured counterpart). Go's ``go_*`` and
@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 BLOCK_REASONS = ("none", "window", "sentinel", "prometheus", "pods", "lock")
 REBOOT_OUTCOMES = ("triggered", "completed", "failed", "handoff")
 KURED_VERSION = "1.23.0"
+MAX_LABEL = 128
+"""A free-text label value (a request's reason) is cut to this length."""
 _DRAIN_BUCKETS = (5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)
 _WAIT_BUCKETS = (1.0, 10.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0)
 
@@ -134,6 +136,17 @@ class Metrics:
         self._fleetlock = Counter(
             "pykured_fleetlock_requests", "FleetLock HTTP requests served.", ["api", "kind"], registry=reg
         )
+        self._request_pending = Gauge(
+            "pykured_reboot_request_pending",
+            "1 while a reboot request names this node's current bootID (pykured request-reboot / rollout).",
+            registry=reg,
+        )
+        self._request_info = Gauge(
+            "pykured_reboot_request_info",
+            "The pending reboot request: its reason and rollout id (at most one series per agent).",
+            ["reason", "rollout"],
+            registry=reg,
+        )
         self._wait_started: float | None = None
         self._state_lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -181,6 +194,14 @@ class Metrics:
 
     def set_handoff(self, state: str | None) -> None:
         self._handoff.set(state or "none")
+
+    def set_reboot_request(self, reason: str | None, rollout: str = "") -> None:
+        """The pending reboot request (``None``: none); the info series is replaced, never accumulated."""
+        with self._state_lock:
+            self._request_pending.set(0 if reason is None else 1)
+            self._request_info.clear()
+            if reason is not None:
+                self._request_info.labels(reason[:MAX_LABEL], rollout).set(1)
 
     def fleetlock_request(self, api: str, kind: str) -> None:
         self._fleetlock.labels(api, kind).inc()

@@ -5,7 +5,8 @@ pykured agent process per node (its own sentinel directory; a reboot command tha
 node), touches every sentinel, shows each node's state as the fleet rolls through, and ends with a summary:
 total time, the most nodes down at once, and whether every node rebooted once and came back uncordoned. Exit
 code 0 only when all of that holds and the concurrency limit was never exceeded. Nothing touches this machine:
-the agents run in safe mode with a shim nsenter.
+the agents run in safe mode with a shim nsenter. ``--rollout`` rolls the fleet through reboot requests
+(``pykured rollout``, one request per node bound to its bootID) instead of sentinels.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ def main(argv: list[str], *, out: TextIO | None = None) -> int:
     parser.add_argument("--lock-backend", choices=["lease", "daemonset"], default="lease")
     parser.add_argument("--pods-per-node", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--rollout", action="store_true", help="reboot through a rollout of reboot requests, not sentinels"
+    )
     opts = parser.parse_args(argv)
     stream = out or sys.stdout
     tty = stream.isatty()
@@ -54,24 +58,31 @@ def main(argv: list[str], *, out: TextIO | None = None) -> int:
         cluster.ensure_namespace("kube-system")
         cluster.create_daemonset("kube-system", "kured")
         nodes = [f"node-{i + 1}" for i in range(opts.nodes)]
-        cluster.add_nodes(*nodes)
+        cluster.add_nodes(*nodes, labels={"pykured.dev/demo-pool": "workers"})
         workloads = cluster.new_namespace("demo")
         for node in nodes:
             for j in range(opts.pods_per_node):
                 cluster.create_pod(workloads, f"{node}-app-{j}", node=node, labels={"app": "demo"}, grace=1)
-        args = [f"--concurrency={opts.concurrency}", f"--lock-backend={opts.lock_backend}", "--period=30s"]
+        period = "5s" if opts.rollout else "30s"  # requests are seen on the next pass (no watch on Nodes)
+        args = [
+            f"--concurrency={opts.concurrency}",
+            f"--lock-backend={opts.lock_backend}",
+            f"--period={period}",
+        ]
         with Fleet(cluster, workdir=workdir / "fleet", args=args) as fleet:
             for node in nodes:
                 fleet.add(node)
             time.sleep(1.0)
-            print(
-                f"Touching the reboot sentinel of {len(nodes)} nodes "
-                f"(--concurrency={opts.concurrency}, --lock-backend={opts.lock_backend})",
-                file=stream,
-            )
+            settings = f"(--concurrency={opts.concurrency}, --lock-backend={opts.lock_backend})"
             rolled = time.monotonic()
-            for node in nodes:
-                fleet.touch(node)
+            rollout_id = ""
+            if opts.rollout:
+                rollout_id = _start_rollout(cluster)
+                print(f"Rollout {rollout_id}: a reboot request on {len(nodes)} nodes {settings}", file=stream)
+            else:
+                print(f"Touching the reboot sentinel of {len(nodes)} nodes {settings}", file=stream)
+                for node in nodes:
+                    fleet.touch(node)
             most_down, last_line = 0, ""
             deadline = time.monotonic() + opts.timeout
             while time.monotonic() < deadline:
@@ -97,7 +108,9 @@ def main(argv: list[str], *, out: TextIO | None = None) -> int:
             reboots = {n: fleet.slots[n].reboots for n in nodes}
             final = {n["metadata"]["name"]: n for n in cluster.kube().list_nodes()["items"]}
             cordoned = [n for n in nodes if final[n]["spec"].get("unschedulable")]
+            ok_rollout = _rollout_done(cluster, rollout_id, len(nodes), stream) if rollout_id else True
         ok = all(r == 1 for r in reboots.values()) and not cordoned and most_down <= opts.concurrency
+        ok = ok and ok_rollout
         print("", file=stream)
         print("Summary", file=stream)
         print(
@@ -113,3 +126,30 @@ def main(argv: list[str], *, out: TextIO | None = None) -> int:
     finally:
         cluster.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _start_rollout(cluster: Cluster) -> str:
+    """``pykured rollout --selector pykured.dev/demo-pool=workers --reason "demo rollout"``, in process."""
+    import datetime
+    import secrets
+
+    from pykured import rebootrequest, requester
+
+    kube = cluster.kube()
+    now = datetime.datetime.now(datetime.UTC)
+    rollout_id = rebootrequest.new_rollout_id(now, secrets.token_hex(2))
+    views = requester.nodes(kube, selector="pykured.dev/demo-pool=workers")
+    who = requester.whoami(kube)
+    requester.request_reboot(
+        kube, views, reason="demo rollout", requested_by=who, now=now, rollout_id=rollout_id
+    )
+    return rollout_id
+
+
+def _rollout_done(cluster: Cluster, rollout_id: str, count: int, stream: TextIO) -> bool:
+    """Print ``pykured rollout status``; whether all ``count`` nodes of the rollout have a new bootID."""
+    from pykured import requester, rollout
+
+    done = rollout.progress(requester.all_nodes(cluster.kube()), rollout_id)
+    print(rollout.render(done), end="", file=stream)
+    return done.complete and len(done.nodes) == count

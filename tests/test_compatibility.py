@@ -1,9 +1,10 @@
 """COMPATIBILITY.md covers everything an operator can meet: every flag, every ``KURED_*`` variable, every
 metric, every node annotation and every ``configuration.*`` value of kured's Helm chart.
 
-The lists come from the code (``pykured.config.flags``, ``pykured.metrics``, ``pykured.nodeinfo``), so a new
-flag, metric or annotation without a row fails here. The chart keys are kured's Helm chart 6.1.0
-``values.yaml``. Each case is one parametrized test whose id names the missing item.
+The lists come from the code (``pykured.config.flags``, ``pykured.metrics``, ``pykured.nodeinfo``,
+``pykured.rebootrequest``, ``pykured.agentstatus``), so a new flag, metric or annotation without a row fails
+here. The chart keys are kured's Helm chart 6.1.0 ``values.yaml``. Each case is one parametrized test whose id
+names the missing item.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pykured import nodeinfo
+from pykured import agentstatus, nodeinfo, rebootrequest
 from pykured.config.flags import FLAGS
 from pykured.metrics import Metrics
 
@@ -88,7 +89,8 @@ def _metric_names() -> list[str]:
 def _pykured_annotations() -> list[str]:
     values = {
         value
-        for value in vars(nodeinfo).values()
+        for module in (nodeinfo, rebootrequest, agentstatus)
+        for value in vars(module).values()
         if isinstance(value, str)
         and value.startswith(nodeinfo.PYKURED_PREFIX)
         and value != nodeinfo.PYKURED_PREFIX

@@ -71,7 +71,9 @@ def node_obj(k8s: TestEnv, node: str) -> dict[str, Any]:
 def pykured_annotations(k8s: TestEnv, node: str) -> dict[str, str]:
     annotations = node_obj(k8s, node)["metadata"].get("annotations", {})
     return {
-        k: v for k, v in annotations.items() if k.startswith("pykured.dev/") and k != "pykured.dev/simulated"
+        k: v
+        for k, v in annotations.items()
+        if k.startswith("pykured.dev/") and k not in ("pykured.dev/simulated", "pykured.dev/status")
     }
 
 

@@ -22,3 +22,12 @@ def test_demo_rolls_five_nodes(concurrency: int) -> None:
     assert "left cordoned:           none" in text
     assert "'node-5': 1" in text
     assert "result:                  OK" in text
+
+
+def test_demo_rollout_rolls_the_fleet_through_requests() -> None:
+    out = io.StringIO()
+    assert main(["--nodes", "4", "--concurrency", "2", "--rollout"], out=out) == 0, out.getvalue()
+    text = out.getvalue()
+    assert "Touching the reboot sentinel" not in text
+    assert "(demo rollout): 4/4 rebooted" in text
+    assert "left cordoned:           none" in text and "result:                  OK" in text

@@ -315,3 +315,23 @@ def test_fleetlock_central_is_a_deployment_behind_a_service(rendered: Any) -> No
 def test_every_profile_directory_is_tested() -> None:
     found = {"base"} | {entry.name for entry in os.scandir(KUSTOMIZE / "overlays") if entry.is_dir()}
     assert found == set(PROFILES)
+
+
+# -- the reboot requester's ClusterRole (not a profile: it grants nothing to the agent) -------------------
+
+
+REQUESTER_RULES = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
+]
+
+
+def test_requester_cluster_role_renders_applies_and_grants_only_what_requests_need(k8s: Any) -> None:
+    text = k8s.kubectl("kustomize", str(KUSTOMIZE / "requester"))
+    docs = [doc for doc in yaml.safe_load_all(text) if doc]
+    assert [_kind_name(d) for d in docs] == [("ClusterRole", "pykured-reboot-requester")]
+    assert docs[0]["rules"] == REQUESTER_RULES
+    k8s.kubectl("apply", "--server-side", "--dry-run=server", "-f", "-", stdin=text)
+    readme = (ROOT / "README.md").read_text()
+    assert "kubectl create clusterrolebinding" in readme
+    assert "--clusterrole=pykured-reboot-requester" in readme

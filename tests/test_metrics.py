@@ -202,3 +202,15 @@ def test_grafana_dashboard_covers_every_metric() -> None:
     }
     assert len(names) >= 12
     assert sorted(name for name in names if name not in exprs) == []
+
+
+def test_reboot_request_metrics_hold_at_most_one_series(metrics: Metrics) -> None:
+    metrics.set_reboot_request("kernel 6.12", "r1")
+    metrics.set_reboot_request("cve fix", "")
+    text = metrics.render()[0].decode()
+    assert "pykured_reboot_request_pending 1.0" in text
+    assert 'pykured_reboot_request_info{reason="cve fix",rollout=""} 1.0' in text
+    assert "kernel 6.12" not in text
+    metrics.set_reboot_request(None)
+    text = metrics.render()[0].decode()
+    assert "pykured_reboot_request_pending 0.0" in text and "pykured_reboot_request_info{" not in text
