@@ -24,37 +24,42 @@ CHART_VERSION = "6.1.0"
 
 @dataclasses.dataclass(frozen=True)
 class Reference:
-    """Paths of the reference artifacts."""
+    """Paths of the reference artifacts (``helm`` and ``chart`` are ``None`` unless asked for)."""
 
     kured: Path
-    helm: Path
-    chart: Path
+    helm: Path | None = None
+    chart: Path | None = None
     """The unpacked chart directory (``.../kured``, holding ``Chart.yaml``)."""
 
 
-def _chart_dir(bindir: Path) -> Path | None:
+def _find(bindir: Path, name: str) -> Path | None:
+    if name != "chart":
+        return bindir / name if (bindir / name).exists() else None
     for candidate in (bindir.parent / "chart" / "kured", cache_dir() / "chart" / "kured"):
         if (candidate / "Chart.yaml").exists():
             return candidate
     return None
 
 
-def reference() -> Reference:
-    """The reference artifacts, building them first (``tools/kured-build``) when one is missing."""
+def reference(need: Sequence[str] = ("kured", "helm", "chart")) -> Reference:
+    """The reference artifacts in ``need``, building the missing ones first (``tools/kured-build``)."""
     bindir = cache_dir() / "bin" / "current"
-    chart = _chart_dir(bindir)
-    if not ((bindir / "kured").exists() and (bindir / "helm").exists() and chart):
+    missing = [name for name in need if _find(bindir, name) is None]
+    if missing:
         script = Path(__file__).resolve().parents[2] / "tools" / "kured-build"
         if not script.exists():
-            raise TestEnvError(f"kured/helm/chart missing from {bindir} and no {script}")
-        result = subprocess.run([str(script)], capture_output=True, text=True, check=False)
+            raise TestEnvError(f"{', '.join(missing)} missing from {bindir} and no {script}")
+        result = subprocess.run([str(script), *missing], capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise TestEnvError(f"tools/kured-build failed:\n{result.stderr[-4000:]}")
         bindir = Path(result.stdout.strip().splitlines()[-1])
-        chart = _chart_dir(bindir)
-    if chart is None or not (bindir / "kured").exists() or not (bindir / "helm").exists():
-        raise TestEnvError(f"tools/kured-build left no kured, helm or chart beside {bindir}")
-    return Reference(kured=bindir / "kured", helm=bindir / "helm", chart=chart)
+    found = {name: _find(bindir, name) for name in ("kured", "helm", "chart")}
+    if any(found[name] is None for name in need):
+        raise TestEnvError(f"tools/kured-build left no {', '.join(need)} beside {bindir}")
+    kured = found["kured"]
+    if kured is None:
+        raise TestEnvError(f"no kured binary in {bindir}")
+    return Reference(kured=kured, helm=found["helm"], chart=found["chart"])
 
 
 def helm_template(
@@ -70,6 +75,8 @@ def helm_template(
     import yaml
 
     workdir.mkdir(parents=True, exist_ok=True)
+    if ref.helm is None or ref.chart is None:
+        raise TestEnvError("helm_template needs reference() with helm and the chart")
     argv = [str(ref.helm), "template", release, str(ref.chart), "--namespace", namespace, *extra]
     if values is not None:
         path = workdir / f"values-{release}.yaml"

@@ -305,7 +305,7 @@ class Campaign:
 @contextlib.contextmanager
 def campaign(k8s: TestEnv) -> Iterator[Campaign]:
     """A :class:`Campaign` for the duration of the ``with`` block."""
-    made = Campaign(k8s, reference())
+    made = Campaign(k8s, reference(("kured",)))
     try:
         yield made
     finally:

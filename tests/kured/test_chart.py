@@ -114,7 +114,7 @@ def every_key_values(receiver_port: int, side: str) -> dict[str, Any]:
 def _apply(c: Campaign, *, namespace: str, release: str, values: dict[str, Any] | None) -> PodTemplate:
     """Render, apply server-side, and return the DaemonSet's pod template as the API server stores it."""
     text, objects = helm_template(
-        c.ref, release=release, namespace=namespace, values=values, workdir=c.workdir / "helm"
+        reference(), release=release, namespace=namespace, values=values, workdir=c.workdir / "helm"
     )
     assert {o["kind"] for o in objects} == {
         "ServiceAccount",
@@ -255,10 +255,12 @@ def _lock_value(changes: list[Change], key: str) -> str | None:
 
 
 def test_every_configuration_key_of_the_chart_is_set() -> None:
-    chart = yaml.safe_load((reference().chart / "values.yaml").read_text())
+    chart_dir = reference(("chart",)).chart
+    assert chart_dir is not None
+    chart = yaml.safe_load((chart_dir / "values.yaml").read_text())
     ours = every_key_values(1, "x")
     assert set(ours["configuration"]) == set(chart["configuration"])
-    assert yaml.safe_load((reference().chart / "Chart.yaml").read_text())["version"] == CHART_VERSION
+    assert yaml.safe_load((chart_dir / "Chart.yaml").read_text())["version"] == CHART_VERSION
 
 
 @pytest.mark.kured_scenario("chart-defaults")
