@@ -41,7 +41,6 @@ from pykured_dev.testenv.reference import reference
 IMAGES = {"kured": f"{KURED_IMAGE}:1.23.0", "pykured": f"{PYKURED_IMAGE}:0.1.0"}
 LOCK = "weave.works/kured-node-lock"
 REBOOT = "--reboot-command=/usr/local/sbin/simulated-reboot"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -128,15 +127,27 @@ class Bench:
         assert sandbox is not None
         return sandbox.agent_pids()
 
-    def cpu(self, node: str) -> float:
+    def cpu_total(self, node: str) -> float:
+        """CPU seconds of the pod's processes since they started (``utime + stime``, clock ticks)."""
         total = 0.0
         for pid in self.pids(node):
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         return total
+
+    def cpu(self, node: str) -> float:
+        """CPU seconds of the pod's live threads (``schedstat``, nanoseconds: precise for idle deltas)."""
+        total = 0
+        for pid in self.pids(node):
+            try:
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+            except OSError:
+                continue
+        return total / 1e9
 
     def rss_mib(self, node: str) -> float:
         total = 0
@@ -262,10 +273,11 @@ def main() -> None:
                 fleet.touch(node)
 
         time.sleep(max(0.0, opts.settle - (time.monotonic() - began)))
-        startup_cpu = {n: bench.cpu(n) for s in sides for n in idle[s]}
+        startup_cpu = {n: bench.cpu_total(n) for s in sides for n in idle[s]}
+        before = {n: bench.cpu(n) for s in sides for n in idle[s]}
         window = (time.time(), time.time() + opts.idle)
         time.sleep(opts.idle)
-        idle_cpu = {n: bench.cpu(n) - startup_cpu[n] for n in startup_cpu}
+        idle_cpu = {n: bench.cpu(n) - before[n] for n in before}
         rss = {n: bench.rss_mib(n) for s in sides for n in idle[s]}
         requests = audit_counts(audit, bench.user, window)
         wait(lambda: all(fleet.requests(n) for s in sides for n in latency[s]), 120)
