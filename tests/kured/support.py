@@ -3,9 +3,9 @@
 kured's first loop ticks 30–90 s after it starts and its main loop 0.5–1.5 periods later, and a kured node
 releases the lock only when its *new* agent's first loop ticks (another 30–90 s after the reboot). So every
 scenario of this package starts at once (:class:`Campaign`, one per test session), each with its own
-namespace, DaemonSet, lock and nodes on the same API server, and each test waits for its own. Everything the
-tests check comes from the API server's history (:mod:`pykured_dev.testenv.history`), the nsenter shim's record
-and the notification receiver, never from an agent's log (the logs are kept for debugging only).
+namespace, DaemonSet, lock and nodes on the same API server, and each test waits for its own. Everything
+the tests check comes from the API server's history (:mod:`pykured_dev.testenv.history`), the nsenter
+shim's record and the notification receiver, never from an agent's log (kept for debugging only).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -268,7 +268,7 @@ class Campaign:
 
         return done
 
-    def mixed_fleet(self, tag: str, *, kinds: dict[str, str], limit: int, extra: list[str] = ()) -> Mixed:
+    def mixed_fleet(self, tag: str, *, kinds: dict[str, str], limit: int, extra: Sequence[str] = ()) -> Mixed:
         """A namespace with kured's RBAC and DaemonSet, nodes, and each node's pod (kured or pykured)."""
         k8s = self.k8s
         namespace = k8s.new_namespace(tag)
