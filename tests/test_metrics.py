@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -202,3 +203,13 @@ def test_grafana_dashboard_covers_every_metric() -> None:
     }
     assert len(names) >= 12
     assert sorted(name for name in names if name not in exprs) == []
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", ""])
+def test_close_does_not_wait_for_the_idle_servers_hourly_poll(host: str) -> None:
+    instance = Metrics(version="9.9.9")
+    instance.serve(host, 0)
+    closing = threading.Thread(target=instance.close)
+    closing.start()
+    closing.join(timeout=30)  # without the wake-up connection it would take IDLE_POLL (an hour)
+    assert not closing.is_alive()
