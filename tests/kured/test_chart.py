@@ -153,7 +153,13 @@ def chart_defaults(c: Campaign) -> dict[str, Any]:
         port = int(container["ports"][0]["containerPort"])
         sandbox = c.fleet.slots[node].sandbox
         assert sandbox is not None
-        status, metrics = sandbox.http_get(port, container["livenessProbe"]["httpGet"]["path"])
+        path = container["livenessProbe"]["httpGet"]["path"]
+        gauge = f'kured_reboot_required{{node="{node}"}} 0'.encode()
+        deadline = time.monotonic() + 30
+        status, metrics = sandbox.http_get(port, path)
+        while gauge not in metrics and time.monotonic() < deadline:  # set by the first pass after start-up
+            time.sleep(0.2)
+            status, metrics = sandbox.http_get(port, path)
         argv = [*container.get("command", []), *container.get("args", [])]
         found[side] = {
             "node": node,
