@@ -258,7 +258,7 @@ def main() -> None:
             r = Roll.of(history.changes(), daemonset=f"{ns}/kured", annotation=LOCK, nodes=nodes)
             roll_result[side + " max holders"] = r.max_holders
             for node in nodes:
-                fleet.kill(node)
+                fleet.remove(node)
 
         rollers = [threading.Thread(target=roll, args=(s,)) for s in sides]
         for t in rollers:

@@ -294,6 +294,14 @@ class Fleet:
                     fake.kill()
                     fake.wait()
 
+    def remove(self, node: str) -> list[str]:
+        """Stop ``node``'s agent for good (after any reboot in progress); returns its nsenter calls."""
+        with self._lock:
+            self.kill(node)
+            calls = self.nsenter_calls(node)
+            del self.slots[node]
+        return calls
+
     def nsenter_calls(self, node: str) -> list[str]:
         """A pod's calls of nsenter (its arguments, space-separated), in order."""
         log = self.slots[node].dir / "sandbox" / "nsenter.log"

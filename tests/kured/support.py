@@ -294,9 +294,7 @@ class Campaign:
         """Wait until the roll is over, stop its agents and return the roll (as of their stop)."""
         self.wait(f"{mixed.namespace}: every node rebooted, lock free", self.finished(mixed), timeout=timeout)
         for node in mixed.nodes:
-            self.fleet.kill(node)
-            mixed.nsenter[node] = self.fleet.nsenter_calls(node)
-            self.fleet.slots.pop(node, None)
+            mixed.nsenter[node] = self.fleet.remove(node)
         mixed.roll = self.roll(mixed)
         return mixed.roll
 

@@ -169,7 +169,7 @@ def chart_defaults(c: Campaign) -> dict[str, Any]:
             "liveness": status,
             "metrics": metrics.decode(),
         }
-        c.fleet.kill(node)
+        c.fleet.remove(node)
     return found
 
 
