@@ -29,12 +29,12 @@ ARG BASE=python:3.11-slim-bookworm
 FROM ${BASE} AS builder
 WORKDIR /src
 COPY image/build-requirements.txt image/requirements.txt /src/image/
-# The Kubernetes client's generated code is 124 of its 126 MB, and pykured never loads it: pykured.kube uses
-# only the synchronous client's configuration loaders, ApiClient.param_serialize/call_api (raw JSON) and
-# its exceptions. So the asyncio twin (kubernetes.aio, 68 MB) goes, and so do the generated API classes
-# and models (client/api, client/models: 57 MB with bytecode), which the client's __init__ files only load
-# lazily, on first use of a class (their __init__.py files stay). tests/test_image.py runs the image as a
-# node's agent through a full reboot cycle on a real API server.
+# The Kubernetes client's generated code is 124 of its 126 MB, and pykured never loads it: pykured.kube talks
+# to the API server with urllib3 itself and uses only the synchronous client's kubeconfig loader (for
+# --kubeconfig; a pod's agent never imports the package). So the asyncio twin (kubernetes.aio, 68 MB) goes,
+# and so do the generated API classes and models (client/api, client/models: 57 MB with bytecode), which the
+# client's __init__ files only load lazily, on first use of a class (their __init__.py files stay).
+# tests/test_image.py runs the image as a node's agent through a full reboot cycle on a real API server.
 RUN pip install --no-cache-dir --no-compile --require-hashes --only-binary=:all: --no-deps \
         -r image/build-requirements.txt \
  && pip install --no-cache-dir --no-compile --require-hashes --only-binary=:all: --no-deps \

@@ -1,10 +1,12 @@
 """The Kubernetes API adapter: the only module that imports the ``kubernetes`` client.
 
-pykured uses the official client for what it is good at — kubeconfig and in-cluster configuration, token
-refresh, TLS and the urllib3 connection pool — and speaks the REST API through it with plain JSON. It never
-touches the generated ``CoreV1Api`` classes: they cost ~26 MB RSS and 0.4 s per process (measured with
-``benchmarks/agent_rss.py``'s method) and their pydantic models reject fields newer than the client. Objects
-come back as plain dicts (``Obj``); errors come back as :mod:`pykured.errors` types with the HTTP status.
+pykured speaks the REST API with plain JSON over a urllib3 connection pool (:class:`_Http`): TLS, the
+bearer token (re-read from the service-account directory every minute, as client-go does) and request
+timeouts. It never touches the generated ``CoreV1Api`` classes, and in a pod it never imports the
+``kubernetes`` package at all: that import alone costs ~14 MiB RSS and 0.2–0.4 s of CPU for models,
+pydantic, YAML, OAuth and websocket code the agent does not use. The ``kubernetes`` client's loader reads
+kubeconfig files (``--kubeconfig``, tests), which can carry every kind of credential. Objects come back as
+plain dicts (``Obj``); errors come back as :mod:`pykured.errors` types with the HTTP status.
 
 Every call carries a request timeout, so a half-open connection never hangs the daemon.
 """
@@ -15,9 +17,10 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from pykured import errors
 
@@ -65,7 +68,7 @@ def error_from_status(status: int, body: str | bytes | None, reason: str = "") -
 
 
 def _check_in_cluster(environ: Mapping[str, str], token: str) -> None:
-    """client-go ``rest.InClusterConfig``'s checks, with its error texts, before the client is imported."""
+    """client-go ``rest.InClusterConfig``'s checks, with its error texts."""
     if not environ.get("KUBERNETES_SERVICE_HOST") or not environ.get("KUBERNETES_SERVICE_PORT"):
         raise errors.KubeError(
             "unable to load in-cluster configuration, KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT "
@@ -79,11 +82,140 @@ def _check_in_cluster(environ: Mapping[str, str], token: str) -> None:
         raise errors.KubeError(f"open {token}: {text[:1].lower()}{text[1:]}") from exc
 
 
+USER_AGENT = "OpenAPI-Generator/37.0.2/python"
+"""What the API server has always seen from pykured (the kubernetes client's default User-Agent)."""
+TOKEN_REFRESH = 60.0
+"""Re-read the service-account token after this long (kubelet rotates projected tokens; client-go: 1 min)."""
+
+
+class _Http:
+    """The HTTP side of the API: a urllib3 pool, TLS settings and the bearer token.
+
+    The in-cluster path needs nothing else, so a pod never imports the ``kubernetes`` package (~14 MiB and
+    0.2–0.4 s of start-up for generated API classes, pydantic, YAML, OAuth, websockets the agent never uses);
+    kubeconfig files are still read by the ``kubernetes`` client's loader, which handles every auth form.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        *,
+        ca_file: str | None = None,
+        cert_file: str | None = None,
+        key_file: str | None = None,
+        verify: bool = True,
+        assert_hostname: str | None = None,
+        token: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        import ssl
+
+        import urllib3
+
+        self.host = host.rstrip("/")
+        self._token = token
+        pool: dict[str, Any] = {
+            "cert_reqs": ssl.CERT_REQUIRED if verify else ssl.CERT_NONE,
+            "ca_certs": ca_file,
+            "cert_file": cert_file,
+            "key_file": key_file,
+            "maxsize": POOL_SIZE,
+        }
+        if assert_hostname is not None:
+            pool["assert_hostname"] = assert_hostname
+        self.pool = urllib3.PoolManager(**pool)
+
+    @classmethod
+    def from_configuration(cls, configuration: Any) -> _Http:
+        """From a ``kubernetes.client.Configuration`` (kubeconfig loader, tests' dead endpoints)."""
+
+        def token() -> str | None:
+            value = configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+            return str(value) if value else None
+
+        return cls(
+            str(configuration.host),
+            ca_file=configuration.ssl_ca_cert,
+            cert_file=configuration.cert_file,
+            key_file=configuration.key_file,
+            verify=bool(configuration.verify_ssl),
+            assert_hostname=configuration.assert_hostname,
+            token=token,
+        )
+
+    def close(self) -> None:
+        self.pool.clear()
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, Any]],
+        headers: dict[str, str],
+        body: bytes | None,
+        timeout: float | tuple[float, float],
+    ) -> Any:
+        import urllib3
+
+        url = self.host + path
+        if query:
+            url += "?" + urlencode([(k, _query_value(v)) for k, v in query])
+        headers = {"User-Agent": USER_AGENT, **headers}
+        token = self._token()
+        if token:
+            headers["Authorization"] = token
+        limit = (
+            urllib3.Timeout(connect=timeout[0], read=timeout[1])
+            if isinstance(timeout, tuple)
+            else urllib3.Timeout(total=timeout)
+        )
+        return self.pool.request(
+            method, url, body=body, headers=headers, timeout=limit, preload_content=False
+        )
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+class _TokenFile:
+    """The service-account token, re-read every :data:`TOKEN_REFRESH` seconds."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._value = ""
+        self._read_at = float("-inf")
+        self._lock = threading.Lock()
+        self()
+
+    def __call__(self) -> str:
+        with self._lock:
+            if time.monotonic() - self._read_at >= TOKEN_REFRESH:
+                with open(self.path, encoding="utf-8") as handle:
+                    content = handle.read()
+                if not content:
+                    raise errors.KubeError("Token file exists but empty.")
+                self._value = "bearer " + content
+                self._read_at = time.monotonic()
+            return self._value
+
+
+def _join_host_port(host: str, port: str) -> str:
+    return f"[{host}]:{port}" if ":" in host or "%" in host else f"{host}:{port}"
+
+
 class Kube:
     """A thin, typed JSON client for the handful of endpoints pykured uses."""
 
     def __init__(self, api_client: Any, *, timeout: float = DEFAULT_TIMEOUT) -> None:
-        self._api = api_client
+        """``api_client``: an :class:`_Http`, or a ``kubernetes.client.ApiClient`` (its configuration)."""
+        self._http = (
+            api_client
+            if isinstance(api_client, _Http)
+            else _Http.from_configuration(api_client.configuration)
+        )
         self._timeout = timeout
         self._local = threading.local()
 
@@ -97,12 +229,11 @@ class Kube:
         from kubernetes import client, config
 
         configuration = client.Configuration()
-        configuration.connection_pool_maxsize = POOL_SIZE
         try:
             config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
         except (config.ConfigException, OSError, ValueError) as exc:
             raise errors.KubeError(f"kubeconfig {path}: {exc}") from exc
-        return cls(client.ApiClient(configuration), timeout=timeout)
+        return cls(_Http.from_configuration(configuration), timeout=timeout)
 
     @classmethod
     def in_cluster(
@@ -121,19 +252,13 @@ class Kube:
             environ["KUBERNETES_SERVICE_PORT"] = port
         token = os.path.join(token_dir, "token")
         _check_in_cluster(environ, token)
-        from kubernetes import client
-        from kubernetes.config import ConfigException, incluster_config
-
-        loader = incluster_config.InClusterConfigLoader(
-            token_filename=token, cert_filename=os.path.join(token_dir, "ca.crt"), environ=environ
-        )
-        configuration = client.Configuration()
-        configuration.connection_pool_maxsize = POOL_SIZE
-        try:
-            loader.load_and_set(configuration)
-        except ConfigException as exc:
-            raise errors.KubeError(str(exc)) from exc
-        return cls(client.ApiClient(configuration), timeout=timeout)
+        ca_file = os.path.join(token_dir, "ca.crt")
+        if not os.path.isfile(ca_file):
+            raise errors.KubeError("Service certification file does not exist.")
+        if os.path.getsize(ca_file) == 0:
+            raise errors.KubeError("Cert file exists but empty.")
+        address = _join_host_port(environ["KUBERNETES_SERVICE_HOST"], environ["KUBERNETES_SERVICE_PORT"])
+        return cls(_Http(f"https://{address}", ca_file=ca_file, token=_TokenFile(token)), timeout=timeout)
 
     @classmethod
     def auto(cls, *, kubeconfig: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> Kube:
@@ -148,12 +273,12 @@ class Kube:
 
     def close(self) -> None:
         """Close the connection pool."""
-        self._api.close()
+        self._http.close()
 
     @property
     def server(self) -> str:
         """The API server's base URL."""
-        return str(self._api.configuration.host)
+        return self._http.host
 
     # -- the transport -------------------------------------------------------------------------------------
 
@@ -167,31 +292,21 @@ class Kube:
         content_type: str | None,
         timeout: float | tuple[float, float] | None,
     ) -> Any:
-        from kubernetes.client.exceptions import ApiException
-
         headers = {"Accept": "application/json"}
+        data = None
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
+            data = json.dumps(body).encode("utf-8")
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
         try:
-            method_, url, header_params, body_, post = self._api.param_serialize(
-                method=method,
-                resource_path=path,
-                query_params=params,
-                header_params=headers,
-                body=body,
-                auth_settings=["BearerToken"],
+            return self._http.send(
+                method,
+                path,
+                query=params,
+                headers=headers,
+                body=data,
+                timeout=timeout if timeout is not None else self._timeout,
             )
-            return self._api.call_api(
-                method_,
-                url,
-                header_params=header_params,
-                body=body_,
-                post_params=post,
-                _request_timeout=timeout if timeout is not None else self._timeout,
-            )
-        except ApiException as exc:
-            raise error_from_status(exc.status or 0, exc.body, str(exc.reason or "")) from exc
         except errors.PykuredError:
             raise
         except Exception as exc:  # urllib3 errors, timeouts, refused connections
@@ -212,9 +327,12 @@ class Kube:
             method, path, query=query, body=body, content_type=content_type, timeout=timeout
         )
         try:
-            data = response.response.data
+            data = response.data
+        except Exception as exc:  # a read timeout or a reset while reading the body
+            response.close()
+            raise errors.KubeError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
         finally:
-            response.response.release_conn()
+            response.release_conn()
         status = int(response.status)
         if status >= 400:
             raise error_from_status(status, data, str(response.reason or ""))
@@ -243,7 +361,7 @@ class Kube:
         response = self._send(
             "GET", path, query=params, body=None, content_type=None, timeout=(10.0, timeout_seconds + 15.0)
         )
-        raw = response.response
+        raw = response
         finished = False
         try:
             if int(response.status) >= 400:

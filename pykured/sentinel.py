@@ -213,14 +213,14 @@ class FileSentinel:
         if dir_id is None:
             logger.debug("reboot sentinel directory %s missing; checking by stat until it appears", directory)
             return
-        observer = self._new_observer()
-        observer.schedule(
-            _Handler(self, directory=directory, target=target),
-            directory,
-            recursive=False,
-            event_filter=_EVENTS,
-        )
         try:
+            observer = self._new_observer()  # watchdog >= 6 opens the inotify instance here already
+            observer.schedule(
+                _Handler(self, directory=directory, target=target),
+                directory,
+                recursive=False,
+                event_filter=_EVENTS,
+            )
             observer.start()
         except (FileNotFoundError, NotADirectoryError):
             return

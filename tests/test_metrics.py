@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -214,3 +215,13 @@ def test_reboot_request_metrics_hold_at_most_one_series(metrics: Metrics) -> Non
     metrics.set_reboot_request(None)
     text = metrics.render()[0].decode()
     assert "pykured_reboot_request_pending 0.0" in text and "pykured_reboot_request_info{" not in text
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", ""])
+def test_close_does_not_wait_for_the_idle_servers_hourly_poll(host: str) -> None:
+    instance = Metrics(version="9.9.9")
+    instance.serve(host, 0)
+    closing = threading.Thread(target=instance.close)
+    closing.start()
+    closing.join(timeout=30)  # without the wake-up connection it would take IDLE_POLL (an hour)
+    assert not closing.is_alive()

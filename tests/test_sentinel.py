@@ -295,6 +295,22 @@ def test_inotify_failures_fall_back(
     assert recorder.wait_from_watcher(0) if delivered_by_watcher else recorder.wait_any(0)
 
 
+def _no_inotify_instance() -> _NoInotify:
+    """Watchdog's inotify Observer opens its inotify instance in its constructor (limit: 128 per user)."""
+    raise OSError(errno.EMFILE, "inotify instance limit reached")
+
+
+def test_inotify_instance_limit_in_the_observers_constructor_falls_back_to_polling(
+    tmp_path: Path, started: Callable[..., sentinel.FileSentinel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sentinel, "Observer", _no_inotify_instance)
+    recorder = Recorder()
+    watch = started(tmp_path / "reboot-required", recorder, rearm_interval=3600, poll_interval=0.05)
+    assert watch.mode == "polling"
+    (tmp_path / "reboot-required").write_text("")
+    assert recorder.wait_from_watcher(0)
+
+
 def test_failing_callback_does_not_stop_the_watch(
     tmp_path: Path, started: Callable[..., sentinel.FileSentinel], caplog: pytest.LogCaptureFixture
 ) -> None:

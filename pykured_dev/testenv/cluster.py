@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,13 @@ class Cluster(objects.ObjectHelpers):
 
     __test__ = False  # not a pytest test class, even when imported as TestEnv
 
-    def __init__(self, workdir: str | None = None, *, kubelet_max_grace: float = 2.0) -> None:
+    def __init__(
+        self,
+        workdir: str | None = None,
+        *,
+        kubelet_max_grace: float = 2.0,
+        apiserver_args: Sequence[str] = (),
+    ) -> None:
         shm = "/dev/shm"  # noqa: S108 - etcd on tmpfs; mkdtemp makes a private directory in it
         base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="pykured-k8s-", dir=base))
@@ -48,6 +55,8 @@ class Cluster(objects.ObjectHelpers):
         self.kubelet_max_grace = kubelet_max_grace
         self._kubelet: SimulatedKubelet | None = None
         self.started_in = 0.0
+        self.apiserver_args = list(apiserver_args)
+        """Extra kube-apiserver flags (an audit policy for benchmarks, say)."""
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -148,6 +157,7 @@ class Cluster(objects.ObjectHelpers):
                 "--endpoint-reconciler-type=none",
                 "--profiling=false",
                 "--v=1",
+                *self.apiserver_args,
             ],
             log_dir=self.workdir,
         )

@@ -11,6 +11,13 @@ reboot methods end in a file or a fake PID 1:
 A supervisor thread sees the request and reboots the node the way a host does: the agent process dies
 (SIGKILL), the sentinel (on tmpfs ``/run``) is gone, the Node goes NotReady and comes back with a new
 bootID, and a fresh agent starts.
+
+:meth:`Fleet.add_pod` runs a DaemonSet's pod template instead, as a kubelet would: the container's own
+command, arguments and environment, in a :mod:`~pykured_dev.testenv.sandbox` with the in-cluster configuration
+of the template's ServiceAccount. That is how the real kured binary runs here (``ghcr.io/kubereboot/kured``
+images), and pykured the same way (``ghcr.io/pykured/pykured``); :meth:`Fleet.replace_pod` is one step of a
+DaemonSet rollout. A pod's simulated host keeps its directories under ``<node>/host`` (``/var/run`` is
+``host/run``, emptied by each reboot).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -26,7 +34,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pykured_dev.testenv.cluster import Cluster
+from pykured_dev.testenv.pods import Image, PodTemplate, sandbox_spec
 from pykured_dev.testenv.procs import _die_with_parent
+from pykured_dev.testenv.sandbox import Sandbox
 
 SHIM = """#!/bin/sh
 # A stand-in for /usr/bin/nsenter: drop nsenter's options up to "--" and run the rest in place.
@@ -48,14 +58,33 @@ class AgentSlot:
     starts: int = 0
     log: Path | None = None
     last_reboot: float = 0.0
+    pod: PodTemplate | None = None
+    """For :meth:`Fleet.add_pod`: the template this node's pod runs."""
+    sandbox: Sandbox | None = None
+
+    @property
+    def host(self) -> Path:
+        """The simulated host's file system (hostPath volumes of pods)."""
+        return self.dir / "host"
 
     @property
     def sentinel(self) -> Path:
+        if self.pod is not None:
+            return self.host / "run" / "reboot-required"
         return self.dir / "run" / "reboot-required"
 
     @property
     def request(self) -> Path:
+        if self.pod is not None:
+            return self.dir / "sandbox" / "reboot-requested"
         return self.dir / "reboot-requested"
+
+    @property
+    def kind(self) -> str:
+        """``kured`` or ``pykured``: which agent runs on the node."""
+        if self.pod is not None and "kubereboot/kured" in self.pod.image:
+            return "kured"
+        return "pykured"
 
     @property
     def marker(self) -> Path:
@@ -76,6 +105,8 @@ class Fleet:
         env: dict[str, str] | None = None,
         down_seconds: float = 0.3,
         on_reboot: Callable[[str], None] | None = None,
+        images: dict[str, Image] | None = None,
+        forward: Sequence[int] = (),
     ) -> None:
         self.cluster = cluster
         self.workdir = workdir
@@ -85,6 +116,10 @@ class Fleet:
         self.env = dict(env or {})
         self.down_seconds = down_seconds
         self.on_reboot = on_reboot
+        self.images = dict(images or {})
+        """Container images :meth:`add_pod` can run, by repository (see :mod:`pykured_dev.testenv.pods`)."""
+        self.forward = list(forward)
+        """Ports of this machine's loopback that pods reach at 127.0.0.1 (a notification receiver...)."""
         self.slots: dict[str, AgentSlot] = {}
         self.paused: set[str] = set()
         """Nodes whose reboot requests are ignored (a reboot command that does not reboot)."""
@@ -112,6 +147,44 @@ class Fleet:
             self.start(node)
         return slot
 
+    def add_pod(self, node: str, pod: PodTemplate, *, start: bool = True) -> AgentSlot:
+        """Prepare (and start) ``pod`` on ``node``, as a DaemonSet's pod (see the module docstring)."""
+        slot = AgentSlot(node=node, dir=self.workdir / node, pod=pod)
+        (slot.host / "run").mkdir(parents=True, exist_ok=True)
+        self.slots[node] = slot
+        if start:
+            self.start(node)
+        return slot
+
+    def replace_pod(self, node: str, pod: PodTemplate) -> None:
+        """One step of a DaemonSet rollout: the node's pod is deleted and the new template's pod starts."""
+        with self._lock:
+            self.kill(node)
+            self.slots[node].pod = pod
+            if not self._stop.is_set():
+                self.start(node)
+
+    def _start_pod(self, slot: AgentSlot) -> None:
+        assert slot.pod is not None
+        cluster = self.cluster
+        account = str(slot.pod.spec.get("serviceAccountName") or "default")
+        spec = sandbox_spec(
+            slot.pod,
+            node=slot.node,
+            kube=cluster.kube(),
+            images=self.images,
+            token=cluster.sa_token(slot.pod.namespace, account, create=False),
+            ca_pem=cluster.ca_pem,
+            api_host=cluster.host,
+            api_port=cluster.port,
+            host_root=slot.host,
+            forward=self.forward,
+        )
+        slot.log = slot.dir / "agent.log"
+        with open(slot.log, "a") as log:
+            log.write(f"--- {slot.pod.image} on {slot.node}: {' '.join(spec.argv)}\n")
+        slot.sandbox = Sandbox(spec, ctl=slot.dir / "sandbox", log=slot.log).start()
+
     def argv(self, slot: AgentSlot) -> list[str]:
         """The agent's command line, as a DaemonSet pod's would be (plus the test hooks)."""
         argv = [
@@ -135,6 +208,10 @@ class Fleet:
     def start(self, node: str) -> None:
         """Start ``node``'s agent process."""
         slot = self.slots[node]
+        if slot.pod is not None:
+            self._start_pod(slot)
+            slot.starts += 1
+            return
         env = {**os.environ, "PYKURED_SAFE_MODE": "1", "PYKURED_NSENTER": str(self.shim), **self.env}
         if self.method == "signal":
             slot.fake_pid1 = subprocess.Popen(
@@ -157,6 +234,8 @@ class Fleet:
     def kill(self, node: str) -> None:
         """SIGKILL ``node``'s agent (a crash, or the host going down)."""
         slot = self.slots[node]
+        if slot.sandbox is not None:
+            slot.sandbox.kill()
         if slot.proc and slot.proc.poll() is None:
             slot.proc.kill()
         if slot.proc:
@@ -173,8 +252,20 @@ class Fleet:
 
     def requests(self, node: str) -> int:
         """How many times ``node``'s agents ran the reboot command."""
-        log = self.slots[node].dir / "requests.log"
+        slot = self.slots[node]
+        log = slot.dir / "sandbox" / "nsenter.log" if slot.pod is not None else slot.dir / "requests.log"
         return len(log.read_text().splitlines()) if log.exists() else 0
+
+    def probe(self, node: str, port: int, path: str = "/metrics") -> bool:
+        """A kubelet's httpGet probe of ``node``'s pod: whether ``GET path`` on ``port`` answers 2xx/3xx."""
+        sandbox = self.slots[node].sandbox
+        if sandbox is None or not sandbox.alive():
+            return False
+        try:
+            status, _ = sandbox.http_get(port, path, timeout=2.0)
+        except OSError:
+            return False
+        return 200 <= status < 400
 
     def log_text(self, node: str) -> str:
         """Everything ``node``'s agents logged so far."""
@@ -203,8 +294,21 @@ class Fleet:
                     fake.kill()
                     fake.wait()
 
+    def remove(self, node: str) -> list[str]:
+        """Stop ``node``'s agent for good (after any reboot in progress); returns its nsenter calls."""
+        with self._lock:
+            self.kill(node)
+            calls = self.nsenter_calls(node)
+            del self.slots[node]
+        return calls
+
+    def nsenter_calls(self, node: str) -> list[str]:
+        """A pod's calls of nsenter (its arguments, space-separated), in order."""
+        log = self.slots[node].dir / "sandbox" / "nsenter.log"
+        return log.read_text().splitlines() if log.exists() else []
+
     def _requested(self, slot: AgentSlot) -> bool:
-        if self.method == "command":
+        if self.method == "command" or slot.pod is not None:
             return slot.request.exists()
         if self.method == "signal":
             return slot.fake_pid1 is not None and slot.fake_pid1.poll() is not None
@@ -229,6 +333,12 @@ class Fleet:
             for path in (slot.request, *(() if self.keep_sentinel else (slot.sentinel,))):
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
+            if slot.pod is not None and not self.keep_sentinel:
+                for leftover in (slot.host / "run").iterdir():  # /run is a tmpfs: a reboot empties it
+                    if leftover.is_dir():
+                        shutil.rmtree(leftover, ignore_errors=True)
+                    else:
+                        leftover.unlink(missing_ok=True)
             self.cluster.reboot_node(node, down_seconds=self.down_seconds)
             slot.reboots += 1
             if self.on_reboot:

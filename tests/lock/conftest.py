@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ from pykured.lock.annotation import AnnotationLock
 from pykured.lock.base import Lock
 from pykured.lock.lease import LOCK_LABEL, LeaseLock, lease_entry
 from pykured.lock.record import decode
+from pykured_dev.testenv.procs import free_port
 from tests.testenv import TestEnv
 
 ANNOTATION = "weave.works/kured-node-lock"
@@ -228,6 +231,15 @@ def make_annotation_lock(
         concurrency=concurrency,
         **options,
     )
+
+
+def dead_kube(k8s: TestEnv) -> Kube:
+    """An admin client of ``k8s`` whose server address has nothing listening (2 s request timeout)."""
+    config = json.loads(Path(k8s.admin_kubeconfig).read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    path = Path(k8s.workdir) / f"kubeconfig-dead-{free_port()}.json"
+    path.write_text(json.dumps(config))
+    return Kube.from_kubeconfig(str(path), timeout=2)
 
 
 def make_lease_lock(kube: Any, namespace: str, node: str, *, concurrency: int = 1, **kw: Any) -> LeaseLock:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import re
@@ -17,11 +16,11 @@ from pykured.gocompat.goflags import Duration
 from pykured.kube import Kube
 from pykured.lock.record import UNKNOWN_HOLDER
 from pykured_dev.testenv.objects import ObjectHelpers
-from pykured_dev.testenv.procs import free_port
 from tests.lock.conftest import (
     ANNOTATION,
     FaultyKube,
     annotation_history,
+    dead_kube,
     make_annotation_lock,
     race,
 )
@@ -271,11 +270,7 @@ def test_get_failures_are_retried(k8s: TestEnv, lock_ns: str, nodes: Any) -> Non
 
 
 def test_unreachable_api_server_gives_lock_error(k8s: TestEnv, lock_ns: str) -> None:
-    from kubernetes import client
-
-    configuration = copy.copy(k8s.kube()._api.configuration)
-    configuration.host = f"https://127.0.0.1:{free_port()}"  # nothing listens there
-    dead = Kube(client.ApiClient(configuration), timeout=2)
+    dead = dead_kube(k8s)
     lock = make_annotation_lock(dead, lock_ns, "n", retry_timeout=1.0)
     started = time.monotonic()
     with pytest.raises(LockError, match="timed out trying to get daemonset"):

@@ -22,7 +22,7 @@ from pykured.lock.lease import (
     lease_entry,
 )
 from pykured_dev.testenv.objects import ObjectHelpers
-from tests.lock.conftest import FaultyKube, lease_history, make_lease_lock, race
+from tests.lock.conftest import FaultyKube, dead_kube, lease_history, make_lease_lock, race
 from tests.testenv import TestEnv
 
 MICRO_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
@@ -346,18 +346,7 @@ def test_an_already_expired_leftover_slot_does_not_end_the_wait(k8s: TestEnv, no
 
 @pytest.mark.k8s
 def test_unreachable_api_server_gives_lock_error(k8s: TestEnv) -> None:
-    import copy
-
-    from kubernetes import client
-
-    from pykured.kube import Kube
-    from pykured_dev.testenv.procs import free_port
-
-    configuration = copy.copy(k8s.kube()._api.configuration)
-    configuration.host = f"https://127.0.0.1:{free_port()}"  # nothing listens there
-    lock = make_lease_lock(
-        Kube(client.ApiClient(configuration), timeout=2), "default", "n", retry_timeout=1.0
-    )
+    lock = make_lease_lock(dead_kube(k8s), "default", "n", retry_timeout=1.0)
     started = time.monotonic()
     with pytest.raises(LockError, match="cannot list the lock leases"):
         lock.acquire(unschedulable=False, now_ns=time.time_ns())
