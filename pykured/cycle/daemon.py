@@ -111,6 +111,8 @@ class Daemon:
             cancel=self.stopping,
         )  # fmt: skip
         self._last_reason = ""
+        self.last_action: Action | None = None
+        """The decision of the latest pass (for logs and tests)."""
         self._retry_at: datetime.datetime | None = None
         self._lock_waiter: threading.Thread | None = None
         self.passes = 0
@@ -184,6 +186,7 @@ class Daemon:
             logger.warning("Cannot observe node %s, will retry: %s", self.s.node, exc)
             return ERROR_BACKOFF
         action = decide(obs, policy=self.s.policy, now=now)
+        self.last_action = action
         self._log_decision(action)
         try:
             return self.execute(action, obs, now)
