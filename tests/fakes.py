@@ -1,4 +1,4 @@
-"""In-memory fakes for pure-logic tests of the reboot cycle: a :class:`FakeKube` and a :class:`FakeClock`.
+"""In-memory fakes for pure-logic tests of the reboot cycle: FakeKube, FakeClock and a notifier.
 
 ``FakeKube`` implements the part of :class:`pykured.kube.Kube` the cycle uses (Nodes, Pods, DaemonSets,
 Events) with the API server's rules that matter to it: every write bumps a global ``resourceVersion``; a
@@ -227,3 +227,22 @@ class FakeClock:
 
     def advance(self, delta: datetime.timedelta) -> None:
         self.now += delta
+
+
+class RecordingNotifier:
+    """Records the notifications sent (``drain``, ``reboot``, ``uncordon``)."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def notify_drain(self, node: str) -> bool:
+        self.sent.append("drain")
+        return True
+
+    def notify_reboot(self, node: str) -> bool:
+        self.sent.append("reboot")
+        return True
+
+    def notify_uncordon(self, node: str) -> bool:
+        self.sent.append("uncordon")
+        return True

@@ -32,7 +32,7 @@ from pykured.metrics import Metrics
 from pykured.model import Reason
 from pykured.taints import PreferNoScheduleTaint
 from pykured.window import TimeWindow
-from tests.fakes import FakeClock, FakeKube
+from tests.fakes import FakeClock, FakeKube, RecordingNotifier
 
 NODE = "n1"
 NS = "kube-system"
@@ -74,23 +74,6 @@ class Rebooter:
         self.withdrawn += 1
 
 
-class Notifier:
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-
-    def notify_drain(self, node: str) -> bool:
-        self.sent.append("drain")
-        return True
-
-    def notify_reboot(self, node: str) -> bool:
-        self.sent.append("reboot")
-        return True
-
-    def notify_uncordon(self, node: str) -> bool:
-        self.sent.append("uncordon")
-        return True
-
-
 class Blocker:
     def __init__(self) -> None:
         self.reason: Reason | None = None
@@ -117,7 +100,7 @@ class Rig:
     clock: FakeClock
     sentinel: Sentinel
     rebooter: Rebooter
-    notifier: Notifier
+    notifier: RecordingNotifier
     blocker: Blocker
     metrics: Metrics
     lock: Lock
@@ -171,7 +154,7 @@ def make_rig(
         namespace=NS, ds_name=DS, annotation=LOCK, node_id=NODE, concurrency=1, ttl=Duration(0),
         liveness_interval=None, sleep=lambda _s: None,
     )  # fmt: skip
-    sentinel, notifier, blocker = Sentinel(), Notifier(), Blocker()
+    sentinel, notifier, blocker = Sentinel(), RecordingNotifier(), Blocker()
     rebooter = rebooter or Rebooter()
     metrics = Metrics(process_collectors=False)
     parts = Parts(
