@@ -337,9 +337,7 @@ class Daemon:
         )
         self.p.events.record("RebootLoopBackoff", action.reason, warning=True)
         self.p.metrics.reboot("failed")
-        self.steps.uncordon(obs.node, ours=action.uncordon)
-        self.steps.release()
-        self.steps.forget(backoff_until=action.backoff_until)
+        self.steps.end(obs.node, ours=action.uncordon, backoff_until=action.backoff_until)
         return 0
 
     def _post_reboot(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
@@ -366,9 +364,7 @@ class Daemon:
 
     def _abort(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
         logger.info("Releasing the lock without rebooting: %s", action.reason)
-        self.steps.uncordon(obs.node, ours=action.uncordon)
-        self.steps.release()
-        self.steps.forget(backoff_until=None)
+        self.steps.end(obs.node, ours=action.uncordon, backoff_until=None)
         return 0
 
     def _cleanup(self, action: Action, obs: Observation, now: datetime.datetime) -> float:

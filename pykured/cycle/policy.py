@@ -141,6 +141,28 @@ def unschedulable_to_record(node: NodeState) -> bool | None:
     return node.entry_unschedulable if node.entry_unschedulable is not None else node.unschedulable
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class LostLock:
+    """What is left to do when a node's memory is on the Node but its slot is gone."""
+
+    post_reboot: bool
+    """The node rebooted and the reboot was not finished: finish it (uncordon if ours, labels, notify)."""
+    settle_cordon: bool
+    """The cycle ended before the reboot: uncordon if ours (else leave the cordon, and say so)."""
+    uncordon: bool
+    """The cordon is ours."""
+
+
+def lost_lock(node: NodeState) -> LostLock:
+    """The plan for a cycle whose slot is gone (expired and taken, freed by hand, a crash mid-way)."""
+    unfinished = node.release_after is None
+    return LostLock(
+        post_reboot=unfinished and rebooted(node),
+        settle_cordon=unfinished and not rebooted(node),
+        uncordon=cordon_was_ours(node),
+    )
+
+
 def _backoff(obs: Observation) -> datetime.datetime | None:
     stored = obs.node.backoff_until
     if stored is None or obs.retry_at is None:
@@ -220,11 +242,11 @@ def decide(obs: Observation, *, policy: Policy, now: datetime.datetime) -> Actio
             due = _retry_due(node, policy)
             if now < due:
                 return Action(Step.WAIT, "Waiting for reboot (lock no longer held)", until=due)
-        unfinished = node.release_after is None
+        plan = lost_lock(node)
         return Action(
-            Step.CLEANUP, "the lock is no longer held by this node",
-            post_reboot=unfinished and rebooted(node), settle_cordon=unfinished and not rebooted(node),
-            uncordon=cordon_was_ours(node), remove_in_progress=_remove_in_progress(obs, policy),
+            Step.CLEANUP, "the lock is no longer held by this node", post_reboot=plan.post_reboot,
+            settle_cordon=plan.settle_cordon, uncordon=plan.uncordon,
+            remove_in_progress=_remove_in_progress(obs, policy),
         )  # fmt: skip
     if not obs.in_window:
         if obs.has_taint and policy.taint:

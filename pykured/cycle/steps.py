@@ -185,6 +185,20 @@ class Steps:
         self.h.metrics.lock_waiting(False)
         return released
 
+    def end(
+        self,
+        node: NodeState,
+        *,
+        ours: bool,
+        release_event: str = "",
+        backoff_until: datetime.datetime | Keep | None = KEEP,
+        fleetlock_id: Keep | None = KEEP,
+    ) -> None:
+        """End the cycle without (or after a failed) reboot: uncordon if ours, release the slot, forget."""
+        self.uncordon(node, ours=ours)
+        self.release(event=release_event)
+        self.forget(backoff_until=backoff_until, fleetlock_id=fleetlock_id)
+
     def forget(
         self, *, backoff_until: datetime.datetime | Keep | None = KEEP, fleetlock_id: Keep | None = KEEP
     ) -> None:

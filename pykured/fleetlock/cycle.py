@@ -28,9 +28,7 @@ import enum
 from typing import Final
 
 from pykured.cycle.policy import rebooted
-from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION, NodeState
-
-__all__ = ["FLEETLOCK_ID_ANNOTATION", "Phase", "Step", "Timing", "phase_of", "reconcile"]
+from pykured.cycle.state import NodeState
 
 
 class Phase(enum.Enum):

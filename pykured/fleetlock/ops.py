@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 
 from pykured.cycle.book import NodeBook
-from pykured.cycle.policy import Policy, cordon_was_ours
+from pykured.cycle.policy import Policy, cordon_was_ours, lost_lock
 from pykured.cycle.state import NodeState
 from pykured.cycle.steps import Behaviour, Hands, Steps
 from pykured.drain import Drainer
@@ -33,6 +33,9 @@ from pykured.metrics import Metrics, NullMetrics
 from pykured.notify import Notifier
 
 logger = logging.getLogger(__name__)
+
+RELEASED = "FleetLock released the reboot lock"
+"""The message of the ``LockReleased`` Event FleetLock posts."""
 
 DrainerFactory = Callable[[str, threading.Event], Drainer]
 """``(node, cancel) -> Drainer``: the cancel event stops a drain that is no longer wanted."""
@@ -139,20 +142,19 @@ class NodeOps:
 
     def abandon(self, node: str, state: NodeState) -> None:
         """End a cycle without a reboot: uncordon if we cordoned, release, forget."""
-        steps = self.steps(node)
-        steps.uncordon(state, ours=cordon_was_ours(state))
-        self.release(node, steps)
+        self.steps(node).end(state, ours=cordon_was_ours(state), release_event=RELEASED, fleetlock_id=None)
 
     def release(self, node: str, steps: Steps | None = None) -> None:
         """Free the node's slot, then forget the cycle and the mark."""
         steps = steps or self.steps(node)
-        steps.release(event="FleetLock released the reboot lock")
+        steps.release(event=RELEASED)
         steps.forget(fleetlock_id=None)
 
     def cleanup(self, node: str, state: NodeState) -> None:
         """FleetLock memory without a slot: uncordon unless the reboot was finished, then forget."""
         logger.info("Node %s no longer holds its FleetLock slot: cleaning up", node)
         steps = self.steps(node)
-        if state.release_after is None:
-            steps.uncordon(state, ours=cordon_was_ours(state))
+        plan = lost_lock(state)
+        if plan.settle_cordon or plan.post_reboot:
+            steps.uncordon(state, ours=plan.uncordon)
         steps.forget(fleetlock_id=None)
