@@ -25,7 +25,7 @@ from pykured import errors
 from pykured.blockers import Blocker, first_block
 from pykured.cycle.book import NodeBook
 from pykured.cycle.policy import Action, Observation, Policy, Step, decide, needs_blockers
-from pykured.cycle.state import NodeState
+from pykured.cycle.state import NodeState, unix_ns
 from pykured.cycle.steps import Behaviour, Hands, Steps
 from pykured.drain import Drainer
 from pykured.events import EventRecorder
@@ -209,7 +209,7 @@ class Daemon:
     def observe(self, now: datetime.datetime) -> Observation:
         """Read the sentinel, the window, the Node and the lock (and the blockers when they matter)."""
         required = self._refresh_metric()
-        node = self.p.book.view(self.p.lock.holding(now_ns=_ns(now), honour_ttl=False))
+        node = self.p.book.view(self.p.lock.holding(now_ns=unix_ns(now), honour_ttl=False))
         in_window = self.p.window.contains(now)
         obs = Observation(
             required=required,
@@ -254,7 +254,7 @@ class Daemon:
 
     def _acquire(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
         logger.info("Reboot required")
-        result = self.p.lock.acquire(unschedulable=obs.node.unschedulable, now_ns=_ns(now))
+        result = self.p.lock.acquire(unschedulable=obs.node.unschedulable, now_ns=unix_ns(now))
         self.p.metrics.lock_waiting(not result.acquired)
         self.p.metrics.lock_holders(self.p.lock.backend, len(result.holders))
         if not result.acquired:
@@ -374,7 +374,3 @@ class Daemon:
             self.steps.uncordon(obs.node, ours=action.uncordon)
         self.steps.forget(backoff_until=None)
         return 0
-
-
-def _ns(moment: datetime.datetime) -> int:
-    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000

@@ -261,5 +261,10 @@ def json_pointer_escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
+def unix_ns(moment: datetime.datetime) -> int:
+    """Unix nanoseconds of an aware time, as the lock takes them."""
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
+
+
 def _stamp(moment: datetime.datetime | None) -> str | None:
     return None if moment is None else format_rfc3339(moment)

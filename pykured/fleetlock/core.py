@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 
 from pykured import errors
-from pykured.cycle.state import NodeState
+from pykured.cycle.state import NodeState, unix_ns
 from pykured.fleetlock.ops import NodeOps
 from pykured.fleetlock.worker import Worker, Workers
 
@@ -30,11 +30,6 @@ logger = logging.getLogger(__name__)
 def utcnow() -> datetime.datetime:
     """The wall clock (the default ``clock``)."""
     return datetime.datetime.now(datetime.UTC)
-
-
-def ns(moment: datetime.datetime) -> int:
-    """Unix nanoseconds, as the lock takes them."""
-    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
 
 
 class Core:
@@ -57,7 +52,7 @@ class Core:
 
     def observe(self, node: str, now: datetime.datetime) -> NodeState:
         """The node's state: the Node and its lock entry (an expired one too)."""
-        entry = self.ops.lock.holding(now_ns=ns(now), honour_ttl=False, node_id=node)
+        entry = self.ops.lock.holding(now_ns=unix_ns(now), honour_ttl=False, node_id=node)
         return self.ops.view(node, entry)
 
     def draining_here(self, node: str) -> bool:
@@ -88,7 +83,7 @@ class Core:
             if worker.cancel.is_set():
                 return
             now = self._clock()
-            entry = self.ops.lock.holding(now_ns=ns(now), honour_ttl=False, node_id=node)
+            entry = self.ops.lock.holding(now_ns=unix_ns(now), honour_ttl=False, node_id=node)
             if entry is None:
                 logger.warning("Node %s lost its reboot slot while draining", node)
                 return

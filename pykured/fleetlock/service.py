@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 
 from pykured import errors
 from pykured.blockers import Blocker, first_block
-from pykured.cycle.state import NodeState
+from pykured.cycle.state import NodeState, unix_ns
 from pykured.fleetlock import protocol as p
-from pykured.fleetlock.core import Core, ns, utcnow
+from pykured.fleetlock.core import Core, utcnow
 from pykured.fleetlock.cycle import DEFAULT_TIMING, Phase, Step, Timing, phase_of, reconcile
 from pykured.fleetlock.nodes import Resolver
 from pykured.fleetlock.ops import NodeOps
@@ -142,7 +142,7 @@ class FleetLockService(Core):
         if blocked is not None:
             return p.Reply(p.BLOCKED, f"Reboot blocked: {blocked}")
         self.ops.mark(node, ident)
-        result = self.ops.lock.acquire(unschedulable=obs.unschedulable, now_ns=ns(now), node_id=node)
+        result = self.ops.lock.acquire(unschedulable=obs.unschedulable, now_ns=unix_ns(now), node_id=node)
         if not result.acquired:
             self.ops.mark(node, None)
             return p.Reply(p.LOCK_HELD, f"reboot lock held by: {result.holder_names or '?'}")
