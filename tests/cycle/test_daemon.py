@@ -25,7 +25,7 @@ from pykured.cycle.policy import Policy, Step
 from pykured.cycle.steps import Behaviour
 from pykured.drain import Drainer
 from pykured.events import EventRecorder
-from pykured.goflags import Duration
+from pykured.gocompat.goflags import Duration
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.record import LockEntry, encode_entry
 from pykured.metrics import Metrics
@@ -209,7 +209,7 @@ def rebooted(rig: Rig) -> None:
 @dataclasses.dataclass(frozen=True)
 class Row:
     name: str
-    given: Callable[[Rig], None]
+    given: Callable[[Rig], object]
     step: Step
     then: Callable[[Rig, float], None]
 
@@ -349,11 +349,29 @@ def _aborting_admin_cordon(rig: Rig) -> None:
     rig.remember(unschedulable_before=True)
 
 
+def both(*scenes: Callable[[Rig], object]) -> Callable[[Rig], None]:
+    def given(rig: Rig) -> None:
+        for scene in scenes:
+            scene(rig)
+
+    return given
+
+
+def _holding(rig: Rig) -> None:
+    rig.hold()
+    rig.remember(unschedulable_before=False)
+
+
+def _holding_cordoned(rig: Rig) -> None:
+    _holding(rig)
+    rig.cordon()
+
+
 ROWS = [
     Row("idle, reboot not required: wait a period", _not_required, Step.WAIT, then_waits_a_period),
     Row(
         "idle, leftover taint: remove it",
-        lambda r: (_not_required(r), r.taint()),
+        both(_not_required, Rig.taint),
         Step.SYNC_TAINT,
         then_untainted,
     ),
@@ -372,7 +390,7 @@ ROWS = [
     ),
     Row(
         "holding: drain and reboot",
-        lambda r: (r.hold(), r.remember(unschedulable_before=False)),
+        _holding,
         Step.DRAIN_AND_REBOOT,
         then_rebooted_once,
     ),
@@ -402,13 +420,13 @@ ROWS = [
     ),
     Row(
         "rebooted: uncordon and set the release time",
-        lambda r: (rebooted(r), _not_required(r)),
+        both(rebooted, _not_required),
         Step.POST_REBOOT,
         then_finished_the_reboot,
     ),
     Row(
         "release time passed: release and forget",
-        lambda r: (_release_due(r), _not_required(r)),
+        both(_release_due, _not_required),
         Step.RELEASE,
         then_released,
     ),
@@ -420,7 +438,7 @@ ROWS = [
     ),
     Row(
         "holding, sentinel gone: abort",
-        lambda r: (_not_required(r), r.hold(), r.cordon(), r.remember(unschedulable_before=False)),
+        both(_not_required, _holding_cordoned),
         Step.ABORT,
         then_aborted,
     ),

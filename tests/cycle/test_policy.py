@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+from typing import Any
 
 import pytest
 
@@ -69,7 +70,7 @@ def obs(
     next_window: datetime.datetime | None = None,
     has_taint: bool = False,
     retry_at: datetime.datetime | None = None,
-    **node: object,
+    **node: Any,
 ) -> Observation:
     return Observation(
         required=required,
@@ -78,7 +79,7 @@ def obs(
         next_window=next_window,
         has_taint=has_taint,
         retry_at=retry_at,
-        node=node_state(**node),  # type: ignore[arg-type]
+        node=node_state(**node),
     )
 
 
@@ -422,7 +423,12 @@ def test_drain_and_reboot_carries_what_to_record_and_force_reboot() -> None:
 
 
 def test_post_reboot_carries_the_release_time_and_the_annotation_removal() -> None:
-    node = {"holding": True, "cycle_started": True, "reboot_boot_id": "boot-0", "reboot_triggered_at": NOW}
+    node: dict[str, Any] = {
+        "holding": True,
+        "cycle_started": True,
+        "reboot_boot_id": "boot-0",
+        "reboot_triggered_at": NOW,
+    }
     action = decide(obs(required=False, **node), policy=FULL, now=NOW)
     assert (action.step, action.release_after, action.uncordon) == (Step.POST_REBOOT, NOW + 5 * MIN, True)
     assert action.remove_in_progress is True
@@ -430,13 +436,17 @@ def test_post_reboot_carries_the_release_time_and_the_annotation_removal() -> No
 
 
 def test_release_backs_off_only_when_the_sentinel_is_still_there() -> None:
-    node = {"holding": True, "reboot_boot_id": "boot-0", "release_after": NOW}
+    node: dict[str, Any] = {"holding": True, "reboot_boot_id": "boot-0", "release_after": NOW}
     assert decide(obs(required=False, **node), policy=FULL, now=NOW).backoff_until is None
     assert decide(obs(required=True, **node), policy=FULL, now=NOW).backoff_until == NOW + 60 * MIN
 
 
 def test_give_up_backs_off_and_uncordons_only_its_own_cordon() -> None:
-    node = {"holding": True, "reboot_boot_id": "boot-1", "reboot_triggered_at": NOW - 11 * MIN}
+    node: dict[str, Any] = {
+        "holding": True,
+        "reboot_boot_id": "boot-1",
+        "reboot_triggered_at": NOW - 11 * MIN,
+    }
     mine = decide(obs(reboot_attempts=2, cycle_started=True, **node), policy=FULL, now=NOW)
     assert (mine.step, mine.backoff_until, mine.uncordon) == (Step.GIVE_UP, NOW + 60 * MIN, True)
     admin = decide(obs(reboot_attempts=2, unschedulable_before=True, **node), policy=FULL, now=NOW)
@@ -458,9 +468,9 @@ def test_give_up_backs_off_and_uncordons_only_its_own_cordon() -> None:
     ids=["mid-drain", "rebooted", "reboot-never-came", "during-release-delay"],
 )
 def test_cleanup_finishes_what_the_lost_cycle_left(
-    node: dict[str, object], post_reboot: bool, settle: bool
+    node: dict[str, Any], post_reboot: bool, settle: bool
 ) -> None:
-    action = decide(obs(**node), policy=FULL, now=NOW)  # type: ignore[arg-type]
+    action = decide(obs(**node), policy=FULL, now=NOW)
     assert (action.step, action.post_reboot, action.settle_cordon, action.uncordon) == (
         Step.CLEANUP,
         post_reboot,

@@ -20,7 +20,7 @@ from pykured.events import EventRecorder
 from pykured.fleetlock.core import Core
 from pykured.fleetlock.ops import NodeOps
 from pykured.fleetlock.worker import Worker
-from pykured.goflags import Duration
+from pykured.gocompat.goflags import Duration
 from pykured.lock.annotation import AnnotationLock
 from pykured.metrics import Metrics
 from tests.fakes import FakeKube, RecordingNotifier
