@@ -1,9 +1,9 @@
-"""The per-node plumbing FleetLock's operations share: observation, node locks, drain workers, cleanup.
+"""The per-node plumbing FleetLock's operations share: observation, node locks and drain workers.
 
 Concept: :class:`Core` reads one node's cycle (its :class:`~pykured.cycle.state.NodeState`: the Node and its
 lock entry) and runs the background drain that turns ``DRAINING`` into ``GRANTED`` (or, on failure,
-releases the slot as kured does). :mod:`pykured.fleetlock.service` builds
-the requests and the reconcile loop on it.
+releases the slot as kured does). :mod:`pykured.fleetlock.service` builds the requests and the reconcile
+loop on it.
 
 Invariants:
 * Everything a node's cycle does happens under that node's lock (requests, reconcile, a worker's final
