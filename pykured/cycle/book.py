@@ -10,7 +10,7 @@ Invariants:
   patch, atomically.
 * Errors are :class:`pykured.errors.KubeError` (the caller logs them and retries on its next pass).
 
-kured mirrored (kured.md §4, §5.3–5.4): ``--annotate-nodes`` writes
+kured mirrored (kured 1.23.0's ``cmd/kured/main.go``): ``--annotate-nodes`` writes
 ``weave.works/kured-reboot-in-progress`` and ``weave.works/kured-most-recent-reboot-needed`` together; the
 in-progress one is removed with a JSON Patch ``remove``; ``--pre/post-reboot-node-labels`` are a
 strategic-merge patch of ``metadata.labels``. kured sends the whole Node JSON for the annotations (it can

@@ -1,11 +1,11 @@
 """The reconcile loop: observe, :func:`~pykured.cycle.policy.decide`, execute one idempotent step, repeat.
 
-Mirrors kured's ``rebootAsRequired`` (kured.md §5) but level-triggered: each pass re-reads the Node, the lock
-and the sentinel, so a pod restart at any step resumes where the cluster's state says it is. A pass starts
-when the sentinel changes (inotify), when the lock changes (a Lease watch), when a wait ends, or every
-``--period`` as a safety net. Nothing here exits the process: API outages, notification failures and reboot
-failures are logged and retried; none of them may reboot a node or leave one cordoned that pykured did not
-cordon.
+Mirrors kured's ``rebootAsRequired`` (``cmd/kured/main.go``) but level-triggered: each pass re-reads the
+Node, the lock and the sentinel, so a pod restart at any step resumes where the cluster's state says it is.
+A pass starts when the sentinel changes (inotify), when the lock changes (a Lease watch), when a wait ends,
+or every ``--period`` as a safety net. Nothing here exits the process: API outages, notification failures
+and reboot failures are logged and retried; none of them may reboot a node or leave one cordoned that
+pykured did not cordon.
 
 :meth:`Daemon.execute` dispatches one small method per :class:`~pykured.cycle.policy.Step`; each carries out
 the decisions in the :class:`~pykured.cycle.policy.Action` through :class:`~pykured.cycle.steps.Steps`

@@ -13,7 +13,7 @@ Invariants:
 * The patch builders name only the keys they are told to change: ``KEEP`` leaves a key alone, ``None``
   removes it (a JSON merge patch), so concurrent edits by others are never clobbered.
 
-kured mirrored (kured.md §4): ``weave.works/kured-reboot-in-progress`` and
+kured mirrored (kured 1.23.0's ``cmd/kured/main.go``): ``weave.works/kured-reboot-in-progress`` and
 ``weave.works/kured-most-recent-reboot-needed``. kured keeps "was the node unschedulable before I cordoned
 it" only in the lock entry; pykured also writes it on the Node (``pykured.dev/unschedulable-before``) so
 losing the lock does not lose it.

@@ -13,9 +13,9 @@ Invariants:
 * Nothing here reboots anything but :meth:`Steps.reboot`, through the configured
   :class:`~pykured.reboot.Rebooter` (whose every path is guarded by :mod:`pykured.host`).
 
-kured mirrored (kured.md §5.2–5.4): pre-reboot labels, drain delay, drain notification, cordon and drain,
-reboot delay, reboot notification and command; after the reboot: uncordon (only if kured cordoned),
-post-reboot labels, uncordon notification, lock release.
+kured mirrored (``rebootAsRequired`` in kured 1.23.0's ``cmd/kured/main.go``): pre-reboot labels, drain
+delay, drain notification, cordon and drain, reboot delay, reboot notification and command; after the
+reboot: uncordon (only if kured cordoned), post-reboot labels, uncordon notification, lock release.
 """
 
 from __future__ import annotations
