@@ -1,6 +1,6 @@
 """Kubernetes Events on the Node, so ``kubectl describe node`` shows what pykured did and why.
 
-Concept: a best-effort side channel. kured posts no Events (its RBAC grants none, kured.md §10.3);
+Concept: a best-effort side channel. kured posts no Events (its RBAC, ``kured-rbac.yaml``, grants none);
 pykured posts core/v1 Events with ``involvedObject`` = this Node, in namespace ``default`` (where the
 kubelet posts its node events), ``source.component`` = ``pykured`` and ``source.host`` = the node.
 

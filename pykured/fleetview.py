@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from pykured import agentstatus, rebootrequest
-from pykured.nodeinfo import FLEETLOCK_ID_ANNOTATION, PYKURED_PREFIX, NodeView, format_rfc3339, parse_rfc3339
+from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION, NodeState
+from pykured.nodeinfo import PYKURED_PREFIX, format_rfc3339, parse_rfc3339
 
 BACKOFF_UNTIL_ANNOTATION = PYKURED_PREFIX + "backoff-until"
 HEADER = ("NODE", "NEEDS-REBOOT", "REASON", "BLOCKED-BY", "CORDONED", "STEP", "LAST-REBOOT", "AGENT")
@@ -62,7 +63,7 @@ def ago(now: datetime.datetime, then: datetime.datetime) -> str:
     return f"{seconds // 86400}d ago"
 
 
-def _needs(view: NodeView, status: agentstatus.AgentStatus | None, req: rebootrequest.Classified) -> str:
+def _needs(view: NodeState, status: agentstatus.AgentStatus | None, req: rebootrequest.Classified) -> str:
     parts = []
     if status is not None and status.sentinel:
         parts.append("sentinel")
@@ -73,7 +74,7 @@ def _needs(view: NodeView, status: agentstatus.AgentStatus | None, req: rebootre
     return "+".join(parts) if parts else ("no" if status is not None else "?")
 
 
-def _blocked_by(view: NodeView, status: agentstatus.AgentStatus | None, holders: Sequence[str]) -> str:
+def _blocked_by(view: NodeState, status: agentstatus.AgentStatus | None, holders: Sequence[str]) -> str:
     backoff = parse_rfc3339(view.annotations.get(BACKOFF_UNTIL_ANNOTATION, ""))
     if status is None:
         return ""
@@ -88,7 +89,7 @@ def _blocked_by(view: NodeView, status: agentstatus.AgentStatus | None, holders:
     return ""
 
 
-def _cordoned(view: NodeView) -> str:
+def _cordoned(view: NodeState) -> str:
     if not view.unschedulable:
         return "no"
     if view.unschedulable_before is False:
@@ -96,7 +97,7 @@ def _cordoned(view: NodeView) -> str:
     return "yes (not by pykured)"
 
 
-def _memory_step(view: NodeView, holding: bool) -> str:
+def _memory_step(view: NodeState, holding: bool) -> str:
     """The step pykured's cycle memory on the Node shows ("" when the node is not in a cycle)."""
     if FLEETLOCK_ID_ANNOTATION in view.annotations:
         return "fleetlock (zincati)"
@@ -112,7 +113,7 @@ def _memory_step(view: NodeView, holding: bool) -> str:
 _AGENT_STEPS = {"acquire": ("acquiring lock", "waiting for lock"), "wait": ("idle", "waiting")}
 
 
-def _step(view: NodeView, status: agentstatus.AgentStatus | None, holding: bool) -> str:
+def _step(view: NodeState, status: agentstatus.AgentStatus | None, holding: bool) -> str:
     memory = _memory_step(view, holding)
     if memory or status is None:
         return memory or "no agent status"
@@ -123,7 +124,7 @@ def _step(view: NodeView, status: agentstatus.AgentStatus | None, holding: bool)
     return names[flag]
 
 
-def node_row(view: NodeView, *, holders: Sequence[str] = (), now: datetime.datetime) -> Row:
+def node_row(view: NodeState, *, holders: Sequence[str] = (), now: datetime.datetime) -> Row:
     """One node's row. ``holders``: every node holding a lock slot (any backend)."""
     status = agentstatus.decode(view.annotations.get(agentstatus.STATUS_ANNOTATION))
     previous = (status.boot_id,) if status and status.boot_id != view.boot_id else ()
@@ -151,7 +152,7 @@ def node_row(view: NodeView, *, holders: Sequence[str] = (), now: datetime.datet
     )
 
 
-def rows(views: Sequence[NodeView], locks: Sequence[LockInfo], *, now: datetime.datetime) -> list[Row]:
+def rows(views: Sequence[NodeState], locks: Sequence[LockInfo], *, now: datetime.datetime) -> list[Row]:
     """Every node's row, sorted by name."""
     holders = sorted({h for info in locks for h in info.holders})
     return [node_row(v, holders=holders, now=now) for v in sorted(views, key=lambda v: v.name)]

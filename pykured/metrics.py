@@ -34,7 +34,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import choose_encoder
 
-__all__ = ["BLOCK_REASONS", "REBOOT_OUTCOMES", "Metrics"]
+__all__ = ["BLOCK_REASONS", "REBOOT_OUTCOMES", "Metrics", "NullMetrics"]
 
 logger = logging.getLogger(__name__)
 IDLE_POLL = 3600.0
@@ -316,3 +316,53 @@ def _bind(host: str, port: int, metrics: Metrics) -> _Server:
         server = server_class((host, port), _Handler)
     server.metrics = metrics
     return server
+
+
+class NullMetrics(Metrics):
+    """Metrics that record nothing: what a component gets when no metrics are exposed (tests, tools)."""
+
+    def __init__(self) -> None:  # no registry, no collectors
+        pass
+
+    def set_reboot_required(self, node: str, required: bool) -> None:
+        pass
+
+    def set_blocked(self, reason: str | None) -> None:
+        pass
+
+    def lock_holders(self, backend: str, n: int) -> None:
+        pass
+
+    def lock_waiting(self, waiting: bool) -> None:
+        pass
+
+    def lock_freed_gone_node(self) -> None:
+        pass
+
+    def observe_drain(self, seconds: float) -> None:
+        pass
+
+    def reboot(self, outcome: str) -> None:
+        if outcome not in REBOOT_OUTCOMES:
+            raise ValueError(f"unknown reboot outcome {outcome!r}, expected one of {REBOOT_OUTCOMES}")
+
+    def notify_failed(self, service: str = "unknown") -> None:
+        pass
+
+    def set_handoff(self, state: str | None) -> None:
+        pass
+
+    def set_reboot_request(self, reason: str | None, rollout: str = "") -> None:
+        pass
+
+    def fleetlock_request(self, api: str, kind: str) -> None:
+        pass
+
+    def render(self, accept: str = "") -> tuple[bytes, str]:
+        return b"", "text/plain"
+
+    def serve(self, host: str = "", port: int = 8080) -> int:
+        raise RuntimeError("NullMetrics serves nothing")
+
+    def close(self) -> None:
+        pass

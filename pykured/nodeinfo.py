@@ -1,61 +1,25 @@
-"""A Node as pykured sees it: a pure, typed view decoded once from the API's JSON, and the annotation keys.
+"""A Node as pykured sees it: a pure, typed view decoded once from the API's JSON, and RFC 3339 times.
 
-Concept: every component that reads a Node (daemon, drainer, taint helper, node book) reads the same few
-facts — unschedulable, boot ID, readiness, labels, annotations, taints — and pykured's own memory kept in
-``pykured.dev/*`` annotations. :class:`NodeView` decodes them in one place; :func:`state_patch` builds the
-merge patch that writes that memory. Standard library only, no I/O, no clock reads (times are passed in).
+Concept: every component that reads a Node (the cycle, the drainer, the taint helper) reads the same few
+facts — unschedulable, boot ID, readiness, labels, annotations, taints. :class:`NodeView` decodes them in one
+place. The reboot cycle's own annotations and its state live in :mod:`pykured.cycle.state`. Standard
+library only, no I/O, no clock reads (times are passed in).
 
 Invariants:
-* Decoding never raises on a malformed or partial Node: unknown or garbled values read as ``None``/defaults,
-  so a hand-edited annotation cannot crash the daemon (it is logged by the caller instead).
+* Decoding never raises on a malformed or partial Node: unknown or garbled values read as defaults.
 * Timestamps are written as kured writes them: Go ``time.RFC3339`` at second precision in UTC
   (``2026-06-30T11:29:16Z``), and read leniently (fractions and offsets accepted).
-* ``state_patch`` only names the keys it is told to change: ``KEEP`` leaves a key alone, ``None`` removes it.
-
-kured mirrored: the ``weave.works/kured-reboot-in-progress`` and
-``weave.works/kured-most-recent-reboot-needed`` annotations (kured.md §4). kured keeps "was the node
-unschedulable before I cordoned it" only in the lock entry; pykured also writes it on the Node
-(``pykured.dev/unschedulable-before``) so losing the lock does not lose it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import enum
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
-IN_PROGRESS_ANNOTATION = "weave.works/kured-reboot-in-progress"
-MOST_RECENT_REBOOT_NEEDED_ANNOTATION = "weave.works/kured-most-recent-reboot-needed"
-
-PYKURED_PREFIX = "pykured.dev/"
-UNSCHEDULABLE_BEFORE_ANNOTATION = PYKURED_PREFIX + "unschedulable-before"
-REBOOT_BOOT_ID_ANNOTATION = PYKURED_PREFIX + "reboot-boot-id"
-REBOOT_TRIGGERED_AT_ANNOTATION = PYKURED_PREFIX + "reboot-triggered-at"
-RELEASE_AFTER_ANNOTATION = PYKURED_PREFIX + "release-after"
-REBOOT_ATTEMPTS_ANNOTATION = PYKURED_PREFIX + "reboot-attempts"
-
-FLEETLOCK_ID_ANNOTATION = PYKURED_PREFIX + "fleetlock-id"
-"""On a Node while FleetLock runs its cycle: the Zincati id that asked; the daemon keeps off it."""
-
-STATE_ANNOTATIONS = (
-    UNSCHEDULABLE_BEFORE_ANNOTATION,
-    REBOOT_BOOT_ID_ANNOTATION,
-    REBOOT_TRIGGERED_AT_ANNOTATION,
-    RELEASE_AFTER_ANNOTATION,
-    REBOOT_ATTEMPTS_ANNOTATION,
-)
-"""Every ``pykured.dev/*`` state annotation, in a stable order."""
-
-
-class Keep(enum.Enum):
-    """Marker for "leave this annotation as it is" in :func:`state_patch`."""
-
-    KEEP = "keep"
-
-
-KEEP = Keep.KEEP
+PYKURED_PREFIX: Final = "pykured.dev/"
+"""The prefix of every annotation pykured writes (the cycle's keys are in :mod:`pykured.cycle.state`)."""
 
 
 def format_rfc3339(moment: datetime.datetime) -> str:
@@ -84,17 +48,6 @@ def parse_rfc3339(text: str) -> datetime.datetime | None:
     if moment.tzinfo is None:
         return None
     return moment.astimezone(datetime.UTC)
-
-
-def _bool_annotation(text: str | None) -> bool | None:
-    if text is None:
-        return None
-    lowered = text.strip().lower()
-    if lowered == "true":
-        return True
-    if lowered == "false":
-        return False
-    return None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -180,80 +133,6 @@ class NodeView:
             spec=dict(spec),
         )
 
-    # -- kured's annotations ---------------------------------------------------------------------------------
-
-    @property
-    def in_progress(self) -> bool:
-        """Does the node carry ``weave.works/kured-reboot-in-progress`` (any value)?"""
-        return IN_PROGRESS_ANNOTATION in self.annotations
-
-    @property
-    def most_recent_reboot_needed(self) -> datetime.datetime | None:
-        """``weave.works/kured-most-recent-reboot-needed`` as a time, if present and valid."""
-        text = self.annotations.get(MOST_RECENT_REBOOT_NEEDED_ANNOTATION)
-        return parse_rfc3339(text) if text is not None else None
-
-    # -- pykured's memory ------------------------------------------------------------------------------------
-
-    @property
-    def unschedulable_before(self) -> bool | None:
-        """Was the node unschedulable before pykured cordoned it? ``None`` when not recorded."""
-        return _bool_annotation(self.annotations.get(UNSCHEDULABLE_BEFORE_ANNOTATION))
-
-    @property
-    def reboot_boot_id(self) -> str | None:
-        """The boot ID recorded when the reboot was triggered (a different current one proves the reboot)."""
-        value = self.annotations.get(REBOOT_BOOT_ID_ANNOTATION)
-        return value or None
-
-    @property
-    def reboot_triggered_at(self) -> datetime.datetime | None:
-        """When pykured triggered the reboot."""
-        text = self.annotations.get(REBOOT_TRIGGERED_AT_ANNOTATION)
-        return parse_rfc3339(text) if text is not None else None
-
-    @property
-    def release_after(self) -> datetime.datetime | None:
-        """When the lock may be released (``--lock-release-delay`` that survives a pod restart)."""
-        text = self.annotations.get(RELEASE_AFTER_ANNOTATION)
-        return parse_rfc3339(text) if text is not None else None
-
-    @property
-    def reboot_attempts(self) -> int:
-        """How many reboots pykured triggered for the current need (0 when absent or garbled)."""
-        text = self.annotations.get(REBOOT_ATTEMPTS_ANNOTATION, "")
-        try:
-            return max(0, int(text.strip()))
-        except ValueError:
-            return 0
-
     def has_taint(self, key: str, effect: str) -> bool:
         """Is there a taint with this key and effect?"""
         return any(t.key == key and t.effect == effect for t in self.taints)
-
-
-def state_patch(
-    *,
-    unschedulable_before: bool | Keep | None = KEEP,
-    reboot_boot_id: str | Keep | None = KEEP,
-    reboot_triggered_at: datetime.datetime | Keep | None = KEEP,
-    release_after: datetime.datetime | Keep | None = KEEP,
-    reboot_attempts: int | Keep | None = KEEP,
-) -> dict[str, str | None]:
-    """The annotation changes for pykured's state: key → value, or ``None`` to remove; ``KEEP`` is omitted."""
-    out: dict[str, str | None] = {}
-    if not isinstance(unschedulable_before, Keep):
-        out[UNSCHEDULABLE_BEFORE_ANNOTATION] = (
-            None if unschedulable_before is None else ("true" if unschedulable_before else "false")
-        )
-    if not isinstance(reboot_boot_id, Keep):
-        out[REBOOT_BOOT_ID_ANNOTATION] = reboot_boot_id or None
-    if not isinstance(reboot_triggered_at, Keep):
-        out[REBOOT_TRIGGERED_AT_ANNOTATION] = (
-            None if reboot_triggered_at is None else format_rfc3339(reboot_triggered_at)
-        )
-    if not isinstance(release_after, Keep):
-        out[RELEASE_AFTER_ANNOTATION] = None if release_after is None else format_rfc3339(release_after)
-    if not isinstance(reboot_attempts, Keep):
-        out[REBOOT_ATTEMPTS_ANNOTATION] = None if reboot_attempts is None else str(int(reboot_attempts))
-    return out

@@ -44,8 +44,16 @@ ZINCATI_MARKER_FILE = "/var/lib/zincati/admin/strategy/marker_file/allowfinalize
 class Rebooter(Protocol):
     """Something that makes the node reboot (or hands the reboot to someone who will)."""
 
+    @property
+    def hands_off(self) -> bool:
+        """``True`` when :meth:`reboot` only allows someone else (Zincati) to reboot: a hand-off."""
+        ...
+
     def reboot(self) -> None:
-        """Trigger the reboot; raises :class:`~pykured.errors.RebootError` on failure."""
+        """Trigger the reboot (or allow it); raises :class:`~pykured.errors.RebootError` on failure."""
+
+    def withdraw(self) -> None:
+        """The node is back: take back what a hand-off allowed (nothing to do for a real reboot)."""
 
 
 def signal_name(signum: int) -> str:
@@ -79,6 +87,8 @@ class CommandRebooter:
         host.guard_nsenter(self.nsenter)
         host.guard_command(self.argv)
 
+    hands_off = False
+
     def reboot(self) -> None:
         self._guard()
         logger.info("Running command: %s", self.command)
@@ -92,6 +102,9 @@ class CommandRebooter:
                 f"(stdout: {result.stdout!r}, stderr: {result.stderr!r})"
             )
 
+    def withdraw(self) -> None:
+        """Nothing to take back after a real reboot."""
+
 
 class SignalRebooter:
     """Signal the host's init (kured's ``--reboot-method=signal``; needs ``hostPID`` and CAP_KILL)."""
@@ -100,6 +113,8 @@ class SignalRebooter:
         self.signal = signal
         self.target_pid = target_pid
 
+    hands_off = False
+
     def reboot(self) -> None:
         host.guard_signal_target(self.target_pid)
         logger.info("Emit reboot-signal %s to pid %d", signal_name(self.signal), self.target_pid)
@@ -107,6 +122,9 @@ class SignalRebooter:
             os.kill(self.target_pid, self.signal)
         except OSError as exc:
             raise RebootError(f"signal of {signal_name(self.signal)} failed: {go_errno_text(exc)}") from exc
+
+    def withdraw(self) -> None:
+        """Nothing to take back after a real reboot."""
 
 
 def default_marker_content(*, now: float, allow_duration_s: float) -> str:
@@ -176,6 +194,8 @@ class ZincatiHandoff:
         self.content = content
         self._now = now_fn
 
+    hands_off = True
+
     def reboot(self) -> None:
         text = self.content or default_marker_content(now=self._now(), allow_duration_s=self.allow_duration_s)
         try:
@@ -186,6 +206,10 @@ class ZincatiHandoff:
 
     def present(self) -> bool:
         return os.path.exists(self.marker_file)
+
+    def withdraw(self) -> None:
+        """Remove the marker: the next update must not be finalized without coordination."""
+        self.remove()
 
     def remove(self) -> None:
         try:

@@ -21,13 +21,13 @@ import logging
 from collections.abc import Sequence
 
 from pykured import errors, fleetview, rebootrequest, rollout
+from pykured.cycle.state import NodeState
 from pykured.gocompat.goflags import Duration
 from pykured.kube import JSON_PATCH, MERGE_PATCH, Kube, Obj
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.base import forbidden
 from pykured.lock.lease import LeaseLock
 from pykured.lock.record import decode
-from pykured.nodeinfo import NodeView
 
 logger = logging.getLogger(__name__)
 
@@ -72,13 +72,13 @@ def may_patch(kube: Kube, node: str) -> bool | None:
 
 def nodes(
     kube: Kube, *, names: Sequence[str] = (), selector: str = "", all_nodes: bool = False
-) -> list[NodeView]:
+) -> list[NodeState]:
     """The Nodes named, or matching ``selector``, or all; a missing one or a refused read is an error."""
     if names:
         out = []
         for name in dict.fromkeys(names):
             try:
-                out.append(NodeView.from_obj(kube.get_node(name)))
+                out.append(NodeState.from_obj(kube.get_node(name)))
             except errors.NotFoundError:
                 raise RequestError(f'node "{name}" not found') from None
             except errors.ForbiddenError as exc:
@@ -94,7 +94,7 @@ def nodes(
         raise RequestError(f"forbidden: {_message(exc)}") from None
     except errors.KubeError as exc:
         raise RequestError(f"cannot list nodes: {exc}") from None
-    found = [NodeView.from_obj(item) for item in items]
+    found = [NodeState.from_obj(item) for item in items]
     if not found:
         raise RequestError(
             f"no node matches the selector {selector!r}" if selector else "the cluster has no nodes"
@@ -107,7 +107,7 @@ def _message(exc: errors.KubeError) -> str:
     return text.removesuffix(f" (HTTP {exc.status})") if exc.status else text
 
 
-def _check_patch(kube: Kube, views: Sequence[NodeView]) -> None:
+def _check_patch(kube: Kube, views: Sequence[NodeState]) -> None:
     denied = [v.name for v in views if may_patch(kube, v.name) is False]
     if denied:
         who = whoami(kube)
@@ -129,7 +129,7 @@ class Outcome:
     boot_id: str = ""
 
 
-def _existing(view: NodeView) -> rebootrequest.RebootRequest | None:
+def _existing(view: NodeState) -> rebootrequest.RebootRequest | None:
     raw = view.annotations.get(rebootrequest.REQUEST_ANNOTATION)
     if raw is None:
         return None
@@ -139,7 +139,7 @@ def _existing(view: NodeView) -> rebootrequest.RebootRequest | None:
         return None
 
 
-def _write(kube: Kube, view: NodeView, req: rebootrequest.RebootRequest) -> None:
+def _write(kube: Kube, view: NodeState, req: rebootrequest.RebootRequest) -> None:
     patch = rebootrequest.bind_patch(req, has_annotations=bool(view.annotations))
     try:
         kube.patch_node(view.name, patch, patch_type=JSON_PATCH)
@@ -151,7 +151,7 @@ def _write(kube: Kube, view: NodeView, req: rebootrequest.RebootRequest) -> None
 
 def request_reboot(
     kube: Kube,
-    views: Sequence[NodeView],
+    views: Sequence[NodeState],
     *,
     reason: str,
     requested_by: str,
@@ -192,7 +192,7 @@ def request_reboot(
     return out
 
 
-def cancel(kube: Kube, views: Sequence[NodeView]) -> list[Outcome]:
+def cancel(kube: Kube, views: Sequence[NodeState]) -> list[Outcome]:
     """Withdraw the request of every node of ``views`` (no call for a node without one)."""
     with_request = [v for v in views if rebootrequest.REQUEST_ANNOTATION in v.annotations]
     _check_patch(kube, with_request)
@@ -212,7 +212,7 @@ def cancel(kube: Kube, views: Sequence[NodeView]) -> list[Outcome]:
 # -- reading the fleet ---------------------------------------------------------------------------------------
 
 
-def all_nodes(kube: Kube, selector: str = "") -> list[NodeView]:
+def all_nodes(kube: Kube, selector: str = "") -> list[NodeState]:
     """LIST the Nodes (``list`` on nodes: not in kured's agent RBAC)."""
     try:
         items = kube.list_nodes(label_selector=selector or None).get("items", [])
@@ -222,7 +222,7 @@ def all_nodes(kube: Kube, selector: str = "") -> list[NodeView]:
         ) from None
     except errors.KubeError as exc:
         raise RequestError(f"cannot list nodes: {exc}") from None
-    return [NodeView.from_obj(item) for item in items]
+    return [NodeState.from_obj(item) for item in items]
 
 
 def lock_holders(

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from pykured import rebootrequest
-from pykured.nodeinfo import NodeView, format_rfc3339
+from pykured.cycle.state import NodeState
+from pykured.nodeinfo import format_rfc3339
 
 
 class Progress(enum.Enum):
@@ -53,7 +54,7 @@ class RolloutProgress:
         return bool(self.nodes) and self.done == len(self.nodes)
 
 
-def _entry(view: NodeView, rollout: str) -> tuple[NodeProgress, str] | None:
+def _entry(view: NodeState, rollout: str) -> tuple[NodeProgress, str] | None:
     raw = view.annotations.get(rebootrequest.REQUEST_ANNOTATION)
     if raw is not None:
         try:
@@ -79,7 +80,7 @@ def _entry(view: NodeView, rollout: str) -> tuple[NodeProgress, str] | None:
     return None
 
 
-def progress(views: Sequence[NodeView], rollout: str) -> RolloutProgress:
+def progress(views: Sequence[NodeState], rollout: str) -> RolloutProgress:
     """Every node that belongs to ``rollout``, sorted by name."""
     entries = []
     reason = ""
@@ -91,7 +92,7 @@ def progress(views: Sequence[NodeView], rollout: str) -> RolloutProgress:
     return RolloutProgress(rollout=rollout, reason=reason, nodes=tuple(entries))
 
 
-def rollouts(views: Sequence[NodeView]) -> list[str]:
+def rollouts(views: Sequence[NodeState]) -> list[str]:
     """Every rollout id named by a request or a satisfied record, newest id first."""
     ids: set[str] = set()
     for view in views:

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 
 from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
 from pykured.config import Config
-from pykured.daemon import Daemon, Parts, Settings
-from pykured.decide import Policy
+from pykured.cycle.book import NodeBook
+from pykured.cycle.daemon import Daemon, Parts, Settings
+from pykured.cycle.policy import Policy
+from pykured.cycle.steps import Behaviour
 from pykured.drain import Drainer
 from pykured.errors import KubeError, NotFoundError
 from pykured.events import EventRecorder
@@ -26,7 +28,6 @@ from pykured.lock.base import Lock
 from pykured.lock.lease import LeaseLock
 from pykured.lock.switch import GuardedLock
 from pykured.metrics import Metrics
-from pykured.node import NodeBook
 from pykured.notify import KuredMessages, Notifier
 from pykured.reboot import CommandRebooter, Rebooter, SignalRebooter, ZincatiHandoff
 from pykured.sentinel import CommandSentinel, FileSentinel, Sentinel
@@ -159,6 +160,32 @@ def build_rebooter(cfg: Config) -> Rebooter:
     return CommandRebooter(cfg.reboot_command_argv, nsenter=os.environ.get(NSENTER_ENV, NSENTER))
 
 
+def build_policy(cfg: Config) -> Policy:
+    """The decisions' configuration, the same for the daemon and FleetLock."""
+    return Policy(
+        annotate_nodes=cfg.annotate_nodes,
+        taint=bool(cfg.prefer_no_schedule_taint),
+        reboot_retry_delay=_delta(cfg.reboot_retry_delay.seconds),
+        release_delay=_delta(cfg.lock_release_delay.seconds),
+        sentinel_loop_backoff=_delta(cfg.sentinel_loop_backoff.seconds),
+        force_reboot=cfg.force_reboot,
+    )
+
+
+def build_behaviour(cfg: Config) -> Behaviour:
+    """kured's flags that shape the steps, the same for the daemon and FleetLock."""
+    return Behaviour(
+        drain_delay_s=cfg.drain_delay.seconds,
+        reboot_delay_s=cfg.reboot_delay.seconds,
+        pre_labels=cfg.pre_reboot_labels,
+        post_labels=cfg.post_reboot_labels,
+    )
+
+
+def _delta(seconds: float) -> datetime.timedelta:
+    return datetime.timedelta(seconds=seconds)
+
+
 def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
     """Build the agent (does not start it), on ``kube`` or the client :func:`kube_for` makes."""
     kube = kube or kube_for(cfg)
@@ -179,20 +206,15 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         on_failure=metrics.notify_failed,
     )
     prometheus = build_prometheus_blockers(cfg)
-    daemon_box: list[Daemon] = []
     cancel = threading.Event()
-
-    def on_change() -> None:
-        if daemon_box:
-            daemon_box[0].notify_change()
-
+    wake = threading.Event()
     sentinel: Sentinel
     if cfg.reboot_sentinel_command:
         sentinel = CommandSentinel(
             cfg.reboot_sentinel_command_argv, nsenter=os.environ.get(NSENTER_ENV, NSENTER)
         )
     else:
-        sentinel = FileSentinel(cfg.reboot_sentinel, on_change=on_change)
+        sentinel = FileSentinel(cfg.reboot_sentinel, on_change=wake.set)
     parts = Parts(
         kube=kube,
         lock=build_lock(cfg, kube, metrics),
@@ -210,26 +232,12 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         blockers=[*prometheus, *build_pod_blockers(cfg, kube, node)],
     )
     settings = Settings(
-        node=node,
-        period=cfg.period.seconds,
-        drain_delay=cfg.drain_delay.seconds,
-        reboot_delay=cfg.reboot_delay.seconds,
-        release_delay=cfg.lock_release_delay.seconds,
-        sentinel_loop_backoff=cfg.sentinel_loop_backoff.seconds,
-        force_reboot=cfg.force_reboot,
-        pre_labels=cfg.pre_reboot_labels,
-        post_labels=cfg.post_reboot_labels,
-        policy=Policy(
-            annotate_nodes=cfg.annotate_nodes,
-            taint=bool(cfg.prefer_no_schedule_taint),
-            reboot_retry_delay=datetime.timedelta(seconds=cfg.reboot_retry_delay.seconds),
-        ),
+        node=node, period=cfg.period.seconds, behaviour=build_behaviour(cfg), policy=build_policy(cfg)
     )
     fleetlock = build_fleetlock(cfg, parts) if cfg.fleetlock_listen else None
     if cfg.fleetlock_listen and cfg.fleetlock_mode == "central":
         return Agent(daemon=None, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel)
-    daemon = Daemon(parts, settings, stopping=cancel)
-    daemon_box.append(daemon)
+    daemon = Daemon(parts, settings, stopping=cancel, wake=wake)
     return Agent(daemon=daemon, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel)
 
 
@@ -263,6 +271,8 @@ def build_fleetlock(cfg: Config, parts: Parts) -> FleetLockServer:
         events_factory=lambda node: EventRecorder(kube, node=node, enabled=cfg.events),
         force_reboot=cfg.force_reboot,
         release_delay_s=cfg.lock_release_delay.seconds,
+        drain_delay_s=cfg.drain_delay.seconds,
+        reboot_delay_s=cfg.reboot_delay.seconds,
         pre_labels=cfg.pre_reboot_labels,
         post_labels=cfg.post_reboot_labels,
         annotate_nodes=cfg.annotate_nodes,

@@ -1,7 +1,7 @@
 """COMPATIBILITY.md covers everything an operator can meet: every flag, every ``KURED_*`` variable, every
 metric, every node annotation and every ``configuration.*`` value of kured's Helm chart.
 
-The lists come from the code (``pykured.config.flags``, ``pykured.metrics``, ``pykured.nodeinfo``,
+The lists come from the code (``pykured.config.flags``, ``pykured.metrics``, ``pykured.cycle.state``,
 ``pykured.rebootrequest``, ``pykured.agentstatus``), so a new flag, metric or annotation without a row fails
 here. The chart keys are kured's Helm chart 6.1.0 ``values.yaml``. Each case is one parametrized test whose id
 names the missing item.
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pykured import agentstatus, nodeinfo, rebootrequest
+from pykured import agentstatus, rebootrequest
 from pykured.config.flags import FLAGS
+from pykured.cycle import state as nodeinfo
 from pykured.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parent.parent

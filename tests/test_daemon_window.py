@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from pykured.daemon import Daemon, Parts, Settings
-from pykured.decide import Policy
+from pykured.cycle.book import NodeBook
+from pykured.cycle.daemon import Daemon, Parts, Settings
+from pykured.cycle.policy import Policy
 from pykured.drain import Drainer
 from pykured.events import EventRecorder
 from pykured.gocompat.goflags import Duration
 from pykured.lock.annotation import AnnotationLock
-from pykured.node import NodeBook
 from pykured.notify import Notifier
 from pykured.sentinel import FileSentinel
 from pykured.window import TimeWindow
@@ -38,11 +38,16 @@ class FakeClock:
 
 
 class RecordingRebooter:
+    hands_off = False
+
     def __init__(self) -> None:
         self.calls = 0
 
     def reboot(self) -> None:
         self.calls += 1
+
+    def withdraw(self) -> None:
+        pass
 
 
 MakeDaemon = Callable[[TimeWindow, FakeClock], tuple[Daemon, str, str, RecordingRebooter]]

@@ -6,7 +6,7 @@ import datetime
 from typing import Any
 
 from pykured import agentstatus, fleetview, rebootrequest, rollout
-from pykured.nodeinfo import NodeView
+from pykured.cycle.state import NodeState
 
 NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
 
@@ -35,7 +35,7 @@ S = agentstatus.STATUS_ANNOTATION
 R = rebootrequest.REQUEST_ANNOTATION
 
 
-def row(view: NodeView, holders: tuple[str, ...] = ()) -> fleetview.Row:
+def row(view: NodeState, holders: tuple[str, ...] = ()) -> fleetview.Row:
     return fleetview.node_row(view, holders=holders, now=NOW)
 
 
@@ -43,7 +43,7 @@ def test_blocked_by_alerts_names_them() -> None:
     text = status(
         sentinel=True, step="blocked", blocked="prometheus", blocked_by="Reboot blocked: 1 active alerts: [X]"
     )
-    view = NodeView.from_obj(
+    view = NodeState.from_obj(
         {"metadata": {"name": "n", "annotations": {S: text}}, "status": {"nodeInfo": {"bootID": "b1"}}}
     )
     r = row(view)
@@ -52,25 +52,25 @@ def test_blocked_by_alerts_names_them() -> None:
 
 def test_cycle_steps_from_pykureds_memory() -> None:
     base = {S: status(step="drain-and-reboot", sentinel=True)}
-    draining = NodeView.from_obj({
+    draining = NodeState.from_obj({
         "metadata": {"name": "n", "annotations": {**base, "pykured.dev/unschedulable-before": "false"}},
         "spec": {"unschedulable": True}, "status": {"nodeInfo": {"bootID": "b1"}},
     })  # fmt: skip
     assert row(draining).step == "draining" and row(draining).cordoned == "pykured"
-    rebooting = NodeView.from_obj({
+    rebooting = NodeState.from_obj({
         "metadata": {"name": "n", "annotations": {**base, "pykured.dev/unschedulable-before": "false",
                                                   "pykured.dev/reboot-boot-id": "b1"}},
         "spec": {"unschedulable": True}, "status": {"nodeInfo": {"bootID": "b1"}},
     })  # fmt: skip
     assert row(rebooting).step == "rebooting"
-    fleetlock = NodeView.from_obj(
+    fleetlock = NodeState.from_obj(
         {"metadata": {"name": "n", "annotations": {"pykured.dev/fleetlock-id": "z"}}}
     )
     assert row(fleetlock).step == "fleetlock (zincati)"
 
 
 def test_a_request_naming_another_boot_is_not_shown_as_pending() -> None:
-    view = NodeView.from_obj({
+    view = NodeState.from_obj({
         "metadata": {"name": "n", "annotations": {S: status(), R: req(boot="old")}},
         "status": {"nodeInfo": {"bootID": "b1"}},
     })  # fmt: skip
@@ -79,7 +79,7 @@ def test_a_request_naming_another_boot_is_not_shown_as_pending() -> None:
 
 
 def test_table_and_lock_lines() -> None:
-    view = NodeView.from_obj({
+    view = NodeState.from_obj({
         "metadata": {"name": "n", "annotations": {S: status(step="acquire", lock_holders=("m",)), R: req()}},
         "status": {"nodeInfo": {"bootID": "b1"}},
     })  # fmt: skip
@@ -100,13 +100,13 @@ def test_rollout_progress() -> None:
     )
     sat = rebootrequest.SATISFIED_ANNOTATION
     views = [
-        NodeView.from_obj({"metadata": {"name": "a", "annotations": {sat: done}},
+        NodeState.from_obj({"metadata": {"name": "a", "annotations": {sat: done}},
                            "status": {"nodeInfo": {"bootID": "a1"}}}),
-        NodeView.from_obj({"metadata": {"name": "b", "annotations": {R: req(boot="b0", rollout_id="r1")}},
+        NodeState.from_obj({"metadata": {"name": "b", "annotations": {R: req(boot="b0", rollout_id="r1")}},
                            "status": {"nodeInfo": {"bootID": "b0"}}}),
-        NodeView.from_obj({"metadata": {"name": "c", "annotations": {R: req(boot="c0", rollout_id="r1")}},
+        NodeState.from_obj({"metadata": {"name": "c", "annotations": {R: req(boot="c0", rollout_id="r1")}},
                            "status": {"nodeInfo": {"bootID": "c1"}}}),
-        NodeView.from_obj({"metadata": {"name": "d", "annotations": {R: req(boot="d0", rollout_id="r0")}},
+        NodeState.from_obj({"metadata": {"name": "d", "annotations": {R: req(boot="d0", rollout_id="r0")}},
                            "status": {"nodeInfo": {"bootID": "d0"}}}),
     ]  # fmt: skip
     assert rollout.rollouts(views) == ["r1", "r0"]

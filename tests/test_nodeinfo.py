@@ -1,4 +1,4 @@
-"""Unit tests for pykured.nodeinfo: decoding Nodes, RFC 3339 handling and the state patch."""
+"""Unit tests for pykured.nodeinfo: decoding Nodes and RFC 3339 handling."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import datetime
 
 import pytest
 
-from pykured import nodeinfo
-from pykured.nodeinfo import KEEP, NodeView, format_rfc3339, parse_rfc3339, state_patch
+from pykured.nodeinfo import NodeView, format_rfc3339, parse_rfc3339
 
 UTC = datetime.UTC
 T0 = datetime.datetime(2026, 6, 30, 11, 29, 16, tzinfo=UTC)
@@ -122,108 +121,3 @@ def test_decode_never_raises(obj: dict[str, object]) -> None:
 )
 def test_ready(conditions: list[dict[str, str]], ready: bool) -> None:
     assert NodeView.from_obj(_node(status={"conditions": conditions})).ready is ready
-
-
-@pytest.mark.parametrize(
-    ("annotations", "attr", "expected"),
-    [
-        ({nodeinfo.IN_PROGRESS_ANNOTATION: "2026-06-30T11:29:16Z"}, "in_progress", True),
-        ({nodeinfo.IN_PROGRESS_ANNOTATION: ""}, "in_progress", True),
-        ({}, "in_progress", False),
-        (
-            {nodeinfo.MOST_RECENT_REBOOT_NEEDED_ANNOTATION: "2026-06-30T11:29:16Z"},
-            "most_recent_reboot_needed",
-            T0,
-        ),
-        ({nodeinfo.UNSCHEDULABLE_BEFORE_ANNOTATION: "true"}, "unschedulable_before", True),
-        ({nodeinfo.UNSCHEDULABLE_BEFORE_ANNOTATION: "false"}, "unschedulable_before", False),
-        ({nodeinfo.UNSCHEDULABLE_BEFORE_ANNOTATION: "maybe"}, "unschedulable_before", None),
-        ({}, "unschedulable_before", None),
-        ({nodeinfo.REBOOT_BOOT_ID_ANNOTATION: "abc"}, "reboot_boot_id", "abc"),
-        ({nodeinfo.REBOOT_BOOT_ID_ANNOTATION: ""}, "reboot_boot_id", None),
-        ({nodeinfo.REBOOT_TRIGGERED_AT_ANNOTATION: "2026-06-30T11:29:16Z"}, "reboot_triggered_at", T0),
-        ({nodeinfo.RELEASE_AFTER_ANNOTATION: "2026-06-30T11:29:16Z"}, "release_after", T0),
-        ({nodeinfo.RELEASE_AFTER_ANNOTATION: "soon"}, "release_after", None),
-        ({}, "release_after", None),
-        ({nodeinfo.REBOOT_ATTEMPTS_ANNOTATION: "3"}, "reboot_attempts", 3),
-        ({nodeinfo.REBOOT_ATTEMPTS_ANNOTATION: "-1"}, "reboot_attempts", 0),
-        ({nodeinfo.REBOOT_ATTEMPTS_ANNOTATION: "x"}, "reboot_attempts", 0),
-    ],
-    ids=[
-        "in-progress",
-        "in-progress-empty",
-        "not-in-progress",
-        "most-recent",
-        "unsched-true",
-        "unsched-false",
-        "unsched-garbled",
-        "unsched-absent",
-        "boot-id",
-        "boot-id-empty",
-        "triggered-at",
-        "release-after",
-        "release-after-garbled",
-        "release-after-absent",
-        "attempts",
-        "attempts-negative",
-        "attempts-garbled",
-    ],
-)
-def test_accessors(annotations: dict[str, str], attr: str, expected: object) -> None:
-    view = NodeView.from_obj(_node(metadata={"name": "n1", "annotations": annotations}))
-    assert getattr(view, attr) == expected
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "expected"),
-    [
-        ({}, {}),
-        ({"unschedulable_before": False}, {nodeinfo.UNSCHEDULABLE_BEFORE_ANNOTATION: "false"}),
-        ({"unschedulable_before": True}, {nodeinfo.UNSCHEDULABLE_BEFORE_ANNOTATION: "true"}),
-        ({"unschedulable_before": None}, {nodeinfo.UNSCHEDULABLE_BEFORE_ANNOTATION: None}),
-        (
-            {"reboot_boot_id": "b", "reboot_triggered_at": T0, "reboot_attempts": 2},
-            {
-                nodeinfo.REBOOT_BOOT_ID_ANNOTATION: "b",
-                nodeinfo.REBOOT_TRIGGERED_AT_ANNOTATION: "2026-06-30T11:29:16Z",
-                nodeinfo.REBOOT_ATTEMPTS_ANNOTATION: "2",
-            },
-        ),
-        (
-            {"release_after": T0, "reboot_boot_id": KEEP},
-            {nodeinfo.RELEASE_AFTER_ANNOTATION: "2026-06-30T11:29:16Z"},
-        ),
-        (
-            {
-                k: None
-                for k in (
-                    "unschedulable_before",
-                    "reboot_boot_id",
-                    "reboot_triggered_at",
-                    "release_after",
-                    "reboot_attempts",
-                )
-            },
-            dict.fromkeys(nodeinfo.STATE_ANNOTATIONS),
-        ),
-    ],
-    ids=["nothing", "unsched-false", "unsched-true", "clear-one", "several", "keep-is-omitted", "clear-all"],
-)
-def test_state_patch(kwargs: dict[str, object], expected: dict[str, str | None]) -> None:
-    assert state_patch(**kwargs) == expected  # type: ignore[arg-type]
-
-
-def test_state_patch_round_trips_through_view() -> None:
-    patch = state_patch(unschedulable_before=True, reboot_boot_id="b", release_after=T0, reboot_attempts=4)
-    view = NodeView.from_obj({"metadata": {"annotations": patch}})
-    assert (view.unschedulable_before, view.reboot_boot_id, view.release_after, view.reboot_attempts) == (
-        True,
-        "b",
-        T0,
-        4,
-    )
-
-
-def test_all_pykured_keys_share_the_prefix() -> None:
-    assert all(k.startswith(nodeinfo.PYKURED_PREFIX) for k in nodeinfo.STATE_ANNOTATIONS)
-    assert len(set(nodeinfo.STATE_ANNOTATIONS)) == 5

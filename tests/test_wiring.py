@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pykured.daemon import FLEETLOCK_ANNOTATION
+from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION as FLEETLOCK_ANNOTATION
 from pykured.fleetlock import FLEETLOCK_ID_ANNOTATION
 from pykured.fleetlock.appid import app_specific_id
 from pykured_dev.testenv.fleet import Fleet

@@ -6,13 +6,14 @@ with sentinel-driven nodes), drains completely before it grants, never reboots t
 the cycle on the Node so restarts lose nothing.
 
 Modules: ``protocol`` (wire format, pure), ``appid`` (Zincati's id, pure), ``cycle`` (phases and reconcile
-decisions, pure), ``nodes`` (id → Node), ``ops`` (side effects), ``worker`` (background drains),
-``service`` (the operations), ``server`` (HTTP and the lifecycle the composition root uses).
+decisions over :class:`~pykured.cycle.state.NodeState`, pure), ``nodes`` (id → Node), ``ops`` (FleetLock's
+operations from the shared :mod:`pykured.cycle.steps`), ``worker`` (background drains), ``service`` (the
+operations), ``server`` (HTTP and the lifecycle the composition root uses).
 """
 
 from __future__ import annotations
 
-from pykured.fleetlock.cycle import FLEETLOCK_ID_ANNOTATION
+from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION
 from pykured.fleetlock.server import FleetLockServer
 
 __all__ = ["FLEETLOCK_ID_ANNOTATION", "FleetLockServer"]

@@ -1,9 +1,9 @@
-"""The per-node plumbing FleetLock's operations share: observation, node locks, drain workers, cleanup.
+"""The per-node plumbing FleetLock's operations share: observation, node locks and drain workers.
 
-Concept: :class:`Core` reads one node's cycle (:class:`Observed`: the Node, its lock entry, its
-:class:`~pykured.fleetlock.cycle.CycleView`) and runs the background drain that turns ``DRAINING`` into
-``GRANTED`` (or, on failure, releases the slot as kured does). :mod:`pykured.fleetlock.service` builds
-the requests and the reconcile loop on it.
+Concept: :class:`Core` reads one node's cycle (its :class:`~pykured.cycle.state.NodeState`: the Node and its
+lock entry) and runs the background drain that turns ``DRAINING`` into ``GRANTED`` (or, on failure,
+releases the slot as kured does). :mod:`pykured.fleetlock.service` builds the requests and the reconcile
+loop on it.
 
 Invariants:
 * Everything a node's cycle does happens under that node's lock (requests, reconcile, a worker's final
@@ -14,18 +14,15 @@ Invariants:
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import logging
 import threading
 from collections.abc import Callable
 
 from pykured import errors
-from pykured.fleetlock.cycle import FLEETLOCK_ID_ANNOTATION, CycleView, Phase, phase_of, ready_since
+from pykured.cycle.state import NodeState, unix_ns
 from pykured.fleetlock.ops import NodeOps
 from pykured.fleetlock.worker import Worker, Workers
-from pykured.lock.record import LockEntry
-from pykured.nodeinfo import NodeView
 
 logger = logging.getLogger(__name__)
 
@@ -33,28 +30,6 @@ logger = logging.getLogger(__name__)
 def utcnow() -> datetime.datetime:
     """The wall clock (the default ``clock``)."""
     return datetime.datetime.now(datetime.UTC)
-
-
-def ns(moment: datetime.datetime) -> int:
-    """Unix nanoseconds, as the lock takes them."""
-    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Observed:
-    """One read of a node's cycle."""
-
-    view: NodeView
-    entry: LockEntry | None
-    cycle: CycleView
-
-    @property
-    def phase(self) -> Phase:
-        return phase_of(self.cycle)
-
-    @property
-    def entry_unschedulable(self) -> bool | None:
-        return self.entry.unschedulable if self.entry is not None else None
 
 
 class Core:
@@ -75,22 +50,14 @@ class Core:
         with self._locks_guard:
             return self._locks.setdefault(node, threading.Lock())
 
-    def observe(self, node: str, now: datetime.datetime) -> Observed:
-        raw = self.ops.kube.get_node(node)
-        view = NodeView.from_obj(raw)
-        entry = self.ops.lock.holding(now_ns=ns(now), honour_ttl=False, node_id=node)
-        cycle = CycleView(
-            holding=entry is not None,
-            fleetlock=FLEETLOCK_ID_ANNOTATION in view.annotations,
-            boot_id=view.boot_id,
-            reboot_boot_id=view.reboot_boot_id,
-            granted_at=view.reboot_triggered_at,
-            release_after=view.release_after,
-            ready=view.ready,
-            ready_since=ready_since(raw),
-            draining_here=self.workers.live(node) is not None,
-        )
-        return Observed(view, entry, cycle)
+    def observe(self, node: str, now: datetime.datetime) -> NodeState:
+        """The node's state: the Node and its lock entry (an expired one too)."""
+        entry = self.ops.lock.holding(now_ns=unix_ns(now), honour_ttl=False, node_id=node)
+        return self.ops.view(node, entry)
+
+    def draining_here(self, node: str) -> bool:
+        """A drain worker for ``node`` runs in this process."""
+        return self.workers.live(node) is not None
 
     def failure(self, node: str, now: datetime.datetime) -> str | None:
         """The last drain failure of ``node`` while its retry back-off lasts."""
@@ -102,48 +69,37 @@ class Core:
 
     def _drain(self, node: str, worker: Worker) -> str | None:
         self._failures.pop(node, None)
-        book = self.ops.book_factory(node)
-        drainer = self.ops.drainer_factory(node, worker.cancel)
+        steps = self.ops.steps(node, worker.cancel)
         try:
-            book.apply_labels(self.ops.b.pre_labels)
-            self.ops.notifier.notify_drain(node)
-            self.ops.event(node, "Draining", "cordoning and draining the node for Zincati's reboot")
-            logger.info("Draining node %s", node)
-            drainer.cordon()
-            drainer.drain()
+            failure = steps.drain(event="cordoning and draining the node for Zincati's reboot")
         except errors.PykuredError as exc:
             return str(exc) or type(exc).__name__
-        return None
+        if failure is None or self.ops.policy.force_reboot:
+            steps.pause_before_reboot()
+        return failure
 
     def _finish(self, node: str, worker: Worker) -> None:
         with self.node_lock(node):
             if worker.cancel.is_set():
                 return
             now = self._clock()
-            entry = self.ops.lock.holding(now_ns=ns(now), honour_ttl=False, node_id=node)
+            entry = self.ops.lock.holding(now_ns=unix_ns(now), honour_ttl=False, node_id=node)
             if entry is None:
                 logger.warning("Node %s lost its reboot slot while draining", node)
                 return
-            if worker.error is not None and not self.ops.b.force_reboot:
+            if worker.error is not None and not self.ops.policy.force_reboot:
                 logger.error("Unable to cordon or drain %s: %s, releasing the lock", node, worker.error)
                 self.ops.event(node, "DrainFailed", worker.error, warning=True)
                 self.ops.count("drain_failed")
                 until = now + datetime.timedelta(seconds=self.drain_retry_s)
                 self._failures[node] = (until, worker.error)
-                self.ops.abandon(node, self.ops.book_factory(node).view(), entry.unschedulable)
+                self.ops.abandon(node, self.ops.view(node, entry))
                 return
             if worker.error is not None:
                 logger.warning(
                     "Unable to cordon or drain %s: %s; granting anyway (--force-reboot)", node, worker.error
                 )
             self.ops.grant(node, now=now)
-
-    def cleanup(self, node: str, obs: Observed) -> None:
-        """FleetLock memory without a slot: uncordon unless already done, then forget."""
-        logger.info("Node %s no longer holds its FleetLock slot: cleaning up", node)
-        if obs.cycle.release_after is None:
-            self.ops.uncordon_if_ours(node, obs.view, None)
-        self.ops.forget(node)
 
     def stop(self) -> None:
         """Cancel the drains (a restarted pykured resumes them)."""

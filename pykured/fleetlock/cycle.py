@@ -1,8 +1,9 @@
 """A Zincati node's reboot cycle, read from the lock and the Node: its phase and what to do next. Pure.
 
 Concept: FleetLock keeps no memory of its own. Whether a node is draining, granted, rebooted or waiting for
-its release is derived on every request (and every reconcile pass) from the lock entry and the same
-``pykured.dev/*`` Node annotations the sentinel-driven daemon uses, plus :data:`FLEETLOCK_ID_ANNOTATION`,
+its release is derived on every request (and every reconcile pass) from the node's
+:class:`~pykured.cycle.state.NodeState`: the lock entry and the same ``pykured.dev/*`` Node annotations the
+sentinel-driven daemon uses, plus :data:`~pykured.cycle.state.FLEETLOCK_ID_ANNOTATION`,
 which marks the cycle as FleetLock's (the daemon must leave such a node alone). So a pykured restart at any
 step resumes where the cluster says it is, and ``pykured lock status`` sees one truth::
 
@@ -26,10 +27,8 @@ import datetime
 import enum
 from typing import Final
 
-from pykured import nodeinfo
-
-FLEETLOCK_ID_ANNOTATION: Final = nodeinfo.FLEETLOCK_ID_ANNOTATION
-"""On a Node while FleetLock runs its cycle: the Zincati id that asked (audit; "hands off" for the daemon)."""
+from pykured.cycle.policy import rebooted
+from pykured.cycle.state import NodeState
 
 
 class Phase(enum.Enum):
@@ -51,34 +50,18 @@ class Phase(enum.Enum):
     """FleetLock memory on the Node but no slot (freed by hand, expired and taken, or a crash mid-way)."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class CycleView:
-    """What the lock and the Node say about one node."""
-
-    holding: bool
-    fleetlock: bool
-    """The Node carries :data:`FLEETLOCK_ID_ANNOTATION`."""
-    boot_id: str = ""
-    reboot_boot_id: str | None = None
-    granted_at: datetime.datetime | None = None
-    release_after: datetime.datetime | None = None
-    ready: bool = False
-    ready_since: datetime.datetime | None = None
-    draining_here: bool = False
-    """A drain worker for this node runs in this process."""
-
-
-def phase_of(view: CycleView) -> Phase:
+def phase_of(node: NodeState) -> Phase:
     """The phase the lock and the Node describe."""
-    if not view.holding:
-        return Phase.STALE if view.fleetlock else Phase.IDLE
-    if not view.fleetlock:
+    fleetlock = node.fleetlock_id is not None
+    if not node.holding:
+        return Phase.STALE if fleetlock else Phase.IDLE
+    if not fleetlock:
         return Phase.FOREIGN
-    if view.release_after is not None:
+    if node.release_after is not None:
         return Phase.RELEASING
-    if view.reboot_boot_id is None:
+    if node.reboot_boot_id is None:
         return Phase.DRAINING
-    if view.boot_id and view.boot_id != view.reboot_boot_id:
+    if rebooted(node):
         return Phase.REBOOTED
     return Phase.GRANTED
 
@@ -112,43 +95,22 @@ class Timing:
 DEFAULT_TIMING: Final = Timing()
 
 
-def reconcile(view: CycleView, *, timing: Timing, now: datetime.datetime) -> Step:
-    """The reconcile step for one node (pure)."""
-    phase = phase_of(view)
+def reconcile(node: NodeState, *, draining_here: bool, timing: Timing, now: datetime.datetime) -> Step:
+    """The reconcile step for one node (pure); ``draining_here``: a drain worker for it runs here."""
+    phase = phase_of(node)
     if phase is Phase.STALE:
-        return Step.NOTHING if view.draining_here else Step.CLEANUP
+        return Step.NOTHING if draining_here else Step.CLEANUP
     if phase is Phase.RELEASING:
-        assert view.release_after is not None
-        return Step.RELEASE if now >= view.release_after else Step.NOTHING
+        assert node.release_after is not None
+        return Step.RELEASE if now >= node.release_after else Step.NOTHING
     if phase is Phase.DRAINING:
-        return Step.NOTHING if view.draining_here else Step.RESUME_DRAIN
+        return Step.NOTHING if draining_here else Step.RESUME_DRAIN
     if phase is Phase.REBOOTED:
-        if view.ready and view.ready_since is not None and now - view.ready_since >= timing.ready_grace:
+        since = node.ready_since
+        if node.ready and since is not None and now - since >= timing.ready_grace:
             return Step.FINISH_REBOOT
         return Step.NOTHING
-    if phase is Phase.GRANTED and view.granted_at is not None and now - view.granted_at >= timing.stuck_after:
+    granted_at = node.reboot_triggered_at
+    if phase is Phase.GRANTED and granted_at is not None and now - granted_at >= timing.stuck_after:
         return Step.ALERT_STUCK
     return Step.NOTHING
-
-
-def ready_since(node: dict[str, object]) -> datetime.datetime | None:
-    """``lastTransitionTime`` of the node's ``Ready=True`` condition (``None`` when not Ready or unknown)."""
-    status = node.get("status")
-    conditions = status.get("conditions") if isinstance(status, dict) else None
-    if not isinstance(conditions, list):
-        return None
-    for condition in conditions:
-        if isinstance(condition, dict) and condition.get("type") == "Ready":
-            if condition.get("status") != "True":
-                return None
-            stamp = condition.get("lastTransitionTime")
-            return _parse(stamp) if isinstance(stamp, str) else None
-    return None
-
-
-def _parse(text: str) -> datetime.datetime | None:
-    try:
-        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.UTC)

@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from pykured import errors
+from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION
 from pykured.fleetlock.appid import app_specific_id, normalize_id, read_machine_id
-from pykured.fleetlock.cycle import FLEETLOCK_ID_ANNOTATION
 
 if TYPE_CHECKING:
     from pykured.kube import Kube, Obj

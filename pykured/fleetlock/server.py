@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import logging
 import socket
@@ -25,16 +26,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from pykured import errors
+from pykured.cycle.book import NodeBook
+from pykured.cycle.policy import Policy
+from pykured.cycle.steps import Behaviour
 from pykured.events import EventRecorder
 from pykured.fleetlock import protocol as p
 from pykured.fleetlock.cycle import DEFAULT_TIMING, Timing
 from pykured.fleetlock.nodes import LocalResolver, NodeIndex, Resolver
-from pykured.fleetlock.ops import Behaviour, DrainerFactory, NodeOps
+from pykured.fleetlock.ops import DrainerFactory, NodeOps
 from pykured.fleetlock.service import Blockers, FleetLockService
 from pykured.kube import Kube
 from pykured.lock.base import Lock
 from pykured.metrics import Metrics
-from pykured.node import NodeBook
 from pykured.notify import Notifier
 from pykured.window import TimeWindow
 
@@ -153,6 +156,8 @@ class FleetLockServer:
         events_factory: Callable[[str], EventRecorder],
         force_reboot: bool = False,
         release_delay_s: float = 0.0,
+        drain_delay_s: float = 0.0,
+        reboot_delay_s: float = 0.0,
         pre_labels: Mapping[str, str] | None = None,
         post_labels: Mapping[str, str] | None = None,
         annotate_nodes: bool = False,
@@ -182,11 +187,15 @@ class FleetLockServer:
         self.metrics = metrics
         self.reconcile_interval_s = reconcile_interval_s
         ops = NodeOps(
-            kube=kube, lock=lock, drainer_factory=drainer_factory, book_factory=book_factory,
-            notifier=notifier, events_factory=events_factory, metrics=metrics,
+            lock=lock, drainer_factory=drainer_factory, book_factory=book_factory, notifier=notifier,
+            events_factory=events_factory, metrics=metrics,
+            policy=Policy(
+                annotate_nodes=annotate_nodes, force_reboot=force_reboot,
+                release_delay=datetime.timedelta(seconds=release_delay_s),
+            ),
             behaviour=Behaviour(
-                force_reboot=force_reboot, release_delay_s=release_delay_s, pre_labels=dict(pre_labels or {}),
-                post_labels=dict(post_labels or {}), annotate_nodes=annotate_nodes,
+                drain_delay_s=drain_delay_s, reboot_delay_s=reboot_delay_s, pre_labels=dict(pre_labels or {}),
+                post_labels=dict(post_labels or {}),
             ),
         )  # fmt: skip
         self.service = FleetLockService(

@@ -10,7 +10,8 @@ loop); not rebooted → release too, logged and counted as "released without reb
 Invariants:
 * 200 only when the operation is complete; waiting is 423 (``drain_in_progress``, ``lock_held``,
   ``outside_window``, ``blocked``), a failed drain 503, an API failure 500. Bad input never gets here.
-* The state is the lock plus the Node (:mod:`pykured.fleetlock.cycle`); this object only remembers live
+* The state is the lock plus the Node (:class:`~pykured.cycle.state.NodeState`, phases in
+  :mod:`pykured.fleetlock.cycle`); this object only remembers live
   drain workers and recent drain failures (a retry back-off). Restarting loses neither a slot nor a cordon.
 * One request at a time per node (a lock per node); long-polls wait outside it.
 * pykured never reboots a node here: Zincati finalizes and reboots.
@@ -26,9 +27,10 @@ from collections.abc import Callable, Sequence
 
 from pykured import errors
 from pykured.blockers import Blocker, first_block
+from pykured.cycle.state import NodeState, unix_ns
 from pykured.fleetlock import protocol as p
-from pykured.fleetlock.core import Core, Observed, ns, utcnow
-from pykured.fleetlock.cycle import DEFAULT_TIMING, Phase, Step, Timing, reconcile
+from pykured.fleetlock.core import Core, utcnow
+from pykured.fleetlock.cycle import DEFAULT_TIMING, Phase, Step, Timing, phase_of, reconcile
 from pykured.fleetlock.nodes import Resolver
 from pykured.fleetlock.ops import NodeOps
 from pykured.fleetlock.worker import Worker
@@ -108,31 +110,29 @@ class FleetLockService(Core):
             return self._after_drain_wait(node, self.observe(node, self._clock()))
 
     def _pre_reboot_locked(
-        self, node: str, ident: str, obs: Observed, now: datetime.datetime
+        self, node: str, ident: str, obs: NodeState, now: datetime.datetime
     ) -> p.Reply | Worker:
-        phase = obs.phase
+        phase = phase_of(obs)
         if phase is Phase.FOREIGN:
             return p.Reply(p.LOCK_HELD, f"node {node} holds a slot for its own sentinel-driven reboot cycle")
         if phase is Phase.GRANTED:
             return p.ok(f"node {node} holds its reboot slot and is drained")
         if phase is Phase.RELEASING:
-            assert obs.cycle.release_after is not None
-            if now < obs.cycle.release_after:
+            assert obs.release_after is not None
+            if now < obs.release_after:
                 return p.Reply(p.LOCK_HELD, f"node {node} is still releasing its previous slot")
             self.ops.release(node)
-        if phase is Phase.REBOOTED and not self.ops.finish_reboot(
-            node, obs.view, obs.entry_unschedulable, now=now
-        ):
+        if phase is Phase.REBOOTED and not self.ops.finish_reboot(node, obs, now=now):
             return p.Reply(p.LOCK_HELD, f"node {node} is still releasing its previous slot")
         if phase is Phase.STALE:
-            if obs.cycle.draining_here:
+            if self.draining_here(node):
                 return p.Reply(p.DRAIN_IN_PROGRESS, f"node {node} is draining")
-            self.cleanup(node, obs)
+            self.ops.cleanup(node, obs)
         if phase is Phase.DRAINING:
             return self.start_drain(node)
         return self._acquire(node, ident, self.observe(node, now) if phase is not Phase.IDLE else obs, now)
 
-    def _acquire(self, node: str, ident: str, obs: Observed, now: datetime.datetime) -> p.Reply | Worker:
+    def _acquire(self, node: str, ident: str, obs: NodeState, now: datetime.datetime) -> p.Reply | Worker:
         failed = self.failure(node, now)
         if failed is not None:
             return p.Reply(p.DRAIN_FAILED, f"the last drain of node {node} failed: {failed}")
@@ -142,19 +142,20 @@ class FleetLockService(Core):
         if blocked is not None:
             return p.Reply(p.BLOCKED, f"Reboot blocked: {blocked}")
         self.ops.mark(node, ident)
-        result = self.ops.lock.acquire(unschedulable=obs.view.unschedulable, now_ns=ns(now), node_id=node)
+        result = self.ops.lock.acquire(unschedulable=obs.unschedulable, now_ns=unix_ns(now), node_id=node)
         if not result.acquired:
             self.ops.mark(node, None)
             return p.Reply(p.LOCK_HELD, f"reboot lock held by: {result.holder_names or '?'}")
         logger.info("FleetLock acquired the reboot lock for node %s (Zincati id %s)", node, ident)
-        self.ops.begin(node, unschedulable=obs.view.unschedulable)
+        self.ops.steps(node).begin(unschedulable_before=obs.unschedulable)
         self.ops.event(node, "LockAcquired", f"FleetLock acquired the reboot lock ({self.ops.lock.backend})")
         return self.start_drain(node)
 
-    def _after_drain_wait(self, node: str, obs: Observed) -> p.Reply:
-        if obs.phase is Phase.GRANTED:
+    def _after_drain_wait(self, node: str, obs: NodeState) -> p.Reply:
+        phase = phase_of(obs)
+        if phase is Phase.GRANTED:
             return p.ok(f"node {node} drained; reboot granted")
-        if obs.cycle.draining_here or obs.phase is Phase.DRAINING:
+        if self.draining_here(node) or phase is Phase.DRAINING:
             return p.Reply(p.DRAIN_IN_PROGRESS, f"node {node} is draining")
         failed = self.failure(node, self._clock())
         if failed is not None:
@@ -166,7 +167,8 @@ class FleetLockService(Core):
         with self.node_lock(node):
             now = self._clock()
             obs = self.observe(node, now)
-            if obs.phase is not Phase.DRAINING and not (obs.phase is Phase.STALE and obs.cycle.draining_here):
+            phase = phase_of(obs)
+            if phase is not Phase.DRAINING and not (phase is Phase.STALE and self.draining_here(node)):
                 return self._steady_state_locked(node, obs, now)
             worker = self.workers.live(node)
             if worker is not None:
@@ -176,18 +178,18 @@ class FleetLockService(Core):
         with self.node_lock(node):
             now = self._clock()
             obs = self.observe(node, now)
-            if obs.cycle.draining_here:
+            if self.draining_here(node):
                 return p.Reply(p.DRAIN_IN_PROGRESS, f"cancelling the drain of node {node}")
             return self._steady_state_locked(node, obs, now)
 
-    def _steady_state_locked(self, node: str, obs: Observed, now: datetime.datetime) -> p.Reply:
-        phase = obs.phase
+    def _steady_state_locked(self, node: str, obs: NodeState, now: datetime.datetime) -> p.Reply:
+        phase = phase_of(obs)
         if phase in (Phase.IDLE, Phase.FOREIGN):
             return p.ok(f"node {node} holds no FleetLock slot")
         if phase is Phase.STALE:
-            self.cleanup(node, obs)
+            self.ops.cleanup(node, obs)
             return p.ok(f"node {node} holds no FleetLock slot")
-        if phase is Phase.GRANTED and not obs.view.ready:
+        if phase is Phase.GRANTED and not obs.ready:
             # Rebooting, or back before its kubelet reported the new bootID: not "released without reboot".
             return p.Reply(p.NODE_NOT_READY, f"node {node} is not Ready; its new bootID is not known yet")
         if phase in (Phase.DRAINING, Phase.GRANTED):
@@ -196,19 +198,17 @@ class FleetLockService(Core):
                 node, "LockReleased", "Zincati reported steady state without a reboot", warning=True
             )
             self.ops.count("released_without_reboot")
-            self.ops.abandon(node, obs.view, obs.entry_unschedulable)
+            self.ops.abandon(node, obs)
             return p.ok(f"node {node} released without reboot")
         if phase is Phase.REBOOTED:
-            released = self.ops.finish_reboot(node, obs.view, obs.entry_unschedulable, now=now)
+            released = self.ops.finish_reboot(node, obs, now=now)
             self.ops.count("rebooted")
             return p.ok(f"node {node} rebooted; " + ("released" if released else "release scheduled"))
-        assert obs.cycle.release_after is not None  # RELEASING
-        if now >= obs.cycle.release_after:
+        assert obs.release_after is not None  # RELEASING
+        if now >= obs.release_after:
             self.ops.release(node)
             return p.ok(f"node {node} released")
         return p.ok(f"node {node} rebooted; release scheduled")
-
-    # -- drain -------------------------------------------------------------------------------------------
 
     # -- reconcile ---------------------------------------------------------------------------------------
 
@@ -225,29 +225,29 @@ class FleetLockService(Core):
 
     def _reconcile_node(self, node: str, now: datetime.datetime) -> None:
         obs = self.observe(node, now)
-        step = reconcile(obs.cycle, timing=self.timing, now=now)
+        step = reconcile(obs, draining_here=self.draining_here(node), timing=self.timing, now=now)
         if step is Step.RESUME_DRAIN:
             logger.info("Resuming the drain of node %s", node)
             self.start_drain(node)
         elif step is Step.RELEASE:
             self.ops.release(node)
         elif step is Step.CLEANUP:
-            self.cleanup(node, obs)
+            self.ops.cleanup(node, obs)
         elif step is Step.FINISH_REBOOT:
             logger.warning("Node %s rebooted and is Ready, but Zincati sent no steady-state: releasing", node)
             self.ops.event(
                 node, "FleetLockNoSteadyState", "rebooted and Ready without a steady-state call", warning=True
             )
             self.ops.count("released_no_steady_state")
-            self.ops.finish_reboot(node, obs.view, obs.entry_unschedulable, now=now)
+            self.ops.finish_reboot(node, obs, now=now)
         elif step is Step.ALERT_STUCK:
-            key = (node, obs.cycle.reboot_boot_id or "")
+            key = (node, obs.reboot_boot_id or "")
             if key not in self._alerted:
                 self._alerted.add(key)
                 logger.warning(
                     "Node %s was granted its reboot at %s and has not rebooted: finalization stuck?",
                     node,
-                    obs.cycle.granted_at,
+                    obs.reboot_triggered_at,
                 )
                 self.ops.event(node, "FleetLockStuck", "granted but the bootID has not changed", warning=True)
                 self.ops.count("stuck_finalization")

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from pykured.cycle.book import NodeBook
+from pykured.cycle.state import RELEASE_AFTER_ANNOTATION
 from pykured.drain import Drainer
 from pykured.events import EventRecorder
 from pykured.fleetlock import FleetLockServer
@@ -24,8 +26,7 @@ from pykured.gocompat.goflags import Duration
 from pykured.kube import Kube
 from pykured.lock.annotation import AnnotationLock
 from pykured.metrics import Metrics
-from pykured.node import NodeBook
-from pykured.nodeinfo import RELEASE_AFTER_ANNOTATION, parse_rfc3339
+from pykured.nodeinfo import parse_rfc3339
 from pykured.window import TimeWindow
 from tests.testenv import TestEnv
 

@@ -8,14 +8,15 @@ from typing import Any
 
 import pytest
 
-from pykured.fleetlock.cycle import FLEETLOCK_ID_ANNOTATION, Timing
-from pykured.kube import Obj
-from pykured.model import Reason
-from pykured.nodeinfo import (
+from pykured.cycle.state import (
+    FLEETLOCK_ID_ANNOTATION,
     REBOOT_BOOT_ID_ANNOTATION,
     RELEASE_AFTER_ANNOTATION,
     UNSCHEDULABLE_BEFORE_ANNOTATION,
 )
+from pykured.fleetlock.cycle import Timing
+from pykured.kube import Obj
+from pykured.model import Reason
 from tests.fleetlock.conftest import Rig, zincati, zincati_id
 from tests.lock.conftest import History, annotation_history
 

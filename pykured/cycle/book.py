@@ -1,18 +1,16 @@
-"""Node bookkeeping: kured's reboot annotations, the pre/post reboot labels, and pykured's own memory.
+"""Node bookkeeping: the only writer of the cycle's annotations and of the pre/post reboot labels.
 
-Concept: everything pykured writes on its own Node object except ``spec.unschedulable`` (``drain``) and the
-taint (``taints``). Reading goes through :class:`pykured.nodeinfo.NodeView`; this module only writes.
+Concept: everything the reboot cycle writes on a Node except ``spec.unschedulable`` (:mod:`pykured.drain`)
+and the taint (:mod:`pykured.taints`): kured's reboot annotations, the labels, pykured's ``pykured.dev/*``
+memory, the back-off and FleetLock's mark. Reading returns a :class:`~pykured.cycle.state.NodeState`.
 
 Invariants:
-* kured's timestamps are RFC 3339 at second precision in UTC (``2026-06-30T11:29:16Z``); both kured
-  annotations get the same value.
-* pykured's state lives in ``pykured.dev/*`` annotations written by one merge patch per call, so several keys
-  change atomically; ``None`` removes a key, ``KEEP`` leaves it alone.
-* Every write is a patch of only the keys concerned (never the whole object), so it cannot clobber concurrent
-  edits by others and does not conflict on ``resourceVersion``.
-* Errors are :class:`pykured.errors.KubeError` (the daemon logs them and retries on its next tick).
+* Every write is a patch of only the keys concerned (never the whole object), so it cannot clobber
+  concurrent edits by others and does not conflict on ``resourceVersion``; several keys change in one merge
+  patch, atomically.
+* Errors are :class:`pykured.errors.KubeError` (the caller logs them and retries on its next pass).
 
-kured mirrored (kured.md §4, §5.3–5.4): ``--annotate-nodes`` writes
+kured mirrored (kured 1.23.0's ``cmd/kured/main.go``): ``--annotate-nodes`` writes
 ``weave.works/kured-reboot-in-progress`` and ``weave.works/kured-most-recent-reboot-needed`` together; the
 in-progress one is removed with a JSON Patch ``remove``; ``--pre/post-reboot-node-labels`` are a
 strategic-merge patch of ``metadata.labels``. kured sends the whole Node JSON for the annotations (it can
@@ -26,43 +24,35 @@ import logging
 from collections.abc import Mapping
 
 from pykured import errors
-from pykured.kube import JSON_PATCH, MERGE_PATCH, Kube, Obj
-from pykured.nodeinfo import (
+from pykured.cycle.state import (
     IN_PROGRESS_ANNOTATION,
     KEEP,
-    MOST_RECENT_REBOOT_NEEDED_ANNOTATION,
     Keep,
-    NodeView,
-    format_rfc3339,
+    NodeState,
+    Patch,
+    forget_patch,
+    json_pointer_escape,
+    reboot_annotations,
     state_patch,
 )
+from pykured.kube import JSON_PATCH, MERGE_PATCH, Kube, Obj
+from pykured.lock.record import LockEntry
 
 logger = logging.getLogger(__name__)
 
 _UNPROCESSABLE = 422
 
 
-def json_pointer_escape(key: str) -> str:
-    """RFC 6901 escaping of one path segment (``weave.works/x`` → ``weave.works~1x``)."""
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-def reboot_annotations(now: datetime.datetime) -> dict[str, str]:
-    """kured's two annotations, both set to ``now`` (pure)."""
-    stamp = format_rfc3339(now)
-    return {IN_PROGRESS_ANNOTATION: stamp, MOST_RECENT_REBOOT_NEEDED_ANNOTATION: stamp}
-
-
 class NodeBook:
-    """Writes pykured's and kured's bookkeeping on one Node."""
+    """Reads the cycle's state of one Node and writes its bookkeeping."""
 
     def __init__(self, kube: Kube, *, node: str) -> None:
         self._kube = kube
         self.node = node
 
-    def view(self) -> NodeView:
-        """GET the node and decode it."""
-        return NodeView.from_obj(self._kube.get_node(self.node))
+    def view(self, entry: LockEntry | None = None) -> NodeState:
+        """GET the node and decode it (with the node's lock entry, when given)."""
+        return NodeState.from_obj(self._kube.get_node(self.node), entry=entry)
 
     def _merge(self, annotations: Mapping[str, str | None]) -> Obj:
         return self._kube.patch_node(
@@ -103,7 +93,7 @@ class NodeBook:
         reboot_triggered_at: datetime.datetime | Keep | None = KEEP,
         release_after: datetime.datetime | Keep | None = KEEP,
         reboot_attempts: int | Keep | None = KEEP,
-    ) -> NodeView | None:
+    ) -> NodeState | None:
         """Set (a value) or clear (``None``) several ``pykured.dev/*`` annotations in one merge patch.
 
         Returns the patched node, or ``None`` when every argument was ``KEEP`` (no call made).
@@ -115,8 +105,21 @@ class NodeBook:
             release_after=release_after,
             reboot_attempts=reboot_attempts,
         )
+        return self._write(changes)
+
+    def mark(self, ident: str | None) -> None:
+        """Set (or, with ``None``, remove) FleetLock's mark: the Zincati id that runs this node's cycle."""
+        self._write(state_patch(fleetlock_id=ident))
+
+    def forget(
+        self, *, backoff_until: datetime.datetime | Keep | None = KEEP, fleetlock_id: Keep | None = KEEP
+    ) -> None:
+        """Clear the cycle's memory (and, when named, set or clear the back-off and FleetLock's mark)."""
+        self._write(forget_patch(backoff_until=backoff_until, fleetlock_id=fleetlock_id))
+
+    def _write(self, changes: Patch) -> NodeState | None:
         if not changes:
             return None
-        node = NodeView.from_obj(self._merge(changes))
+        node = NodeState.from_obj(self._merge(changes))
         logger.debug("node %s state annotations: %s", self.node, changes)
         return node

@@ -1,4 +1,4 @@
-"""Tests for pykured.node: pure helpers, and the bookkeeping writes on a real Node."""
+"""Tests for pykured.cycle.book: pure helpers, and the bookkeeping writes on a real Node."""
 
 from __future__ import annotations
 
@@ -7,9 +7,15 @@ from typing import Any
 
 import pytest
 
+from pykured.cycle.book import NodeBook
+from pykured.cycle.state import (
+    IN_PROGRESS_ANNOTATION,
+    MOST_RECENT_REBOOT_NEEDED_ANNOTATION,
+    STATE_ANNOTATIONS,
+    json_pointer_escape,
+    reboot_annotations,
+)
 from pykured.errors import NotFoundError
-from pykured.node import NodeBook, json_pointer_escape, reboot_annotations
-from pykured.nodeinfo import IN_PROGRESS_ANNOTATION, MOST_RECENT_REBOOT_NEEDED_ANNOTATION, STATE_ANNOTATIONS
 
 STATE_FIELDS = (
     "unschedulable_before",

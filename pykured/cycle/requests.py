@@ -23,10 +23,10 @@ import threading
 from collections.abc import Sequence
 
 from pykured import agentstatus, errors, rebootrequest
+from pykured.cycle.state import NodeState
 from pykured.events import EventRecorder
 from pykured.kube import JSON_PATCH, MERGE_PATCH, Kube
 from pykured.metrics import Metrics
-from pykured.nodeinfo import NodeView
 from pykured.notify import Notifier
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ SATISFIED = "RebootRequestSatisfied"
 STALE = "RebootRequestStale"
 
 
-def previous_boot_ids(view: NodeView) -> tuple[str, ...]:
+def previous_boot_ids(view: NodeState) -> tuple[str, ...]:
     """Boots this node is known to have left: pykured's cycle memory and the agent's last status."""
     status = agentstatus.decode(view.annotations.get(agentstatus.STATUS_ANNOTATION))
     known = [view.reboot_boot_id or ""]
@@ -45,7 +45,7 @@ def previous_boot_ids(view: NodeView) -> tuple[str, ...]:
     return tuple(b for b in dict.fromkeys(known) if b and b != view.boot_id)
 
 
-def classify(view: NodeView, now: datetime.datetime) -> rebootrequest.Classified:
+def classify(view: NodeState, now: datetime.datetime) -> rebootrequest.Classified:
     """The node's request, classified for its current boot (pure)."""
     return rebootrequest.classify(
         view.annotations, view.boot_id, previous_boot_ids=previous_boot_ids(view), now=now
@@ -79,7 +79,7 @@ class RequestKeeper:
 
     # -- requests ------------------------------------------------------------------------------------------
 
-    def observe(self, view: NodeView, now: datetime.datetime, *, in_cycle: bool) -> rebootrequest.Classified:
+    def observe(self, view: NodeState, now: datetime.datetime, *, in_cycle: bool) -> rebootrequest.Classified:
         """Classify the request; remove a stale or invalid one at once, a satisfied one unless ``in_cycle``
         (the cycle's post-reboot step settles it, see :meth:`settle`)."""
         found = classify(view, now)
@@ -92,7 +92,7 @@ class RequestKeeper:
             self._satisfy(view, found, now)
         return found
 
-    def settle(self, view: NodeView, now: datetime.datetime) -> None:
+    def settle(self, view: NodeState, now: datetime.datetime) -> None:
         """After a completed reboot: remove the request it satisfied, with an Event and a notification."""
         found = classify(view, now)
         if found.state is rebootrequest.RequestState.SATISFIED:
@@ -101,7 +101,7 @@ class RequestKeeper:
     def poll(self, now: datetime.datetime) -> bool:
         """Re-read the Node (the metric loop, once a minute): ``True`` if a new request became pending."""
         try:
-            view = NodeView.from_obj(self._kube.get_node(self.node))
+            view = NodeState.from_obj(self._kube.get_node(self.node))
         except errors.KubeError as exc:
             logger.debug("cannot read node %s for reboot requests: %s", self.node, exc)
             return False
@@ -137,7 +137,7 @@ class RequestKeeper:
             return False
         return self._patch(rebootrequest.remove_patch(found.raw), "remove the reboot request")
 
-    def _satisfy(self, view: NodeView, found: rebootrequest.Classified, now: datetime.datetime) -> None:
+    def _satisfy(self, view: NodeState, found: rebootrequest.Classified, now: datetime.datetime) -> None:
         req = found.request
         if req is None or found.raw is None:
             return
@@ -169,7 +169,7 @@ class RequestKeeper:
 
     def publish(
         self,
-        view: NodeView,
+        view: NodeState,
         *,
         step: str,
         reason: str,

@@ -1,0 +1,270 @@
+"""A node's reboot-cycle state: every annotation key of the cycle, the one type that reads them, the patches.
+
+Concept: the cycle keeps no memory in the process. What it knows about a node is the Node object (boot ID,
+``spec.unschedulable``, readiness, kured's and pykured's annotations) plus the node's lock entry, and
+:class:`NodeState` is that, decoded once per pass. The sentinel-driven daemon and FleetLock read the same
+type, so ``pykured lock status``, the daemon and FleetLock see one truth. Pure: no I/O, no clock reads.
+
+Invariants:
+* Decoding never raises on a malformed or partial Node: a garbled annotation reads as ``None``/default, so a
+  hand-edited value cannot crash the agent.
+* Timestamps are written as kured writes them: Go ``time.RFC3339`` at second precision in UTC, read
+  leniently (fractions and offsets accepted).
+* The patch builders name only the keys they are told to change: ``KEEP`` leaves a key alone, ``None``
+  removes it (a JSON merge patch), so concurrent edits by others are never clobbered.
+
+kured mirrored (kured 1.23.0's ``cmd/kured/main.go``): ``weave.works/kured-reboot-in-progress`` and
+``weave.works/kured-most-recent-reboot-needed``. kured keeps "was the node unschedulable before I cordoned
+it" only in the lock entry; pykured also writes it on the Node (``pykured.dev/unschedulable-before``) so
+losing the lock does not lose it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pykured.lock.record import LockEntry
+from pykured.nodeinfo import PYKURED_PREFIX as PYKURED_PREFIX  # noqa: PLC0414 (re-exported: every key here)
+from pykured.nodeinfo import NodeView, Taint, format_rfc3339, parse_rfc3339
+
+# -- every annotation key of the cycle ----------------------------------------------------------------------
+
+IN_PROGRESS_ANNOTATION: Final = "weave.works/kured-reboot-in-progress"
+MOST_RECENT_REBOOT_NEEDED_ANNOTATION: Final = "weave.works/kured-most-recent-reboot-needed"
+
+UNSCHEDULABLE_BEFORE_ANNOTATION: Final = PYKURED_PREFIX + "unschedulable-before"
+REBOOT_BOOT_ID_ANNOTATION: Final = PYKURED_PREFIX + "reboot-boot-id"
+REBOOT_TRIGGERED_AT_ANNOTATION: Final = PYKURED_PREFIX + "reboot-triggered-at"
+RELEASE_AFTER_ANNOTATION: Final = PYKURED_PREFIX + "release-after"
+REBOOT_ATTEMPTS_ANNOTATION: Final = PYKURED_PREFIX + "reboot-attempts"
+BACKOFF_UNTIL_ANNOTATION: Final = PYKURED_PREFIX + "backoff-until"
+"""No new cycle before this time (a reboot that did not clear the sentinel, or one that never happened)."""
+FLEETLOCK_ID_ANNOTATION: Final = PYKURED_PREFIX + "fleetlock-id"
+"""On a Node while FleetLock runs its cycle: the Zincati id that asked; the daemon keeps off it."""
+
+STATE_ANNOTATIONS: Final = (
+    UNSCHEDULABLE_BEFORE_ANNOTATION,
+    REBOOT_BOOT_ID_ANNOTATION,
+    REBOOT_TRIGGERED_AT_ANNOTATION,
+    RELEASE_AFTER_ANNOTATION,
+    REBOOT_ATTEMPTS_ANNOTATION,
+)
+"""The ``pykured.dev/*`` annotations of one cycle, in a stable order (cleared together when it ends)."""
+
+
+class Keep(enum.Enum):
+    """Marker for "leave this annotation as it is" in the patch builders."""
+
+    KEEP = "keep"
+
+
+KEEP: Final = Keep.KEEP
+
+
+def _bool_annotation(text: str | None) -> bool | None:
+    if text is None:
+        return None
+    lowered = text.strip().lower()
+    if lowered == "true":
+        return True
+    if lowered == "false":
+        return False
+    return None
+
+
+def _time_annotation(text: str | None) -> datetime.datetime | None:
+    return parse_rfc3339(text) if text is not None else None
+
+
+def ready_since(obj: Mapping[str, Any]) -> datetime.datetime | None:
+    """``lastTransitionTime`` of the node's ``Ready=True`` condition (``None`` when not Ready or unknown)."""
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    if not isinstance(conditions, list):
+        return None
+    for condition in conditions:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            if condition.get("status") != "True":
+                return None
+            stamp = condition.get("lastTransitionTime")
+            if not isinstance(stamp, str):
+                return None
+            try:
+                moment = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+            except ValueError:
+                return None
+            return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.UTC)
+    return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeState:
+    """What the Node and the lock say about one node's reboot cycle."""
+
+    name: str
+    boot_id: str = ""
+    unschedulable: bool = False
+    ready: bool = False
+    ready_since: datetime.datetime | None = None
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    holding: bool = False
+    """The node holds a lock slot (an expired one too: the holder always finishes its cycle)."""
+    entry_unschedulable: bool | None = None
+    """The lock entry's "unschedulable before" (kured's memory); ``None`` without an entry."""
+
+    @classmethod
+    def from_obj(cls, obj: Mapping[str, Any], *, entry: LockEntry | None = None) -> NodeState:
+        """Decode a Node dict as the API server returns it, with the node's lock entry (if any)."""
+        view = NodeView.from_obj(obj)
+        return cls(
+            name=view.name,
+            boot_id=view.boot_id,
+            unschedulable=view.unschedulable,
+            ready=view.ready,
+            ready_since=ready_since(obj),
+            annotations=view.annotations,
+            labels=view.labels,
+            taints=view.taints,
+        ).with_entry(entry)
+
+    def with_entry(self, entry: LockEntry | None) -> NodeState:
+        """The same Node with this lock entry."""
+        return dataclasses.replace(
+            self,
+            holding=entry is not None,
+            entry_unschedulable=entry.unschedulable if entry is not None else None,
+        )
+
+    # -- kured's annotations ---------------------------------------------------------------------------------
+
+    @property
+    def in_progress(self) -> bool:
+        """Does the node carry ``weave.works/kured-reboot-in-progress`` (any value)?"""
+        return IN_PROGRESS_ANNOTATION in self.annotations
+
+    @property
+    def most_recent_reboot_needed(self) -> datetime.datetime | None:
+        """``weave.works/kured-most-recent-reboot-needed`` as a time, if present and valid."""
+        return _time_annotation(self.annotations.get(MOST_RECENT_REBOOT_NEEDED_ANNOTATION))
+
+    # -- pykured's memory ------------------------------------------------------------------------------------
+
+    @property
+    def unschedulable_before(self) -> bool | None:
+        """Was the node unschedulable before the cycle cordoned it? ``None`` when not recorded."""
+        return _bool_annotation(self.annotations.get(UNSCHEDULABLE_BEFORE_ANNOTATION))
+
+    @property
+    def reboot_boot_id(self) -> str | None:
+        """The boot ID recorded when the reboot was triggered (a different current one proves the reboot)."""
+        return self.annotations.get(REBOOT_BOOT_ID_ANNOTATION) or None
+
+    @property
+    def reboot_triggered_at(self) -> datetime.datetime | None:
+        """When the reboot was triggered (FleetLock: granted)."""
+        return _time_annotation(self.annotations.get(REBOOT_TRIGGERED_AT_ANNOTATION))
+
+    @property
+    def release_after(self) -> datetime.datetime | None:
+        """When the lock may be released (``--lock-release-delay`` that survives a pod restart)."""
+        return _time_annotation(self.annotations.get(RELEASE_AFTER_ANNOTATION))
+
+    @property
+    def reboot_attempts(self) -> int:
+        """How many reboots were triggered for the current need (0 when absent or garbled)."""
+        try:
+            return max(0, int(self.annotations.get(REBOOT_ATTEMPTS_ANNOTATION, "").strip()))
+        except ValueError:
+            return 0
+
+    @property
+    def backoff_until(self) -> datetime.datetime | None:
+        """No new cycle before this time."""
+        return parse_rfc3339(self.annotations.get(BACKOFF_UNTIL_ANNOTATION, ""))
+
+    @property
+    def fleetlock_id(self) -> str | None:
+        """The Zincati id while FleetLock runs this node's cycle (``None``: not FleetLock's)."""
+        return self.annotations.get(FLEETLOCK_ID_ANNOTATION)
+
+    @property
+    def cycle_started(self) -> bool:
+        """``unschedulable-before`` is recorded: a cycle took the lock and may have cordoned."""
+        return self.unschedulable_before is not None
+
+    def has_taint(self, key: str, effect: str) -> bool:
+        """Is there a taint with this key and effect?"""
+        return any(t.key == key and t.effect == effect for t in self.taints)
+
+
+# -- the patches ---------------------------------------------------------------------------------------------
+
+Patch = dict[str, str | None]
+"""Annotation changes: key → value, or ``None`` to remove."""
+
+
+def state_patch(
+    *,
+    unschedulable_before: bool | Keep | None = KEEP,
+    reboot_boot_id: str | Keep | None = KEEP,
+    reboot_triggered_at: datetime.datetime | Keep | None = KEEP,
+    release_after: datetime.datetime | Keep | None = KEEP,
+    reboot_attempts: int | Keep | None = KEEP,
+    backoff_until: datetime.datetime | Keep | None = KEEP,
+    fleetlock_id: str | Keep | None = KEEP,
+) -> Patch:
+    """The annotation changes for the cycle's memory; ``KEEP`` is omitted."""
+    out: Patch = {}
+    if not isinstance(unschedulable_before, Keep):
+        out[UNSCHEDULABLE_BEFORE_ANNOTATION] = (
+            None if unschedulable_before is None else ("true" if unschedulable_before else "false")
+        )
+    if not isinstance(reboot_boot_id, Keep):
+        out[REBOOT_BOOT_ID_ANNOTATION] = reboot_boot_id or None
+    if not isinstance(reboot_triggered_at, Keep):
+        out[REBOOT_TRIGGERED_AT_ANNOTATION] = _stamp(reboot_triggered_at)
+    if not isinstance(release_after, Keep):
+        out[RELEASE_AFTER_ANNOTATION] = _stamp(release_after)
+    if not isinstance(reboot_attempts, Keep):
+        out[REBOOT_ATTEMPTS_ANNOTATION] = None if reboot_attempts is None else str(int(reboot_attempts))
+    if not isinstance(backoff_until, Keep):
+        out[BACKOFF_UNTIL_ANNOTATION] = _stamp(backoff_until)
+    if not isinstance(fleetlock_id, Keep):
+        out[FLEETLOCK_ID_ANNOTATION] = fleetlock_id
+    return out
+
+
+def forget_patch(
+    *, backoff_until: datetime.datetime | Keep | None = KEEP, fleetlock_id: Keep | None = KEEP
+) -> Patch:
+    """End a cycle: clear every :data:`STATE_ANNOTATIONS` key (and the others named) in one patch."""
+    return state_patch(
+        unschedulable_before=None, reboot_boot_id=None, reboot_triggered_at=None, release_after=None,
+        reboot_attempts=None, backoff_until=backoff_until, fleetlock_id=fleetlock_id,
+    )  # fmt: skip
+
+
+def reboot_annotations(now: datetime.datetime) -> dict[str, str]:
+    """kured's two annotations, both set to ``now``."""
+    stamp = format_rfc3339(now)
+    return {IN_PROGRESS_ANNOTATION: stamp, MOST_RECENT_REBOOT_NEEDED_ANNOTATION: stamp}
+
+
+def json_pointer_escape(key: str) -> str:
+    """RFC 6901 escaping of one path segment (``weave.works/x`` → ``weave.works~1x``)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def unix_ns(moment: datetime.datetime) -> int:
+    """Unix nanoseconds of an aware time, as the lock takes them."""
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
+
+
+def _stamp(moment: datetime.datetime | None) -> str | None:
+    return None if moment is None else format_rfc3339(moment)

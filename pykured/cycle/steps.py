@@ -1,0 +1,210 @@
+"""The steps of one node's reboot cycle, shared by the sentinel-driven daemon and FleetLock.
+
+Concept: each step is one small, idempotent piece of work against the Node, the lock, notifications, Events
+and metrics — begin, drain (cordon + drain), reboot or hand-off, finish (post-reboot), uncordon, release,
+forget. :mod:`pykured.cycle.daemon` and :mod:`pykured.fleetlock.service` string them together; neither
+writes a step of its own. The steps decide nothing: whether the cordon is ours, whether to remove kured's
+in-progress annotation and which back-off to write come in as arguments from :mod:`pykured.cycle.policy`.
+
+Invariants:
+* The slot is released before the cycle's memory is cleared from the Node, so a crash in between leaves
+  stale memory that the next pass cleans up, never a slot nobody will free.
+* ``--drain-delay`` and ``--reboot-delay`` are waits on the cancel event: a stop (SIGTERM) ends them at once.
+* Nothing here reboots anything but :meth:`Steps.reboot`, through the configured
+  :class:`~pykured.reboot.Rebooter` (whose every path is guarded by :mod:`pykured.host`).
+
+kured mirrored (``rebootAsRequired`` in kured 1.23.0's ``cmd/kured/main.go``): pre-reboot labels, drain
+delay, drain notification, cordon and drain, reboot delay, reboot notification and command; after the
+reboot: uncordon (only if kured cordoned), post-reboot labels, uncordon notification, lock release.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from pykured import errors
+from pykured.cycle.book import NodeBook
+from pykured.cycle.state import KEEP, Keep, NodeState
+from pykured.drain import Drainer
+from pykured.events import EventRecorder
+from pykured.lock.base import Lock
+from pykured.metrics import Metrics, NullMetrics
+from pykured.notify import Notifier
+from pykured.reboot import Rebooter
+from pykured.taints import PreferNoScheduleTaint
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Behaviour:
+    """kured's flags that shape what the steps do (the decisions: :class:`~pykured.cycle.policy.Policy`)."""
+
+    drain_delay_s: float = 0.0
+    reboot_delay_s: float = 0.0
+    pre_labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    post_labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class Hands:
+    """The adapters the steps act through, for one node."""
+
+    book: NodeBook
+    drainer: Drainer
+    lock: Lock
+    rebooter: Rebooter
+    notifier: Notifier
+    events: EventRecorder
+    metrics: Metrics = dataclasses.field(default_factory=NullMetrics)
+    taint: PreferNoScheduleTaint | None = None
+
+
+class Steps:
+    """The steps for one node."""
+
+    def __init__(
+        self,
+        node: str,
+        hands: Hands,
+        behaviour: Behaviour,
+        *,
+        cancel: threading.Event,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.node = node
+        self.h = hands
+        self.b = behaviour
+        self.cancel = cancel
+        self._monotonic = monotonic
+
+    def begin(self, *, unschedulable_before: bool) -> None:
+        """The slot is ours: remember whether the node was cordoned already (before any cordon of ours)."""
+        self.h.book.update_state(
+            unschedulable_before=unschedulable_before, reboot_boot_id=None, reboot_triggered_at=None,
+            release_after=None,
+        )  # fmt: skip
+
+    def annotate(self, now: datetime.datetime) -> None:
+        """kured's ``--annotate-nodes``: reboot in progress, most recent reboot needed."""
+        self.h.book.add_reboot_annotations(now)
+
+    def drain(self, *, event: str) -> str | None:
+        """Pre-reboot labels, ``--drain-delay``, drain notification, cordon and drain; the failure, if any."""
+        self.h.book.apply_labels(self.b.pre_labels)
+        self._sleep(self.b.drain_delay_s)
+        if self.cancel.is_set():
+            return "cancelled before the drain"
+        logger.info("Draining node %s", self.node)
+        self.h.notifier.notify_drain(self.node)
+        self.h.events.record("Draining", event)
+        started = self._monotonic()
+        try:
+            self.h.drainer.cordon()
+            self.h.drainer.drain()
+        except errors.PykuredError as exc:
+            return str(exc) or type(exc).__name__
+        finally:
+            self.h.metrics.observe_drain(self._monotonic() - started)
+        return None
+
+    def pause_before_reboot(self) -> None:
+        """``--reboot-delay`` between the drain and the reboot (or the grant)."""
+        self._sleep(self.b.reboot_delay_s)
+
+    def reboot(
+        self,
+        node: NodeState,
+        now: datetime.datetime,
+        *,
+        attempts: int | Keep = KEEP,
+        event: str,
+        announce: str,
+    ) -> bool:
+        """Record the bootID the node reboots out of, notify, reboot or hand off; ``False`` on failure."""
+        self.h.book.update_state(
+            reboot_boot_id=node.boot_id, reboot_triggered_at=now, reboot_attempts=attempts
+        )
+        self.h.notifier.notify_reboot(self.node)
+        self.h.events.record("Rebooting", event)
+        logger.info("%s", announce)
+        try:
+            self.h.rebooter.reboot()
+        except errors.PykuredError as exc:
+            logger.error("Error rebooting node %s: %s", self.node, exc)
+            self.h.events.record("RebootFailed", str(exc), warning=True)
+            self.h.metrics.reboot("failed")
+            return False
+        handoff = self.h.rebooter.hands_off
+        self.h.metrics.reboot("handoff" if handoff else "triggered")
+        if handoff:
+            self.h.metrics.set_handoff("allowed")
+        return True
+
+    def finish(self, node: NodeState, *, uncordon: bool, remove_in_progress: bool) -> bool:
+        """The node is back: withdraw a hand-off, uncordon if ours, labels, untaint, notify; uncordoned?"""
+        if self.h.rebooter.hands_off:
+            self.h.rebooter.withdraw()
+            self.h.metrics.set_handoff(None)
+        uncordoned = self.uncordon(node, ours=uncordon)
+        if self.h.taint:
+            self.h.taint.disable()
+        if remove_in_progress:
+            self.h.book.remove_in_progress_annotation()
+        if uncordoned:
+            self.h.notifier.notify_uncordon(self.node)
+            self.h.events.record("Uncordoned", "node rebooted and uncordoned")
+        return uncordoned
+
+    def uncordon(self, node: NodeState, *, ours: bool) -> bool:
+        """Uncordon and apply the post-reboot labels when the cordon is ours; never undo an admin's cordon."""
+        if not ours:
+            if node.unschedulable:
+                logger.info(
+                    "Leaving node %s cordoned: it was unschedulable before the reboot cycle", self.node
+                )
+            return False
+        if node.unschedulable:
+            self.h.drainer.uncordon()
+            logger.info("Uncordoned node %s", self.node)
+        self.h.book.apply_labels(self.b.post_labels)
+        return True
+
+    def release(self, *, event: str = "") -> bool:
+        """Free the node's slot (an Event with ``event`` as its message, when given); was one held?"""
+        released = self.h.lock.release(node_id=self.node)
+        if released:
+            logger.info("Released the reboot lock of node %s", self.node)
+            if event:
+                self.h.events.record("LockReleased", event)
+        self.h.metrics.lock_waiting(False)
+        return released
+
+    def end(
+        self,
+        node: NodeState,
+        *,
+        ours: bool,
+        release_event: str = "",
+        backoff_until: datetime.datetime | Keep | None = KEEP,
+        fleetlock_id: Keep | None = KEEP,
+    ) -> None:
+        """End the cycle without (or after a failed) reboot: uncordon if ours, release the slot, forget."""
+        self.uncordon(node, ours=ours)
+        self.release(event=release_event)
+        self.forget(backoff_until=backoff_until, fleetlock_id=fleetlock_id)
+
+    def forget(
+        self, *, backoff_until: datetime.datetime | Keep | None = KEEP, fleetlock_id: Keep | None = KEEP
+    ) -> None:
+        """Clear the cycle's memory from the Node (and set or clear the back-off / FleetLock's mark)."""
+        self.h.book.forget(backoff_until=backoff_until, fleetlock_id=fleetlock_id)
+
+    def _sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self.cancel.wait(seconds)

@@ -1,0 +1,606 @@
+"""The daemon in process, one row per step and transition, on a fake API server and a fake clock.
+
+Each row sets the scene (sentinel, lock, Node annotations, clock), runs ONE pass of the real
+:class:`~pykured.cycle.daemon.Daemon` with the real lock, book, drainer, taint and Event recorder over
+:class:`tests.fakes.FakeKube`, and checks the decision taken and what it wrote. The real API server and real
+agents are exercised by tests/test_daemon.py; these rows reach the paths that are slow or hard to provoke
+there (GIVE_UP, CLEANUP, RETRY_REBOOT, a failed drain) without a wall clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from pykured import errors
+from pykured.cycle import state
+from pykured.cycle.book import NodeBook
+from pykured.cycle.daemon import Daemon, Parts, Settings
+from pykured.cycle.policy import Policy, Step
+from pykured.cycle.steps import Behaviour
+from pykured.drain import Drainer
+from pykured.events import EventRecorder
+from pykured.gocompat.goflags import Duration
+from pykured.lock.annotation import AnnotationLock
+from pykured.lock.record import LockEntry, encode_entry
+from pykured.metrics import Metrics
+from pykured.model import Reason
+from pykured.taints import PreferNoScheduleTaint
+from pykured.window import TimeWindow
+from tests.fakes import FakeClock, FakeKube, RecordingNotifier
+
+NODE = "n1"
+NS = "kube-system"
+DS = "kured"
+LOCK = "weave.works/kured-node-lock"
+TAINT = "weave.works/kured-node-reboot"
+T0 = datetime.datetime(2026, 6, 30, 12, 0, tzinfo=datetime.UTC)
+MIN = datetime.timedelta(minutes=1)
+PERIOD = 3600.0
+
+
+class Sentinel:
+    def __init__(self) -> None:
+        self.present = True
+
+    def required(self) -> bool:
+        return self.present
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+class Rebooter:
+    def __init__(self, *, hands_off: bool = False, fail: bool = False) -> None:
+        self.hands_off = hands_off
+        self.fail = fail
+        self.reboots = 0
+        self.withdrawn = 0
+
+    def reboot(self) -> None:
+        self.reboots += 1
+        if self.fail:
+            raise errors.RebootError("reboot command failed")
+
+    def withdraw(self) -> None:
+        self.withdrawn += 1
+
+
+class Blocker:
+    def __init__(self) -> None:
+        self.reason: Reason | None = None
+
+    def check(self, *, now: datetime.datetime) -> Reason | None:
+        return self.reason
+
+
+class Lock(AnnotationLock):
+    """kured's annotation lock on the fake API; waiting for a change returns at once (or blocks, if told)."""
+
+    waits = 0
+    block: threading.Event | None = None
+
+    def wait_for_change(self, timeout: float) -> None:
+        self.waits += 1
+        if self.block is not None:
+            self.block.wait(timeout)
+
+
+@dataclasses.dataclass
+class Rig:
+    kube: FakeKube
+    clock: FakeClock
+    sentinel: Sentinel
+    rebooter: Rebooter
+    notifier: RecordingNotifier
+    blocker: Blocker
+    metrics: Metrics
+    lock: Lock
+    daemon: Daemon
+
+    # -- the scene -----------------------------------------------------------------------------------------
+
+    def hold(self, node: str = NODE, *, unschedulable: bool = False) -> None:
+        """``node`` holds the lock (written as kured writes it)."""
+        entry = LockEntry(node_id=node, unschedulable=unschedulable, created_ns=int(T0.timestamp()) * 10**9)
+        ds = self.kube.daemonsets[(NS, DS)]
+        ds["metadata"]["annotations"] = {LOCK: encode_entry(entry)}
+
+    def remember(self, **changes: object) -> None:
+        """Write the cycle's memory on the Node."""
+        patch = state.state_patch(**changes)  # type: ignore[arg-type]
+        self.kube.patch_node(NODE, {"metadata": {"annotations": patch}})
+
+    def cordon(self) -> None:
+        self.kube.patch_node(NODE, {"spec": {"unschedulable": True}})
+
+    def taint(self) -> None:
+        self.kube.nodes[NODE]["spec"]["taints"] = [{"key": TAINT, "effect": "PreferNoSchedule"}]
+
+    # -- what happened -------------------------------------------------------------------------------------
+
+    def step(self) -> Step:
+        assert self.daemon.last_action is not None
+        return self.daemon.last_action.step
+
+    def holders(self) -> list[str]:
+        return [e.node_id for e in self.lock.holders(now_ns=int(self.clock.now.timestamp()) * 10**9)]
+
+    def memory(self) -> dict[str, str]:
+        return {k: v for k, v in self.kube.annotations(NODE).items() if k.startswith(state.PYKURED_PREFIX)}
+
+    def sample(self, name: str, **labels: str) -> float:
+        return self.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def make_rig(
+    *, policy: Policy | None = None, behaviour: Behaviour | None = None, rebooter: Rebooter | None = None
+) -> Rig:
+    kube = FakeKube()
+    kube.add_node(NODE)
+    kube.add_node("other")
+    kube.add_daemonset(NS, DS)
+    clock = FakeClock(T0)
+    lock = Lock(
+        kube,  # type: ignore[arg-type]
+        namespace=NS, ds_name=DS, annotation=LOCK, node_id=NODE, concurrency=1, ttl=Duration(0),
+        liveness_interval=None, sleep=lambda _s: None,
+    )  # fmt: skip
+    sentinel, notifier, blocker = Sentinel(), RecordingNotifier(), Blocker()
+    rebooter = rebooter or Rebooter()
+    metrics = Metrics(process_collectors=False)
+    parts = Parts(
+        kube=kube,  # type: ignore[arg-type]
+        lock=lock,
+        book=NodeBook(kube, node=NODE),  # type: ignore[arg-type]
+        drainer=Drainer(kube, node=NODE, poll_interval=0.0),  # type: ignore[arg-type]
+        rebooter=rebooter,
+        sentinel=sentinel,
+        window=TimeWindow.parse(["su", "mo", "tu", "we", "th", "fr", "sa"], "0:00", "23:59:59", "UTC"),
+        notifier=notifier,  # type: ignore[arg-type]
+        events=EventRecorder(kube, node=NODE),  # type: ignore[arg-type]
+        metrics=metrics,
+        taint=PreferNoScheduleTaint(kube, node=NODE, key=TAINT),  # type: ignore[arg-type]
+        blockers=[blocker],
+    )
+    settings = Settings(
+        node=NODE,
+        period=PERIOD,
+        behaviour=behaviour or Behaviour(),
+        policy=policy or Policy(taint=True, reboot_retry_delay=10 * MIN, sentinel_loop_backoff=60 * MIN),
+    )
+    daemon = Daemon(parts, settings, clock=clock)
+    return Rig(kube, clock, sentinel, rebooter, notifier, blocker, metrics, lock, daemon)
+
+
+@pytest.fixture
+def rig() -> Rig:
+    return make_rig()
+
+
+def rebooting(rig: Rig, *, attempts: int = 1, ago: datetime.timedelta = MIN) -> None:
+    """Holding the lock, cordoned by us, reboot triggered ``ago`` and the bootID not changed yet."""
+    rig.hold()
+    rig.cordon()
+    rig.remember(
+        unschedulable_before=False,
+        reboot_boot_id="boot-1",
+        reboot_triggered_at=T0 - ago,
+        reboot_attempts=attempts,
+    )
+
+
+def rebooted(rig: Rig) -> None:
+    rebooting(rig)
+    rig.kube.reboot(NODE, "boot-2")
+
+
+# -- one row per step and transition -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    name: str
+    given: Callable[[Rig], object]
+    step: Step
+    then: Callable[[Rig, float], None]
+
+
+def _nothing(rig: Rig) -> None:
+    pass
+
+
+def _not_required(rig: Rig) -> None:
+    rig.sentinel.present = False
+
+
+def then_waits_a_period(rig: Rig, pause: float) -> None:
+    assert pause == PERIOD
+    assert rig.memory() == {} and rig.holders() == [] and rig.kube.event_reasons() == []
+
+
+def then_untainted(rig: Rig, pause: float) -> None:
+    assert rig.kube.nodes[NODE]["spec"].get("taints") == []
+
+
+def then_blocked(rig: Rig, pause: float) -> None:
+    assert pause == PERIOD and rig.holders() == []
+    assert rig.kube.event_reasons() == ["RebootBlocked"]
+    assert rig.sample("pykured_blocked", reason="prometheus") == 1
+
+
+def then_acquired(rig: Rig, pause: float) -> None:
+    assert rig.holders() == [NODE]
+    assert rig.memory() == {state.UNSCHEDULABLE_BEFORE_ANNOTATION: "false"}
+    assert rig.kube.event_reasons() == ["LockAcquired"]
+
+
+def then_waits_for_the_lock(rig: Rig, pause: float) -> None:
+    assert rig.holders() == ["other"] and rig.memory() == {}
+    assert rig.kube.nodes[NODE]["spec"]["taints"][0]["key"] == TAINT
+    assert rig.sample("pykured_blocked", reason="lock") == 1
+    assert pause == 60.0
+    rig.daemon._lock_waiter.join(1)  # type: ignore[union-attr]
+    assert rig.lock.waits == 1
+
+
+def then_rebooted_once(rig: Rig, pause: float) -> None:
+    assert rig.rebooter.reboots == 1 and rig.kube.cordoned(NODE)
+    memory = rig.memory()
+    assert memory[state.REBOOT_BOOT_ID_ANNOTATION] == "boot-1"
+    assert memory[state.REBOOT_ATTEMPTS_ANNOTATION] == "1"
+    assert memory[state.UNSCHEDULABLE_BEFORE_ANNOTATION] == "false"
+    assert rig.notifier.sent == ["drain", "reboot"]
+    assert rig.kube.event_reasons() == ["Draining", "Rebooting"]
+    assert rig.sample("pykured_reboots_total", outcome="triggered") == 1
+
+
+def then_waits_for_the_reboot(rig: Rig, pause: float) -> None:
+    assert rig.rebooter.reboots == 0 and pause == pytest.approx(9 * 60)
+
+
+def then_retried(rig: Rig, pause: float) -> None:
+    assert rig.rebooter.reboots == 1
+    assert rig.memory()[state.REBOOT_ATTEMPTS_ANNOTATION] == "2"
+    assert rig.kube.event_reasons() == ["RebootRetry", "Rebooting"]
+
+
+def then_gave_up(rig: Rig, pause: float) -> None:
+    assert rig.rebooter.reboots == 0 and rig.holders() == [] and not rig.kube.cordoned(NODE)
+    assert rig.memory() == {state.BACKOFF_UNTIL_ANNOTATION: "2026-06-30T13:00:00Z"}
+    assert rig.kube.event_reasons() == ["RebootLoopBackoff"]
+    assert rig.sample("pykured_reboots_total", outcome="failed") == 1
+
+
+def then_finished_the_reboot(rig: Rig, pause: float) -> None:
+    assert not rig.kube.cordoned(NODE) and rig.holders() == [NODE]
+    assert rig.memory()[state.RELEASE_AFTER_ANNOTATION] == "2026-06-30T12:00:00Z"
+    assert rig.notifier.sent == ["uncordon"]
+    assert rig.kube.event_reasons() == ["Uncordoned"]
+    assert rig.sample("pykured_reboots_total", outcome="completed") == 1
+
+
+def _release_due(rig: Rig) -> None:
+    rebooted(rig)
+    rig.kube.patch_node(NODE, {"spec": {"unschedulable": None}})
+    rig.remember(release_after=T0)
+
+
+def then_released(rig: Rig, pause: float) -> None:
+    assert rig.holders() == [] and rig.memory() == {}
+
+
+def then_released_and_backs_off(rig: Rig, pause: float) -> None:
+    assert rig.holders() == []
+    assert rig.memory() == {state.BACKOFF_UNTIL_ANNOTATION: "2026-06-30T13:00:00Z"}
+    assert rig.kube.event_reasons() == ["RebootLoopBackoff"]
+
+
+def then_aborted(rig: Rig, pause: float) -> None:
+    assert rig.holders() == [] and rig.memory() == {} and not rig.kube.cordoned(NODE)
+    assert rig.rebooter.reboots == 0
+
+
+def then_admin_cordon_kept(rig: Rig, pause: float) -> None:
+    assert rig.holders() == [] and rig.memory() == {} and rig.kube.cordoned(NODE)
+
+
+def then_cleaned_up(rig: Rig, pause: float) -> None:
+    assert rig.memory() == {} and not rig.kube.cordoned(NODE) and rig.notifier.sent == []
+
+
+def then_cleaned_up_after_the_reboot(rig: Rig, pause: float) -> None:
+    assert rig.memory() == {} and not rig.kube.cordoned(NODE)
+    assert rig.notifier.sent == ["uncordon"] and rig.kube.event_reasons() == ["Uncordoned"]
+
+
+def then_hands_off(rig: Rig, pause: float) -> None:
+    assert rig.kube.requests.count(("PATCH", f"/api/v1/nodes/{NODE}")) == 1  # the scene's mark only
+    assert rig.holders() == [] and pause == PERIOD
+
+
+def _lost_lock_mid_drain(rig: Rig) -> None:
+    rig.cordon()
+    rig.remember(unschedulable_before=False)
+
+
+def _lost_lock_after_reboot(rig: Rig) -> None:
+    rebooted(rig)
+    rig.kube.daemonsets[(NS, DS)]["metadata"]["annotations"] = {}
+
+
+def _admin_cordon_lost_lock(rig: Rig) -> None:
+    rig.cordon()
+    rig.remember(unschedulable_before=True)
+
+
+def _aborting_admin_cordon(rig: Rig) -> None:
+    rig.sentinel.present = False
+    rig.hold(unschedulable=True)
+    rig.cordon()
+    rig.remember(unschedulable_before=True)
+
+
+def both(*scenes: Callable[[Rig], object]) -> Callable[[Rig], None]:
+    def given(rig: Rig) -> None:
+        for scene in scenes:
+            scene(rig)
+
+    return given
+
+
+def _holding(rig: Rig) -> None:
+    rig.hold()
+    rig.remember(unschedulable_before=False)
+
+
+def _holding_cordoned(rig: Rig) -> None:
+    _holding(rig)
+    rig.cordon()
+
+
+ROWS = [
+    Row("idle, reboot not required: wait a period", _not_required, Step.WAIT, then_waits_a_period),
+    Row(
+        "idle, leftover taint: remove it",
+        both(_not_required, Rig.taint),
+        Step.SYNC_TAINT,
+        then_untainted,
+    ),
+    Row(
+        "idle, required, blocked",
+        lambda r: setattr(r.blocker, "reason", Reason("prometheus", "1 active alerts: [Down]")),
+        Step.BLOCKED,
+        then_blocked,
+    ),
+    Row("idle, required: acquire the lock", _nothing, Step.ACQUIRE, then_acquired),
+    Row(
+        "idle, lock held by another: taint and wait",
+        lambda r: r.hold("other"),
+        Step.ACQUIRE,
+        then_waits_for_the_lock,
+    ),
+    Row(
+        "holding: drain and reboot",
+        _holding,
+        Step.DRAIN_AND_REBOOT,
+        then_rebooted_once,
+    ),
+    Row(
+        "holding, memory not yet written (restart): record, drain, reboot",
+        lambda r: r.hold(),
+        Step.DRAIN_AND_REBOOT,
+        then_rebooted_once,
+    ),
+    Row(
+        "rebooting, bootID unchanged: wait for the retry delay",
+        rebooting,
+        Step.WAIT,
+        then_waits_for_the_reboot,
+    ),
+    Row(
+        "rebooting, retry delay passed: retry once",
+        lambda r: rebooting(r, ago=11 * MIN),
+        Step.RETRY_REBOOT,
+        then_retried,
+    ),
+    Row(
+        "rebooting, retried already: give up",
+        lambda r: rebooting(r, attempts=2, ago=11 * MIN),
+        Step.GIVE_UP,
+        then_gave_up,
+    ),
+    Row(
+        "rebooted: uncordon and set the release time",
+        both(rebooted, _not_required),
+        Step.POST_REBOOT,
+        then_finished_the_reboot,
+    ),
+    Row(
+        "release time passed: release and forget",
+        both(_release_due, _not_required),
+        Step.RELEASE,
+        then_released,
+    ),
+    Row(
+        "release time passed, sentinel back: release and back off",
+        _release_due,
+        Step.RELEASE,
+        then_released_and_backs_off,
+    ),
+    Row(
+        "holding, sentinel gone: abort",
+        both(_not_required, _holding_cordoned),
+        Step.ABORT,
+        then_aborted,
+    ),
+    Row(
+        "holding, sentinel gone, admin's cordon: abort, keep it",
+        _aborting_admin_cordon,
+        Step.ABORT,
+        then_admin_cordon_kept,
+    ),
+    Row("lock lost mid-drain: uncordon, forget", _lost_lock_mid_drain, Step.CLEANUP, then_cleaned_up),
+    Row(
+        "lock lost after the reboot: finish it, forget",
+        _lost_lock_after_reboot,
+        Step.CLEANUP,
+        then_cleaned_up_after_the_reboot,
+    ),
+    Row(
+        "lock lost, admin's cordon: forget only",
+        _admin_cordon_lost_lock,
+        Step.CLEANUP,
+        then_admin_cordon_kept,
+    ),
+    Row(
+        "FleetLock runs the cycle: hands off",
+        lambda r: r.remember(fleetlock_id="zid"),
+        Step.WAIT,
+        then_hands_off,
+    ),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
+def test_one_pass(rig: Rig, row: Row) -> None:
+    row.given(rig)
+    rig.kube.events.clear()
+    pause = rig.daemon.run_once()
+    assert rig.step() is row.step, rig.daemon.last_action
+    row.then(rig, pause)
+
+
+# -- transitions that need more than one pass or another configuration ---------------------------------------
+
+
+def test_a_failed_drain_releases_uncordons_and_retries_after_a_period(rig: Rig) -> None:
+    rig.hold()
+    rig.remember(unschedulable_before=False)
+    rig.kube.fail_next(
+        lambda m, p, body: errors.KubeError("boom") if m == "PATCH" and "spec" in body else None
+    )
+    assert rig.daemon.run_once() == PERIOD
+    assert rig.step() is Step.DRAIN_AND_REBOOT
+    assert rig.rebooter.reboots == 0 and rig.holders() == [] and rig.memory() == {}
+    assert rig.kube.event_reasons() == ["Draining", "DrainFailed"]
+    rig.daemon.run_once()
+    assert rig.daemon.last_action is not None
+    assert (rig.step(), rig.daemon.last_action.until) == (Step.WAIT, T0 + datetime.timedelta(seconds=PERIOD))
+
+
+def test_force_reboot_reboots_after_a_failed_drain() -> None:
+    rig = make_rig(policy=Policy(force_reboot=True))
+    rig.hold()
+    rig.kube.fail_next(
+        lambda m, p, body: errors.KubeError("boom") if m == "PATCH" and "spec" in body else None
+    )
+    rig.daemon.run_once()
+    assert rig.rebooter.reboots == 1 and rig.holders() == [NODE]
+
+
+def test_a_failed_reboot_is_logged_counted_and_retried_later(rig: Rig) -> None:
+    rig = make_rig(rebooter=Rebooter(fail=True))
+    rig.hold()
+    rig.daemon.run_once()
+    assert rig.kube.event_reasons()[-1] == "RebootFailed"
+    assert rig.sample("pykured_reboots_total", outcome="failed") == 1
+    rig.daemon.run_once()
+    assert rig.step() is Step.WAIT  # the retry delay decides, as for a reboot that did not happen
+
+
+def test_annotate_nodes_annotates_first_and_removes_after_the_reboot() -> None:
+    rig = make_rig(policy=Policy(annotate_nodes=True))
+    rig.daemon.run_once()
+    assert rig.step() is Step.ANNOTATE
+    assert rig.kube.annotations(NODE)[state.IN_PROGRESS_ANNOTATION] == "2026-06-30T12:00:00Z"
+    rebooted(rig)
+    rig.sentinel.present = False
+    rig.daemon.run_once()
+    assert rig.step() is Step.POST_REBOOT
+    assert state.IN_PROGRESS_ANNOTATION not in rig.kube.annotations(NODE)
+    assert state.MOST_RECENT_REBOOT_NEEDED_ANNOTATION in rig.kube.annotations(NODE)
+
+
+def test_a_hand_off_is_counted_and_withdrawn_when_the_node_is_back() -> None:
+    rig = make_rig(rebooter=Rebooter(hands_off=True))
+    rig.hold()
+    rig.daemon.run_once()
+    assert rig.sample("pykured_reboots_total", outcome="handoff") == 1
+    assert rig.sample("pykured_handoff_state", state="allowed") == 1
+    rig.kube.reboot(NODE, "boot-2")
+    rig.daemon.run_once()
+    assert rig.step() is Step.POST_REBOOT and rig.rebooter.withdrawn == 1
+    assert rig.sample("pykured_handoff_state", state="none") == 1
+
+
+def test_release_delay_is_kept_on_the_node() -> None:
+    rig = make_rig(policy=Policy(release_delay=5 * MIN))
+    rebooted(rig)
+    rig.daemon.run_once()
+    assert rig.memory()[state.RELEASE_AFTER_ANNOTATION] == "2026-06-30T12:05:00Z"
+    rig.daemon.run_once()
+    assert (rig.step(), rig.holders()) == (Step.WAIT, [NODE])
+    rig.clock.advance(5 * MIN)
+    rig.daemon.run_once()
+    assert (rig.step(), rig.holders()) == (Step.RELEASE, [])
+
+
+def test_the_delays_are_waits_on_the_stop_event() -> None:
+    rig = make_rig(behaviour=Behaviour(drain_delay_s=30.0, reboot_delay_s=30.0))
+    rig.hold()
+    rig.daemon.stopping.set()
+    started = time.monotonic()
+    rig.daemon.run_once()
+    assert time.monotonic() - started < 1.0
+    assert not rig.kube.cordoned(NODE)  # stopped before the drain began: nothing cordoned
+
+
+def test_a_whole_cycle_pass_by_pass(rig: Rig) -> None:
+    steps = []
+    for _ in range(3):
+        rig.daemon.run_once()
+        steps.append(rig.step())
+    rig.kube.reboot(NODE, "boot-2")
+    rig.sentinel.present = False
+    for _ in range(3):
+        rig.daemon.run_once()
+        steps.append(rig.step())
+    assert steps == [
+        Step.ACQUIRE, Step.DRAIN_AND_REBOOT, Step.WAIT, Step.POST_REBOOT, Step.RELEASE, Step.WAIT,
+    ]  # fmt: skip
+    assert rig.memory() == {} and rig.holders() == [] and not rig.kube.cordoned(NODE)
+    assert rig.notifier.sent == ["drain", "reboot", "uncordon"]
+    assert rig.kube.event_reasons() == ["LockAcquired", "Draining", "Rebooting", "Uncordoned"]
+
+
+def test_an_api_error_mid_step_is_retried_on_the_next_pass(rig: Rig) -> None:
+    rig.kube.fail_next(lambda m, p, body: errors.KubeError("down") if m == "PATCH" else None)
+    assert rig.daemon.run_once() == 5.0  # the lock was taken, the memory not written
+    assert rig.holders() == [NODE] and rig.memory() == {}
+    rig.daemon.run_once()  # the holder resumes: records what it had not, then drains and reboots
+    assert rig.step() is Step.DRAIN_AND_REBOOT and rig.rebooter.reboots == 1
+    assert rig.memory()[state.UNSCHEDULABLE_BEFORE_ANNOTATION] == "false"
+
+
+def test_stop_ends_a_lock_wait_at_once(rig: Rig) -> None:
+    rig.hold("other")
+    rig.lock.block = threading.Event()  # a wait that would last its whole timeout (60 s)
+    thread = threading.Thread(target=rig.daemon.run)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while rig.lock.waits == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    rig.daemon.stop()
+    thread.join(5)
+    assert not thread.is_alive() and time.monotonic() - started < 1.0
+    rig.lock.block.set()

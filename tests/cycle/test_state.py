@@ -1,0 +1,216 @@
+"""Unit tests for pykured.cycle.state: the cycle's annotations decoded into NodeState, and the patches."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from pykured.cycle import state
+from pykured.cycle.state import KEEP, NodeState, forget_patch, state_patch
+from pykured.lock.record import LockEntry
+
+UTC = datetime.UTC
+T0 = datetime.datetime(2026, 6, 30, 11, 29, 16, tzinfo=UTC)
+
+
+def _node(**overrides: object) -> dict[str, object]:
+    node: dict[str, object] = {
+        "metadata": {
+            "name": "n1",
+            "uid": "u-1",
+            "resourceVersion": "42",
+            "labels": {"a": "b"},
+            "annotations": {},
+        },
+        "spec": {},
+        "status": {
+            "nodeInfo": {"bootID": "boot-1"},
+            "conditions": [
+                {"type": "MemoryPressure", "status": "False"},
+                {"type": "Ready", "status": "True"},
+            ],
+        },
+    }
+    node.update(overrides)
+    return node
+
+
+@pytest.mark.parametrize(
+    ("annotations", "attr", "expected"),
+    [
+        ({state.IN_PROGRESS_ANNOTATION: "2026-06-30T11:29:16Z"}, "in_progress", True),
+        ({state.IN_PROGRESS_ANNOTATION: ""}, "in_progress", True),
+        ({}, "in_progress", False),
+        (
+            {state.MOST_RECENT_REBOOT_NEEDED_ANNOTATION: "2026-06-30T11:29:16Z"},
+            "most_recent_reboot_needed",
+            T0,
+        ),
+        ({state.UNSCHEDULABLE_BEFORE_ANNOTATION: "true"}, "unschedulable_before", True),
+        ({state.UNSCHEDULABLE_BEFORE_ANNOTATION: "false"}, "unschedulable_before", False),
+        ({state.UNSCHEDULABLE_BEFORE_ANNOTATION: "maybe"}, "unschedulable_before", None),
+        ({}, "unschedulable_before", None),
+        ({state.REBOOT_BOOT_ID_ANNOTATION: "abc"}, "reboot_boot_id", "abc"),
+        ({state.REBOOT_BOOT_ID_ANNOTATION: ""}, "reboot_boot_id", None),
+        ({state.REBOOT_TRIGGERED_AT_ANNOTATION: "2026-06-30T11:29:16Z"}, "reboot_triggered_at", T0),
+        ({state.RELEASE_AFTER_ANNOTATION: "2026-06-30T11:29:16Z"}, "release_after", T0),
+        ({state.RELEASE_AFTER_ANNOTATION: "soon"}, "release_after", None),
+        ({}, "release_after", None),
+        ({state.REBOOT_ATTEMPTS_ANNOTATION: "3"}, "reboot_attempts", 3),
+        ({state.REBOOT_ATTEMPTS_ANNOTATION: "-1"}, "reboot_attempts", 0),
+        ({state.REBOOT_ATTEMPTS_ANNOTATION: "x"}, "reboot_attempts", 0),
+    ],
+    ids=[
+        "in-progress",
+        "in-progress-empty",
+        "not-in-progress",
+        "most-recent",
+        "unsched-true",
+        "unsched-false",
+        "unsched-garbled",
+        "unsched-absent",
+        "boot-id",
+        "boot-id-empty",
+        "triggered-at",
+        "release-after",
+        "release-after-garbled",
+        "release-after-absent",
+        "attempts",
+        "attempts-negative",
+        "attempts-garbled",
+    ],
+)
+def test_accessors(annotations: dict[str, str], attr: str, expected: object) -> None:
+    view = NodeState.from_obj(_node(metadata={"name": "n1", "annotations": annotations}))
+    assert getattr(view, attr) == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({}, {}),
+        ({"unschedulable_before": False}, {state.UNSCHEDULABLE_BEFORE_ANNOTATION: "false"}),
+        ({"unschedulable_before": True}, {state.UNSCHEDULABLE_BEFORE_ANNOTATION: "true"}),
+        ({"unschedulable_before": None}, {state.UNSCHEDULABLE_BEFORE_ANNOTATION: None}),
+        (
+            {"reboot_boot_id": "b", "reboot_triggered_at": T0, "reboot_attempts": 2},
+            {
+                state.REBOOT_BOOT_ID_ANNOTATION: "b",
+                state.REBOOT_TRIGGERED_AT_ANNOTATION: "2026-06-30T11:29:16Z",
+                state.REBOOT_ATTEMPTS_ANNOTATION: "2",
+            },
+        ),
+        (
+            {"release_after": T0, "reboot_boot_id": KEEP},
+            {state.RELEASE_AFTER_ANNOTATION: "2026-06-30T11:29:16Z"},
+        ),
+        (
+            {
+                k: None
+                for k in (
+                    "unschedulable_before",
+                    "reboot_boot_id",
+                    "reboot_triggered_at",
+                    "release_after",
+                    "reboot_attempts",
+                )
+            },
+            dict.fromkeys(state.STATE_ANNOTATIONS),
+        ),
+    ],
+    ids=["nothing", "unsched-false", "unsched-true", "clear-one", "several", "keep-is-omitted", "clear-all"],
+)
+def test_state_patch(kwargs: dict[str, object], expected: dict[str, str | None]) -> None:
+    assert state_patch(**kwargs) == expected  # type: ignore[arg-type]
+
+
+def test_state_patch_round_trips_through_view() -> None:
+    patch = state_patch(unschedulable_before=True, reboot_boot_id="b", release_after=T0, reboot_attempts=4)
+    view = NodeState.from_obj({"metadata": {"annotations": patch}})
+    assert (view.unschedulable_before, view.reboot_boot_id, view.release_after, view.reboot_attempts) == (
+        True,
+        "b",
+        T0,
+        4,
+    )
+
+
+def test_all_pykured_keys_share_the_prefix() -> None:
+    assert all(k.startswith(state.PYKURED_PREFIX) for k in state.STATE_ANNOTATIONS)
+    assert len(set(state.STATE_ANNOTATIONS)) == 5
+
+
+@pytest.mark.parametrize(
+    ("annotations", "attr", "expected"),
+    [
+        ({state.BACKOFF_UNTIL_ANNOTATION: "2026-06-30T11:29:16Z"}, "backoff_until", T0),
+        ({state.BACKOFF_UNTIL_ANNOTATION: "later"}, "backoff_until", None),
+        ({state.FLEETLOCK_ID_ANNOTATION: "zid"}, "fleetlock_id", "zid"),
+        ({}, "fleetlock_id", None),
+        ({state.UNSCHEDULABLE_BEFORE_ANNOTATION: "false"}, "cycle_started", True),
+        ({}, "cycle_started", False),
+    ],
+    ids=["backoff", "backoff-garbled", "fleetlock", "not-fleetlock", "started", "not-started"],
+)
+def test_more_accessors(annotations: dict[str, str], attr: str, expected: object) -> None:
+    node = NodeState.from_obj(_node(metadata={"name": "n1", "annotations": annotations}))
+    assert getattr(node, attr) == expected
+
+
+def test_the_lock_entry_is_part_of_the_state() -> None:
+    entry = LockEntry(node_id="n1", unschedulable=True)
+    node = NodeState.from_obj(_node(), entry=entry)
+    assert (node.holding, node.entry_unschedulable) == (True, True)
+    assert (node.with_entry(None).holding, node.with_entry(None).entry_unschedulable) == (False, None)
+
+
+def test_ready_since_is_the_ready_transition() -> None:
+    obj = _node(
+        status={
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-06-30T11:29:16Z"}]
+        }
+    )
+    assert NodeState.from_obj(obj).ready_since == T0
+    assert NodeState.from_obj(_node()).ready_since is None
+
+
+def test_forget_clears_the_cycle_and_only_what_it_is_told() -> None:
+    assert forget_patch() == dict.fromkeys(state.STATE_ANNOTATIONS)
+    assert forget_patch(backoff_until=T0, fleetlock_id=None) == {
+        **dict.fromkeys(state.STATE_ANNOTATIONS),
+        state.BACKOFF_UNTIL_ANNOTATION: "2026-06-30T11:29:16Z",
+        state.FLEETLOCK_ID_ANNOTATION: None,
+    }
+
+
+T = "2026-11-30T11:50:00Z"
+READY = [
+    (
+        "ready",
+        {"status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": T}]}},
+        datetime.datetime(2026, 11, 30, 11, 50, tzinfo=UTC),
+    ),
+    (
+        "not-ready",
+        {"status": {"conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": T}]}},
+        None,
+    ),
+    (
+        "garbled-time",
+        {"status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "soon"}]}},
+        None,
+    ),
+    ("no-conditions", {"status": {}}, None),
+    ("no-status", {}, None),
+    (
+        "other-conditions",
+        {"status": {"conditions": [{"type": "DiskPressure", "status": "True"}, "junk"]}},
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("node", "expected"), [c[1:] for c in READY], ids=[c[0] for c in READY])
+def test_ready_since(node: dict[str, object], expected: datetime.datetime | None) -> None:
+    assert state.ready_since(node) == expected
