@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pykured import errors
+from pykured import agentstatus, errors
 from pykured.cycle import state
 from pykured.cycle.book import NodeBook
 from pykured.cycle.daemon import Daemon, Parts, Settings
@@ -135,7 +135,13 @@ class Rig:
         return [e.node_id for e in self.lock.holders(now_ns=int(self.clock.now.timestamp()) * 10**9)]
 
     def memory(self) -> dict[str, str]:
-        return {k: v for k, v in self.kube.annotations(NODE).items() if k.startswith(state.PYKURED_PREFIX)}
+        """The cycle's memory on the Node (the agent's published status is not memory)."""
+        annotations = self.kube.annotations(NODE).items()
+        return {
+            k: v
+            for k, v in annotations
+            if k.startswith(state.PYKURED_PREFIX) and k != agentstatus.STATUS_ANNOTATION
+        }
 
     def sample(self, name: str, **labels: str) -> float:
         return self.metrics.registry.get_sample_value(name, labels) or 0.0
@@ -323,7 +329,9 @@ def then_cleaned_up_after_the_reboot(rig: Rig, pause: float) -> None:
 
 
 def then_hands_off(rig: Rig, pause: float) -> None:
-    assert rig.kube.requests.count(("PATCH", f"/api/v1/nodes/{NODE}")) == 1  # the scene's mark only
+    # the scene's mark, then only the agent's published status: nothing of the cycle is touched
+    assert rig.kube.requests.count(("PATCH", f"/api/v1/nodes/{NODE}")) == 2
+    assert set(rig.memory()) == {state.FLEETLOCK_ID_ANNOTATION} and not rig.kube.cordoned(NODE)
     assert rig.holders() == [] and pause == PERIOD
 
 
