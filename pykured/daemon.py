@@ -19,11 +19,14 @@ from collections.abc import Callable, Sequence
 
 from pykured import __version__, errors
 from pykured.blockers import Blocker, first_block
+from pykured.cyclegates import CycleGates
 from pykured.decide import Action, NodeMemory, Observation, Policy, Step, decide, needs_blockers
 from pykured.drain import Drainer
 from pykured.events import EventRecorder
+from pykured.gates import GateResult, Verdict
 from pykured.kube import MERGE_PATCH, Kube
 from pykured.lock.base import Lock
+from pykured.maintenance import Window
 from pykured.metrics import Metrics
 from pykured.node import NodeBook
 from pykured.nodeinfo import FLEETLOCK_ID_ANNOTATION, NodeView, format_rfc3339, parse_rfc3339
@@ -32,7 +35,6 @@ from pykured.reboot import Rebooter
 from pykured.requestkeeper import RequestKeeper
 from pykured.sentinel import Sentinel
 from pykured.taints import PreferNoScheduleTaint
-from pykured.window import TimeWindow
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +43,8 @@ FLEETLOCK_ANNOTATION = FLEETLOCK_ID_ANNOTATION
 """Set by FleetLock while it runs a Zincati node's cycle: the daemon leaves that node alone."""
 METRIC_REFRESH = 60.0
 ERROR_BACKOFF = 5.0
+GATE_POLL = 5.0
+"""How often a lock holder re-checks a hook or settle gate it waits for."""
 
 
 def _utcnow() -> datetime.datetime:
@@ -73,12 +77,14 @@ class Parts:
     drainer: Drainer
     rebooter: Rebooter
     sentinel: Sentinel
-    window: TimeWindow
+    window: Window
     notifier: Notifier
     events: EventRecorder
     metrics: Metrics | None = None
     taint: PreferNoScheduleTaint | None = None
     blockers: Sequence[Blocker] = ()
+    gates: CycleGates | None = None
+    """Reboot hooks and settle gates (pykured.cyclegates); None or empty = kured's cycle."""
 
 
 class Daemon:
@@ -101,6 +107,7 @@ class Daemon:
         self._last_reason = ""
         self._retry_at: datetime.datetime | None = None
         self._entry_unschedulable: bool | None = None
+        self._last_gate = ""
         self.passes = 0
         self.requests = RequestKeeper(
             parts.kube,
@@ -306,6 +313,13 @@ class Daemon:
             self.p.book.update_state(release_after=release_after)
             return 0
         if step is Step.RELEASE:
+            if self.p.gates:
+                gate = self.p.gates.before_release(now)
+                if gate.verdict is Verdict.WAIT:
+                    return self._hold_for(gate, now)
+                if gate.verdict is Verdict.TIMED_OUT:
+                    self._gate_timed_out(gate, releasing=True)
+                self._gate_passed()
             self._release()
             backoff = None
             if obs.required:
@@ -364,6 +378,18 @@ class Daemon:
                 self._entry_unschedulable if self._entry_unschedulable is not None else view.unschedulable
             )
             self.p.book.update_state(unschedulable_before=before)
+        if self.p.gates:
+            gate = self.p.gates.before_drain(now)
+            if gate.verdict is Verdict.WAIT:
+                return self._hold_for(gate, now)
+            self._gate_passed()
+            if gate.verdict is Verdict.TIMED_OUT:
+                self._gate_timed_out(gate, releasing=False)
+                self._release()
+                self._clear_state()
+                self._retry_at = self._clock() + datetime.timedelta(seconds=self.s.period)
+                return self.s.period
+            self.p.gates.note_drain()
         self.p.book.apply_labels(self.s.pre_labels)
         self._sleep(self.s.drain_delay)
         logger.info("Draining node %s", self.s.node)
@@ -457,6 +483,31 @@ class Daemon:
         self.p.book.apply_labels(self.s.post_labels)
         return True
 
+    def _hold_for(self, gate: GateResult, now: datetime.datetime) -> float:
+        """Keep the lock while a hook or settle gate is closed; log each new reason once."""
+        reason = str(gate.reason)
+        if reason != self._last_gate:
+            until = f" (until {format_rfc3339(gate.deadline)})" if gate.deadline else ""
+            logger.info("Holding the reboot lock: %s%s", reason, until)
+            self.p.events.record("HoldingLock", reason)
+            self._last_gate = reason
+        if self.p.metrics:
+            self.p.metrics.set_holding_gate(gate.reason.kind if gate.reason else "unknown")
+        pause = GATE_POLL if gate.deadline is None else (gate.deadline - now).total_seconds()
+        return max(min(GATE_POLL, self.s.period, pause), 0.05)
+
+    def _gate_passed(self) -> None:
+        self._last_gate = ""
+        if self.p.metrics:
+            self.p.metrics.set_holding_gate(None)
+
+    def _gate_timed_out(self, gate: GateResult, *, releasing: bool) -> None:
+        kind = gate.reason.kind if gate.reason else ""
+        event = "RebootHookTimeout" if kind.endswith("-reboot-hooks") else "SettleTimeout"
+        what = "releasing the lock anyway" if releasing else "not rebooting, releasing the lock"
+        logger.warning("Timed out waiting: %s; %s", gate.reason, what)
+        self.p.events.record(event, f"timed out: {gate.reason}; {what}", warning=True)
+
     def _release(self) -> None:
         if self.p.lock.release():
             logger.info("Released the reboot lock of node %s", self.s.node)
@@ -464,6 +515,8 @@ class Daemon:
             self.p.metrics.lock_waiting(False)
 
     def _clear_state(self, *, backoff: datetime.datetime | None = None) -> None:
+        if self.p.gates:
+            self.p.gates.clear()
         self.p.book.update_state(
             unschedulable_before=None,
             reboot_boot_id=None,

@@ -33,10 +33,10 @@ from pykured.fleetlock.ops import Behaviour, DrainerFactory, NodeOps
 from pykured.fleetlock.service import Blockers, FleetLockService
 from pykured.kube import Kube
 from pykured.lock.base import Lock
+from pykured.maintenance import Window
 from pykured.metrics import Metrics
 from pykured.node import NodeBook
 from pykured.notify import Notifier
-from pykured.window import TimeWindow
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class FleetLockServer:
         book_factory: Callable[[str], NodeBook],
         notifier: Notifier,
         blockers: Blockers,
-        window: TimeWindow,
+        window: Window,
         metrics: Metrics | None,
         events_factory: Callable[[str], EventRecorder],
         force_reboot: bool = False,
