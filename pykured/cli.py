@@ -201,8 +201,8 @@ def _freeze_command(command: str, argv: list[str]) -> int:
     logrus.configure("text", "warning")
     import datetime
 
-    from pykured import freezecmd
-    from pykured.freeze import FreezeError, parse_until
+    from pykured.policy import command as freezecmd
+    from pykured.policy.freeze import FreezeError, parse_until
     from pykured.window import load_location
 
     where = {"namespace": opts.ds_namespace, "name": opts.policy_configmap}

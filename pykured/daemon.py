@@ -19,18 +19,18 @@ from collections.abc import Callable, Sequence
 
 from pykured import __version__, errors
 from pykured.blockers import Blocker, first_block
-from pykured.cyclegates import CycleGates
 from pykured.decide import Action, NodeMemory, Observation, Policy, Step, decide, needs_blockers
 from pykured.drain import Drainer
 from pykured.events import EventRecorder
-from pykured.gates import GateResult, Verdict
+from pykured.gates.cycle import CycleGates
+from pykured.gates.phase import GateResult, Verdict
 from pykured.kube import MERGE_PATCH, Kube
 from pykured.lock.base import Lock
-from pykured.maintenance import Window
 from pykured.metrics import Metrics
 from pykured.node import NodeBook
 from pykured.nodeinfo import FLEETLOCK_ID_ANNOTATION, NodeView, format_rfc3339, parse_rfc3339
 from pykured.notify import Notifier
+from pykured.policy.maintenance import Window
 from pykured.reboot import Rebooter
 from pykured.requestkeeper import RequestKeeper
 from pykured.sentinel import Sentinel
@@ -84,7 +84,7 @@ class Parts:
     taint: PreferNoScheduleTaint | None = None
     blockers: Sequence[Blocker] = ()
     gates: CycleGates | None = None
-    """Reboot hooks and settle gates (pykured.cyclegates); None or empty = kured's cycle."""
+    """Reboot hooks and settle gates (pykured.gates.cycle); None or empty = kured's cycle."""
 
 
 class Daemon:

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 
 from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
 from pykured.config import Config
-from pykured.cyclegates import CycleGates
 from pykured.daemon import Daemon, Parts, Settings
 from pykured.decide import Policy
 from pykured.drain import Drainer
 from pykured.errors import KubeError, NotFoundError
 from pykured.events import EventRecorder
 from pykured.fleetlock import FleetLockServer
+from pykured.gates.cycle import CycleGates
+from pykured.gates.settle import NodesReadyGate, PdbGate, PodsReadyGate, PromQueryGate
 from pykured.host import NSENTER
 from pykured.kube import Kube
 from pykured.lock.annotation import AnnotationLock
@@ -28,14 +29,13 @@ from pykured.lock.base import Lock
 from pykured.lock.lease import LeaseLock
 from pykured.lock.paced import GroupPacedLock, node_label_lookup
 from pykured.lock.switch import GuardedLock
-from pykured.maintenance import Window
 from pykured.metrics import Metrics
 from pykured.node import NodeBook
 from pykured.notify import KuredMessages, Notifier
-from pykured.policysource import FreezeBlocker, PolicySource, PolicyWindow
+from pykured.policy.maintenance import Window
+from pykured.policy.source import FreezeBlocker, PolicySource, PolicyWindow
 from pykured.reboot import CommandRebooter, Rebooter, SignalRebooter, ZincatiHandoff
 from pykured.sentinel import CommandSentinel, FileSentinel, Sentinel
-from pykured.settle import NodesReadyGate, PdbGate, PodsReadyGate, PromQueryGate
 from pykured.taints import PreferNoScheduleTaint
 
 logger = logging.getLogger(__name__)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from pykured import freezecmd
 from pykured.errors import KubeError
 from pykured.lock.lease import lease_entry
-from pykured.policysource import configmaps_path
-from pykured.testenv.fleet import Fleet
+from pykured.policy import command as freezecmd
+from pykured.policy.source import configmaps_path
+from pykured_dev.testenv.fleet import Fleet
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]

@@ -28,8 +28,8 @@ from pykured.config.reader import HelpRequested
 from pykured.errors import ConfigError
 from pykured.gocompat.goflags import Duration
 from pykured.gocompat.goregexp import compile_re2
-from pykured.maintenance import MaintenancePolicy
 from pykured.notify.redact import redact_password, redact_url
+from pykured.policy.maintenance import MaintenancePolicy
 from pykured.window import TimeWindow
 
 __all__ = ["Config", "ConfigError", "HelpRequested", "typed", "usage"]
@@ -127,7 +127,7 @@ class Config:
     time_window: TimeWindow = _DEFAULT_WINDOW
     """The reboot window built from reboot_days, start_time, end_time and time_zone by :func:`parse`."""
     maintenance: MaintenancePolicy = _DEFAULT_POLICY
-    """kured's window, the calendar windows and the ``--blackout`` flags (:mod:`pykured.maintenance`)."""
+    """kured's window, calendar windows and ``--blackout`` flags (:mod:`pykured.policy.maintenance`)."""
     warnings: tuple[str, ...] = dataclasses.field(default=(), compare=False)
     """Warnings found while parsing, in order, for the CLI to log."""
 

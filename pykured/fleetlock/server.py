@@ -33,10 +33,10 @@ from pykured.fleetlock.ops import Behaviour, DrainerFactory, NodeOps
 from pykured.fleetlock.service import Blockers, FleetLockService
 from pykured.kube import Kube
 from pykured.lock.base import Lock
-from pykured.maintenance import Window
 from pykured.metrics import Metrics
 from pykured.node import NodeBook
 from pykured.notify import Notifier
+from pykured.policy.maintenance import Window
 
 logger = logging.getLogger(__name__)
 

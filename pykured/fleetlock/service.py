@@ -32,7 +32,7 @@ from pykured.fleetlock.cycle import DEFAULT_TIMING, Phase, Step, Timing, reconci
 from pykured.fleetlock.nodes import Resolver
 from pykured.fleetlock.ops import NodeOps
 from pykured.fleetlock.worker import Worker
-from pykured.maintenance import Window
+from pykured.policy.maintenance import Window
 
 logger = logging.getLogger(__name__)
 

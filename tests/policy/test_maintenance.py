@@ -1,9 +1,9 @@
 import datetime
 import zoneinfo
 
-from pykured.blackout import parse_blackouts
-from pykured.calwindow import CalendarWindow
-from pykured.maintenance import MaintenancePolicy, always_open
+from pykured.policy.blackout import parse_blackouts
+from pykured.policy.maintenance import MaintenancePolicy, always_open
+from pykured.policy.recurrence import CalendarWindow
 from pykured.window import TimeWindow
 
 UTC = datetime.UTC

@@ -32,11 +32,12 @@ import zoneinfo
 
 from dateutil import rrule
 
-from pykured.goflags import GoValueError, parse_duration
+from pykured.gocompat.goflags import GoValueError, parse_duration
 
 _SEARCH_STEP = datetime.timedelta(days=400)
 _SEARCH_LIMIT = 12  # ~13 years ahead: "never opens again" beyond that
 _DEFAULT_DTSTART = datetime.datetime(2000, 1, 1)
+_OWN_PARTS = ("DURATION", "RDATE", "TZID", "DTSTART")
 _FREQUENCIES = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY")
 _STAMP = re.compile(r"(\d{4})(\d{2})(\d{2})(?:T(\d{2})(\d{2})(\d{2})?)?Z?$", re.ASCII)
 
@@ -61,6 +62,59 @@ def _wall(naive: datetime.datetime, zone: datetime.tzinfo) -> datetime.datetime:
     return naive.replace(tzinfo=zone, fold=0).astimezone(datetime.UTC)
 
 
+def _split(text: str) -> tuple[dict[str, str], list[str]]:
+    """pykured's parts (DURATION, RDATE, TZID, DTSTART) and the RRULE's parts."""
+    parts: dict[str, str] = {}
+    rule_parts: list[str] = []
+    for raw in text.strip().removeprefix("RRULE:").split(";"):
+        if not raw.strip():
+            continue
+        key, sep, value = raw.partition("=")
+        key = key.strip().upper()
+        if not sep or not value.strip():
+            raise WindowError(f"invalid part {raw!r} (want NAME=VALUE)")
+        if key not in _OWN_PARTS:
+            rule_parts.append(f"{key}={value.strip()}")
+        elif key in parts:
+            raise WindowError(f"{key} given twice")
+        else:
+            parts[key] = value.strip()
+    return parts, rule_parts
+
+
+def _duration(text: str) -> datetime.timedelta:
+    try:
+        ns = parse_duration(text)
+    except GoValueError as exc:
+        raise WindowError(f"invalid DURATION: {exc}") from None
+    if ns <= 0:
+        raise WindowError("DURATION must be positive")
+    return datetime.timedelta(microseconds=ns // 1000)
+
+
+def _zone(name: str) -> datetime.tzinfo:
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise WindowError(f"unknown time zone {name}") from None
+
+
+def _rule(rule_parts: list[str], dtstart: datetime.datetime) -> rrule.rrule:
+    """The RRULE, expanded by python-dateutil; it must recur at most daily and occur at least once."""
+    freq = next((p.split("=", 1)[1].upper() for p in rule_parts if p.startswith("FREQ=")), "")
+    if freq not in _FREQUENCIES:
+        raise WindowError(f"FREQ must be one of {', '.join(_FREQUENCIES)} (got {freq or 'none'})")
+    try:
+        parsed = rrule.rrulestr(";".join(rule_parts), dtstart=dtstart, cache=True)
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        raise WindowError(f"invalid RRULE: {exc or 'bad value'}") from None
+    if not isinstance(parsed, rrule.rrule):  # pragma: no cover - rrulestr of one rule is an rrule
+        raise WindowError("invalid RRULE")
+    if parsed.after(dtstart, inc=True) is None:
+        raise WindowError("invalid RRULE: it never occurs")
+    return parsed
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class CalendarWindow:
     """One recurring maintenance window. Build it with :meth:`parse`."""
@@ -76,59 +130,23 @@ class CalendarWindow:
     @classmethod
     def parse(cls, text: str, *, default_zone: datetime.tzinfo, default_zone_name: str) -> CalendarWindow:
         """Parse one ``--maintenance-window`` value; raises :class:`WindowError`."""
-        parts: dict[str, str] = {}
-        rule_parts: list[str] = []
-        for raw in text.strip().removeprefix("RRULE:").split(";"):
-            if not raw.strip():
-                continue
-            key, sep, value = raw.partition("=")
-            key = key.strip().upper()
-            if not sep or not value.strip():
-                raise WindowError(f"invalid part {raw!r} (want NAME=VALUE)")
-            if key in ("DURATION", "RDATE", "TZID", "DTSTART"):
-                if key in parts:
-                    raise WindowError(f"{key} given twice")
-                parts[key] = value.strip()
-            else:
-                rule_parts.append(f"{key}={value.strip()}")
+        parts, rule_parts = _split(text)
         if "DURATION" not in parts:
             raise WindowError("DURATION is required (e.g. DURATION=4h)")
-        try:
-            duration_ns = parse_duration(parts["DURATION"])
-        except GoValueError as exc:
-            raise WindowError(f"invalid DURATION: {exc}") from None
-        if duration_ns <= 0:
-            raise WindowError("DURATION must be positive")
         zone, zone_name = default_zone, default_zone_name
         if "TZID" in parts:
             zone_name = parts["TZID"]
-            try:
-                zone = zoneinfo.ZoneInfo(zone_name)
-            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-                raise WindowError(f"unknown time zone {zone_name}") from None
+            zone = _zone(zone_name)
         dtstart = _stamp(parts["DTSTART"], "DTSTART") if "DTSTART" in parts else _DEFAULT_DTSTART
         dates = tuple(_stamp(d, "RDATE") for d in parts["RDATE"].split(",")) if "RDATE" in parts else ()
-        rule = None
-        if rule_parts:
-            freq = next((p.split("=", 1)[1].upper() for p in rule_parts if p.startswith("FREQ=")), "")
-            if freq not in _FREQUENCIES:
-                raise WindowError(f"FREQ must be one of {', '.join(_FREQUENCIES)} (got {freq or 'none'})")
-            try:
-                parsed = rrule.rrulestr(";".join(rule_parts), dtstart=dtstart, cache=True)
-            except (ValueError, TypeError, KeyError, IndexError) as exc:
-                raise WindowError(f"invalid RRULE: {exc or 'bad value'}") from None
-            if not isinstance(parsed, rrule.rrule):  # pragma: no cover - rrulestr of one rule is an rrule
-                raise WindowError("invalid RRULE")
-            if parsed.after(dtstart, inc=True) is None:
-                raise WindowError("invalid RRULE: it never occurs")
-            rule = parsed
-        elif not dates:
+        rule = _rule(rule_parts, dtstart) if rule_parts else None
+        if rule is None and not dates:
             raise WindowError("needs FREQ=… (a recurrence rule) or RDATE=…")
         return cls(
             text=text,
             rule=rule,
             dates=dates,
-            duration=datetime.timedelta(microseconds=duration_ns // 1000),
+            duration=_duration(parts["DURATION"]),
             zone=zone,
             zone_name=zone_name,
         )

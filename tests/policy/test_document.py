@@ -2,8 +2,8 @@ import datetime
 
 import pytest
 
-from pykured.freeze import FreezeRecord
-from pykured.policymap import PolicyDoc, PolicyMapError, parse_policy_map
+from pykured.policy.document import PolicyDoc, PolicyMapError, parse_policy_map
+from pykured.policy.freeze import FreezeRecord
 
 UTC = datetime.UTC
 

@@ -7,9 +7,9 @@ import datetime
 
 import pytest
 
-from pykured.gates import GatePhase, Verdict, evaluate
-from pykured.hooks import RebootHook
-from pykured.settle import (
+from pykured.gates.hooks import RebootHook
+from pykured.gates.phase import GatePhase, Verdict, evaluate
+from pykured.gates.settle import (
     DRAINED_PDBS_ANNOTATION,
     NodesReadyGate,
     PdbGate,

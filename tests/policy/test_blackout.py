@@ -3,7 +3,7 @@ import zoneinfo
 
 import pytest
 
-from pykured.blackout import Blackout, BlackoutError, active_blackout, parse_blackout, parse_blackouts
+from pykured.policy.blackout import Blackout, BlackoutError, active_blackout, parse_blackout, parse_blackouts
 
 UTC = datetime.UTC
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")

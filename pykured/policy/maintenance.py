@@ -16,8 +16,8 @@ import datetime
 from collections.abc import Sequence
 from typing import Protocol
 
-from pykured.blackout import Blackout, active_blackout
-from pykured.calwindow import CalendarWindow
+from pykured.policy.blackout import Blackout, active_blackout
+from pykured.policy.recurrence import CalendarWindow
 from pykured.window import TimeWindow
 
 _ALL_DAYS = frozenset(range(7))

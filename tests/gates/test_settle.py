@@ -1,4 +1,4 @@
-from pykured.settle import covering_pdbs, selector_matches
+from pykured.gates.settle import covering_pdbs, selector_matches
 
 
 def pod(ns: str, name: str, **labels: str) -> dict:

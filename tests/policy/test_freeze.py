@@ -2,7 +2,7 @@ import datetime
 
 import pytest
 
-from pykured.freeze import FreezeError, FreezeRecord, parse_until
+from pykured.policy.freeze import FreezeError, FreezeRecord, parse_until
 
 UTC = datetime.UTC
 NOW = datetime.datetime(2026, 11, 30, 21, 0, tzinfo=UTC)

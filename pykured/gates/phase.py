@@ -7,9 +7,9 @@ says whether to pass, wait (and why) or give up waiting (timed out, with the las
 
 The phases pykured uses:
 
-* ``before-reboot`` (:mod:`pykured.hooks`): after the lock is taken, before cordon and drain; on timeout the
-  cycle is aborted (a hook that never answers must not let the node reboot).
-* ``after-reboot`` hooks and the settle gates (:mod:`pykured.settle`): after the node is back and
+* ``before-reboot`` (:mod:`pykured.gates.hooks`): after the lock is taken, before cordon and drain; on timeout
+  the cycle is aborted (a hook that never answers must not let the node reboot).
+* ``after-reboot`` hooks and the settle gates (:mod:`pykured.gates.settle`): after the node is back and
   uncordoned, before the lock is released; on timeout the lock is released with a warning and an Event, so
   one stuck gate cannot stop the whole cluster's rollout forever.
 """

@@ -1,12 +1,13 @@
 """The gates of one node's reboot cycle, behind the four calls the reboot cycle makes.
 
 * :meth:`CycleGates.before_drain` — after the lock is taken, before cordon and drain: the before-reboot
-  hooks (:mod:`pykured.hooks`), bounded by ``--reboot-hook-timeout``. On ``TIMED_OUT`` the cycle aborts.
+  hooks (:mod:`pykured.gates.hooks`), bounded by ``--reboot-hook-timeout``. On ``TIMED_OUT`` the cycle aborts.
 * :meth:`CycleGates.note_drain` — right before the drain: record the PodDisruptionBudgets covering the
   node's pods, for the PDB settle gate.
 * :meth:`CycleGates.before_release` — the node is back and uncordoned and ``--lock-release-delay`` has
-  passed: the after-reboot hooks (``--reboot-hook-timeout``), then the settle gates (:mod:`pykured.settle`,
-  ``--settle-timeout``). On ``TIMED_OUT`` the lock is released with a warning and an Event.
+  passed: the after-reboot hooks (``--reboot-hook-timeout``), then the settle gates
+  (:mod:`pykured.gates.settle`, ``--settle-timeout``). On ``TIMED_OUT`` the lock is released with a
+  warning and an Event.
 * :meth:`CycleGates.clear` — the cycle ended (released, aborted, given up): remove the hook marks.
 
 Each phase's start is stamped on the Node (``pykured.dev/{before,after}-reboot-since``,
@@ -20,9 +21,9 @@ import datetime
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pykured.gates import Gate, GatePhase, GateResult, Verdict, evaluate
-from pykured.hooks import MERGE_PATCH, RebootHook, phase_since
-from pykured.settle import DRAINED_PDBS_ANNOTATION, record_drained_pdbs
+from pykured.gates.hooks import MERGE_PATCH, RebootHook, phase_since
+from pykured.gates.phase import Gate, GatePhase, GateResult, Verdict, evaluate
+from pykured.gates.settle import DRAINED_PDBS_ANNOTATION, record_drained_pdbs
 
 if TYPE_CHECKING:
     from pykured.kube import Kube

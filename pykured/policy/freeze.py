@@ -14,7 +14,7 @@ import datetime
 import json
 from typing import Any
 
-from pykured.goflags import GoValueError, parse_duration
+from pykured.gocompat.goflags import GoValueError, parse_duration
 
 
 class FreezeError(ValueError):

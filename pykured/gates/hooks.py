@@ -8,8 +8,8 @@ annotation to ``"true"``. When all are ``"true"`` the agent drains and reboots. 
 same with ``pykured.dev/after-reboot`` and ``--after-reboot-annotations``, once the node is back and
 uncordoned, before the lock is released. The marks stay until the cycle ends (:meth:`RebootHook.clear`),
 so an agent restarted mid-drain does not ask again. Timeouts: ``--reboot-hook-timeout`` (see
-:mod:`pykured.gates`): a before-reboot hook that never answers aborts the cycle (no reboot); an after-reboot
-hook that never answers releases the lock with a warning and an Event.
+:mod:`pykured.gates.phase`): a before-reboot hook that never answers aborts the cycle (no reboot); an
+after-reboot hook that never answers releases the lock with a warning and an Event.
 """
 
 from __future__ import annotations

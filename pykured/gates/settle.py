@@ -12,7 +12,7 @@ keeps). With ``--settle-*`` flags the holder also waits, before releasing, until
 * :class:`PromQueryGate` (``--settle-prometheus-query``): the query against ``--prometheus-url`` returns an
   empty result.
 
-All are bounded by ``--settle-timeout`` (see :mod:`pykured.gates`); after it the lock is released with a
+All are bounded by ``--settle-timeout`` (see :mod:`pykured.gates.phase`); after it the lock is released with a
 warning and an Event. Label selectors are matched by the API server (pods) or, for PDBs, with
 :func:`selector_matches` (``matchLabels`` and ``matchExpressions``: In, NotIn, Exists, DoesNotExist).
 """
@@ -44,26 +44,25 @@ def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
     return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
 
 
+def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key, op, values = str(expr.get("key")), expr.get("operator"), expr.get("values") or []
+    present = key in labels
+    checks = {
+        "In": present and labels.get(key) in values,
+        "NotIn": not present or labels.get(key) not in values,
+        "Exists": present,
+        "DoesNotExist": not present,
+    }
+    return checks.get(str(op), False)
+
+
 def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
     """A ``metav1.LabelSelector``: null matches nothing, ``{}`` matches everything."""
     if selector is None:
         return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            return False
-    return True
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(_expression_matches(e, labels) for e in selector.get("matchExpressions") or [])
 
 
 def covering_pdbs(pods: Iterable[Mapping[str, Any]], pdbs: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -3,7 +3,7 @@ import zoneinfo
 
 import pytest
 
-from pykured.calwindow import CalendarWindow, WindowError
+from pykured.policy.recurrence import CalendarWindow, WindowError
 
 UTC = datetime.UTC
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")

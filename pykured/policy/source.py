@@ -2,15 +2,16 @@
 
 :class:`PolicySource` lists the ConfigMap (``fieldSelector=metadata.name=<name>``, so a missing one is an
 empty list with a resourceVersion to watch from) and then watches it. Every version is parsed with
-:func:`pykured.policymap.parse_policy_map`; one that does not parse is refused with a log line and the last
-good policy stays in force. Until the first successful read the policy is unknown and no reboot may start
-(fail closed). ``on_change`` is called after every accepted change, so the daemon re-evaluates at once.
+:func:`~pykured.policy.document.parse_policy_map`; one that does not parse is refused with a log line
+and the last good policy stays in force. Until the first successful read the policy is unknown and no
+reboot may start (fail closed). ``on_change`` is called after every accepted change, so the daemon
+re-evaluates at once.
 
-Two views for the daemon: :class:`PolicyWindow` (the static :class:`~pykured.maintenance.MaintenancePolicy`
-plus the ConfigMap's blackouts, the same ``contains``/``next_open`` as kured's window) and
-:class:`FreezeBlocker` (a blocker that holds every new reboot while a freeze is active).
-RBAC: ``get``, ``list``, ``watch`` on configmaps in ``--ds-namespace`` (``pykured freeze`` also needs
-``create`` and ``patch``).
+Two views for the daemon: :class:`PolicyWindow` (the static
+:class:`~pykured.policy.maintenance.MaintenancePolicy` plus the ConfigMap's blackouts, with the same
+``contains``/``next_open`` as kured's window) and :class:`FreezeBlocker` (a blocker that holds every new
+reboot while a freeze is active). RBAC: ``get``, ``list``, ``watch`` on configmaps in ``--ds-namespace``
+(``pykured freeze`` also needs ``create`` and ``patch``).
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pykured.errors import KubeError
-from pykured.maintenance import MaintenancePolicy
 from pykured.model import Reason
-from pykured.policymap import PolicyDoc, PolicyMapError, parse_policy_map
+from pykured.policy.document import PolicyDoc, PolicyMapError, parse_policy_map
+from pykured.policy.maintenance import MaintenancePolicy
 
 if TYPE_CHECKING:
     from pykured.kube import Kube

@@ -12,7 +12,7 @@ zone (``--time-zone``) unless it carries ``Z`` or an offset. A date alone means 
 the start. Wall times follow :mod:`pykured.window`'s DST rules (a gap moves forward, a fold takes the first).
 
 Blackouts come from ``--blackout`` (repeatable) and from the ``blackouts`` key of the policy ConfigMap (one
-per line, ``#`` starts a comment line); see :mod:`pykured.policymap`.
+per line, ``#`` starts a comment line); see :mod:`pykured.policy.document`.
 """
 
 from __future__ import annotations

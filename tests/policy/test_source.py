@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from pykured import freezecmd
 from pykured.errors import KubeError
-from pykured.maintenance import MaintenancePolicy
-from pykured.policysource import FreezeBlocker, PolicySource, PolicyWindow, configmaps_path
+from pykured.policy import command as freezecmd
+from pykured.policy.maintenance import MaintenancePolicy
+from pykured.policy.source import FreezeBlocker, PolicySource, PolicyWindow, configmaps_path
 from pykured.window import TimeWindow
 from tests.testenv import TestEnv
 

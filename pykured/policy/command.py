@@ -1,9 +1,10 @@
 """``pykured freeze`` / ``pykured unfreeze`` / ``pykured freeze --status``: the cluster-wide freeze switch.
 
 ``freeze`` asks the API server who the caller is (``SelfSubjectReview``, authentication.k8s.io/v1) and
-writes a :class:`~pykured.freeze.FreezeRecord` under the ``freeze`` key of the policy ConfigMap (created when
-missing, other keys untouched, JSON merge patch). ``unfreeze`` removes the key. Agents watching the
-ConfigMap stop starting new reboots within about a second; a node already holding the lock finishes.
+writes a :class:`~pykured.policy.freeze.FreezeRecord` under the ``freeze`` key of the policy ConfigMap
+(created when missing, other keys untouched, JSON merge patch). ``unfreeze`` removes the key. Agents
+watching the ConfigMap stop starting new reboots within about a second; a node already holding the lock
+finishes.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import json
 from typing import IO, TYPE_CHECKING
 
 from pykured.errors import KubeError, NotFoundError
-from pykured.freeze import FreezeRecord
-from pykured.policymap import FREEZE_KEY, PolicyMapError, parse_policy_map
-from pykured.policysource import configmaps_path
+from pykured.policy.document import FREEZE_KEY, PolicyMapError, parse_policy_map
+from pykured.policy.freeze import FreezeRecord
+from pykured.policy.source import configmaps_path
 
 if TYPE_CHECKING:
     from pykured.kube import Kube

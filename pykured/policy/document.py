@@ -2,8 +2,8 @@
 
 ``--policy-configmap NAME`` (in ``--ds-namespace``) names it; its ``data`` keys:
 
-* ``blackouts``: one blackout per line (:mod:`pykured.blackout`), ``#`` comment lines allowed;
-* ``freeze``: the freeze record JSON written by ``pykured freeze`` (:mod:`pykured.freeze`).
+* ``blackouts``: one blackout per line (:mod:`pykured.policy.blackout`), ``#`` comment lines allowed;
+* ``freeze``: the freeze record JSON written by ``pykured freeze`` (:mod:`pykured.policy.freeze`).
 
 Any other key, or a value that does not parse, makes the whole ConfigMap invalid: the agent logs the
 refusal and keeps the last good policy (never a crash, never a reboot outside policy). A missing ConfigMap is
@@ -16,8 +16,8 @@ import dataclasses
 import datetime
 from collections.abc import Mapping
 
-from pykured.blackout import Blackout, BlackoutError, parse_blackouts
-from pykured.freeze import FreezeError, FreezeRecord
+from pykured.policy.blackout import Blackout, BlackoutError, parse_blackouts
+from pykured.policy.freeze import FreezeError, FreezeRecord
 
 BLACKOUTS_KEY = "blackouts"
 FREEZE_KEY = "freeze"
