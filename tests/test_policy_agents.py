@@ -87,7 +87,9 @@ def logs(fleet: Fleet) -> str:
 def test_a_blackout_added_to_the_configmap_during_a_roll_stops_the_next_reboot(
     k8s: TestEnv, make_fleet: MakeFleet
 ) -> None:
-    fleet, ns, nodes = make_fleet(3, args=(f"--policy-configmap={POLICY}", "--lock-release-delay=4s"))
+    fleet, ns, nodes = make_fleet(
+        3, args=(f"--policy-configmap={POLICY}", "--lock-release-delay=4s", "--log-level=debug")
+    )
     put_policy(k8s, ns, {"blackouts": "# none\n"})
     for node in nodes:
         fleet.touch(node)
@@ -102,7 +104,10 @@ def test_a_blackout_added_to_the_configmap_during_a_roll_stops_the_next_reboot(
     assert first == 1
     # the first node finishes its cycle and releases; nobody else starts
     assert fleet.wait_for(lambda: lock_value(k8s, ns) is None, timeout=30), logs(fleet)
-    time.sleep(6)
+    waiting = [n for n in nodes if fleet.slots[n].reboots == 0]
+    assert fleet.wait_for(  # each remaining agent decided to wait for the window (its own log)
+        lambda: all("wait: outside the maintenance window" in fleet.log_text(n) for n in waiting), timeout=30
+    ), logs(fleet)
     assert reboots(fleet) == 1, logs(fleet)
     assert "Policy ConfigMap" in logs(fleet) and "1 blackout(s)" in logs(fleet)
     # lifting the blackout lets the roll continue
@@ -112,7 +117,7 @@ def test_a_blackout_added_to_the_configmap_during_a_roll_stops_the_next_reboot(
 
 
 def test_a_bad_configmap_is_refused_and_keeps_the_blackout(k8s: TestEnv, make_fleet: MakeFleet) -> None:
-    fleet, ns, (node,) = make_fleet(1, args=(f"--policy-configmap={POLICY}",))
+    fleet, ns, (node,) = make_fleet(1, args=(f"--policy-configmap={POLICY}", "--log-level=debug"))
     now = datetime.datetime.now(UTC)
     start, end = (
         (now - datetime.timedelta(hours=1)).isoformat(),
@@ -123,7 +128,7 @@ def test_a_bad_configmap_is_refused_and_keeps_the_blackout(k8s: TestEnv, make_fl
     put_policy(k8s, ns, {"blackouts": "23 Dec 16:00 - 2 Jan 10:00"})
     assert fleet.wait_for(lambda: "Refusing policy ConfigMap" in fleet.log_text(node), timeout=30)
     fleet.touch(node)
-    time.sleep(5)
+    assert fleet.wait_for(lambda: "wait: outside the maintenance window" in fleet.log_text(node), timeout=30)
     assert fleet.slots[node].reboots == 0 and lock_value(k8s, ns) is None
     assert fleet.slots[node].proc is not None and fleet.slots[node].proc.poll() is None  # no crash
 
@@ -148,7 +153,6 @@ def test_freeze_during_a_roll_lets_the_holder_finish_and_starts_no_other(
     assert fleet.wait_for(
         lambda: all("Reboot blocked: frozen by alice at " in fleet.log_text(n) for n in others), timeout=30
     ), logs(fleet)
-    time.sleep(3)
     assert reboots(fleet) == 1, logs(fleet)
     assert any(e["reason"] == "RebootBlocked" and "INC-123" in e["message"] for e in events(k8s, others[0]))
     freezecmd.unfreeze(alice, namespace=ns, name=POLICY)
@@ -190,7 +194,6 @@ def test_settle_gates_hold_the_lock_on_an_unready_pod_and_a_pdb_then_release(
     assert fleet.wait_for(
         lambda: f"PodDisruptionBudgets allow no disruption: [{apps}/db]" in fleet.log_text(first), timeout=30
     ), logs(fleet)
-    time.sleep(2)
     assert fleet.slots[second].reboots == 0 and first in (lock_value(k8s, ns) or "")
     k8s.set_pdb_status(apps, "db", disruptions_allowed=1, healthy=2)
     assert fleet.wait_for(lambda: fleet.slots[second].reboots == 1, timeout=60), logs(fleet)
@@ -257,7 +260,6 @@ def test_a_before_reboot_hook_that_never_answers_aborts_without_reboot(
         lambda: "Timed out waiting: waiting for before-reboot hooks" in fleet.log_text(node), timeout=60
     )
     assert fleet.wait_for(lambda: lock_value(k8s, ns) is None, timeout=30)
-    time.sleep(2)
     assert fleet.slots[node].reboots == 0
     obj = node_obj(k8s, node)
     assert not obj["spec"].get("unschedulable")  # never cordoned
@@ -289,8 +291,11 @@ def test_zone_pacing_three_zones_of_three_never_two_of_a_zone_down(
     worst_down: dict[str, int] = {}
     stop = threading.Event()
 
+    listed = threading.Semaphore(0)
+
     def watch(path: str, query: dict[str, str], on_event: Callable[[str, dict], None]) -> None:
         rv = kube.get(path, query=query)["metadata"]["resourceVersion"]
+        listed.release()
         while not stop.is_set():
             try:
                 for event in kube.watch(path, query={**query, "resourceVersion": rv}, timeout_seconds=2):
@@ -335,7 +340,8 @@ def test_zone_pacing_three_zones_of_three_never_two_of_a_zone_down(
     ]
     for thread in threads:
         thread.start()
-    time.sleep(1)
+    for _ in threads:  # both watches start from a list taken before the first sentinel
+        assert listed.acquire(timeout=30)
     for node in nodes:
         fleet.touch(node)
     done = fleet.wait_for(
