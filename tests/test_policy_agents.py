@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pykured.errors import KubeError
+from pykured.kube import Obj
 from pykured.lock.lease import lease_entry
 from pykured.policy import command as freezecmd
 from pykured.policy.source import configmaps_path
@@ -67,16 +68,18 @@ def reboots(fleet: Fleet) -> int:
 
 
 def lock_value(k8s: TestEnv, ns: str) -> str | None:
-    return k8s.kube().get_daemonset(ns, "kured")["metadata"].get("annotations", {}).get(LOCK)
+    value = k8s.kube().get_daemonset(ns, "kured")["metadata"].get("annotations", {}).get(LOCK)
+    return str(value) if value is not None else None
 
 
-def events(k8s: TestEnv, node: str) -> list[dict]:
-    return k8s.kube().get(
+def events(k8s: TestEnv, node: str) -> list[Obj]:
+    found: list[Obj] = k8s.kube().get(
         "/api/v1/namespaces/default/events", query={"fieldSelector": f"involvedObject.name={node}"}
     )["items"]
+    return found
 
 
-def node_obj(k8s: TestEnv, node: str) -> dict:
+def node_obj(k8s: TestEnv, node: str) -> Obj:
     return k8s.kube().get_node(node)
 
 
@@ -130,7 +133,8 @@ def test_a_bad_configmap_is_refused_and_keeps_the_blackout(k8s: TestEnv, make_fl
     fleet.touch(node)
     assert fleet.wait_for(lambda: "wait: outside the maintenance window" in fleet.log_text(node), timeout=30)
     assert fleet.slots[node].reboots == 0 and lock_value(k8s, ns) is None
-    assert fleet.slots[node].proc is not None and fleet.slots[node].proc.poll() is None  # no crash
+    proc = fleet.slots[node].proc
+    assert proc is not None and proc.poll() is None  # no crash
 
 
 def test_freeze_during_a_roll_lets_the_holder_finish_and_starts_no_other(
@@ -174,7 +178,11 @@ def test_settle_gates_hold_the_lock_on_an_unready_pod_and_a_pdb_then_release(
     k8s.create_pod(apps, "db-0", node=first, labels={"app": "db"})
     k8s.create_pdb(apps, "db", {"app": "db"}, min_available=1)
     k8s.set_pdb_status(apps, "db", disruptions_allowed=1, healthy=2)
-    fleet.on_reboot = lambda node: k8s.set_pdb_status(apps, "db", disruptions_allowed=0, healthy=1)
+
+    def pdb_busy(_node: str) -> None:  # the drained pod's replacement is not healthy yet
+        k8s.set_pdb_status(apps, "db", disruptions_allowed=0, healthy=1)
+
+    fleet.on_reboot = pdb_busy
     fleet.touch(first)
     assert fleet.wait_for(lambda: fleet.slots[first].reboots == 1, timeout=60), logs(fleet)
     fleet.touch(second)
@@ -293,7 +301,7 @@ def test_zone_pacing_three_zones_of_three_never_two_of_a_zone_down(
 
     listed = threading.Semaphore(0)
 
-    def watch(path: str, query: dict[str, str], on_event: Callable[[str, dict], None]) -> None:
+    def watch(path: str, query: dict[str, str], on_event: Callable[[str, Obj], None]) -> None:
         rv = kube.get(path, query=query)["metadata"]["resourceVersion"]
         listed.release()
         while not stop.is_set():
@@ -304,14 +312,14 @@ def test_zone_pacing_three_zones_of_three_never_two_of_a_zone_down(
             except KubeError:
                 time.sleep(0.1)
 
-    def on_lease(kind: str, obj: dict) -> None:
+    def on_lease(kind: str, obj: Obj) -> None:
         entry = lease_entry(obj) if kind != "DELETED" else None
         holders[obj["metadata"]["name"]] = entry.node_id if entry else ""
         for zone in set(zones):
             count = sum(1 for h in holders.values() if zone_of.get(h) == zone)
             worst_holders[zone] = max(worst_holders.get(zone, 0), count)
 
-    def on_node(kind: str, obj: dict) -> None:
+    def on_node(kind: str, obj: Obj) -> None:
         name = obj["metadata"]["name"]
         if name not in zone_of:
             return

@@ -1,11 +1,12 @@
 from pykured.gates.settle import covering_pdbs, selector_matches
+from pykured.kube import Obj
 
 
-def pod(ns: str, name: str, **labels: str) -> dict:
+def pod(ns: str, name: str, **labels: str) -> Obj:
     return {"metadata": {"namespace": ns, "name": name, "labels": labels}}
 
 
-def pdb(ns: str, name: str, selector: dict | None) -> dict:
+def pdb(ns: str, name: str, selector: Obj | None) -> Obj:
     return {"metadata": {"namespace": ns, "name": name}, "spec": {"selector": selector}}
 
 

@@ -7,9 +7,10 @@ import time
 
 import pytest
 
+from pykured.errors import KubeError
 from pykured.lock.lease import lease_entry
 from pykured.lock.paced import GroupPacedLock, node_label_lookup
-from tests.lock.conftest import lease_history, make_lease_lock
+from tests.lock.conftest import make_lease_lock
 from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.k8s
@@ -35,29 +36,41 @@ def test_three_zones_of_three_never_two_of_a_zone_at_once(k8s: TestEnv) -> None:
     for zone in ("zone-a", "zone-b", "zone-c"):
         for node in k8s.add_nodes(*(k8s.unique(zone) for _ in range(3)), labels={ZONE: zone}):
             zone_of[node] = zone
-    history = lease_history(k8s.kube(), ns, "pykured-lock")
+    kube = k8s.kube()
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+    query = {"labelSelector": "pykured.dev/lock=pykured-lock"}
     holders: dict[str, str] = {}
+    ever_held: set[str] = set()
     per_zone_max: dict[str, int] = {}
     total_max = 0
+    seen = threading.Condition()
+    stop = threading.Event()
+    rv = kube.get(path, query=query)["metadata"]["resourceVersion"]
 
-    def count(kind: str, obj: dict) -> None:  # from the API server's watch history of the cluster slots
-        nonlocal total_max
-        entry = lease_entry(obj) if kind != "DELETED" else None
-        holders[obj["metadata"]["name"]] = entry.node_id if entry else ""
-        live = [h for h in holders.values() if h]
-        total_max = max(total_max, len(live))
-        for zone in set(zone_of.values()):
-            per_zone_max[zone] = max(
-                per_zone_max.get(zone, 0), sum(1 for h in live if zone_of.get(h) == zone)
-            )
+    def watch() -> None:  # the API server's watch history of the cluster slots
+        nonlocal rv, total_max
+        while not stop.is_set():
+            try:
+                for event in kube.watch(path, query={**query, "resourceVersion": rv}, timeout_seconds=2):
+                    obj = event["object"]
+                    rv = obj["metadata"].get("resourceVersion", rv)
+                    if event["type"] not in ("ADDED", "MODIFIED", "DELETED"):
+                        continue
+                    entry = lease_entry(obj) if event["type"] != "DELETED" else None
+                    with seen:
+                        holders[obj["metadata"]["name"]] = entry.node_id if entry else ""
+                        live = [h for h in holders.values() if h]
+                        ever_held.update(live)
+                        total_max = max(total_max, len(live))
+                        for zone in set(zone_of.values()):
+                            count = sum(1 for h in live if zone_of.get(h) == zone)
+                            per_zone_max[zone] = max(per_zone_max.get(zone, 0), count)
+                        seen.notify_all()
+            except KubeError:
+                time.sleep(0.1)
 
-    original = history._count  # type: ignore[attr-defined]
-
-    def counting(kind: str, obj: dict) -> int:
-        count(kind, obj)
-        return original(kind, obj)
-
-    history._count = counting  # type: ignore[attr-defined]
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     locks = [paced(k8s, ns, node, concurrency=3) for node in zone_of]
     done: list[str] = []
     errors: list[BaseException] = []
@@ -82,9 +95,16 @@ def test_three_zones_of_three_never_two_of_a_zone_at_once(k8s: TestEnv) -> None:
         thread.start()
     for thread in threads:
         thread.join(timeout=120)
-    history.stop()
+    with seen:  # the watch has seen every holder and every release
+        caught_up = seen.wait_for(
+            lambda: set(zone_of) <= set(holders.values()) | set(done) and not any(holders.values()),
+            timeout=30,
+        )
+    stop.set()
+    watcher.join(timeout=10)
     assert not errors
     assert sorted(done) == sorted(zone_of)
+    assert caught_up, holders
     assert per_zone_max == {"zone-a": 1, "zone-b": 1, "zone-c": 1}
     assert 1 <= total_max <= 3
 

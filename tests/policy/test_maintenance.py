@@ -14,8 +14,8 @@ SECOND_TUESDAY = CalendarWindow.parse(
 )
 
 
-def at(*args: int) -> datetime.datetime:
-    return datetime.datetime(*args, tzinfo=BERLIN)  # type: ignore[misc]
+def at(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime.datetime:
+    return datetime.datetime(year, month, day, hour, minute, tzinfo=BERLIN)
 
 
 def test_without_extensions_it_is_kureds_window() -> None:
