@@ -38,8 +38,6 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 
-from pykured.blackout import BlackoutError, parse_blackouts
-from pykured.calwindow import CalendarWindow, WindowError
 from pykured.config import checks
 from pykured.config.flags import FLAGS
 from pykured.config.reader import FlagValues, read_flags
@@ -47,7 +45,9 @@ from pykured.config.settings import REBOOT_METHODS, Config, typed
 from pykured.errors import ConfigError
 from pykured.gocompat import goshlex
 from pykured.gocompat.goflags import GoValueError
-from pykured.maintenance import MaintenancePolicy
+from pykured.policy.blackout import BlackoutError, parse_blackouts
+from pykured.policy.maintenance import MaintenancePolicy
+from pykured.policy.recurrence import CalendarWindow, WindowError
 from pykured.window import TimeWindow
 
 Log = Callable[[int, str], None]
