@@ -275,6 +275,7 @@ def test_a_before_reboot_hook_that_never_answers_aborts_without_reboot(
     assert any(e["reason"] == "RebootHookTimeout" and e["type"] == "Warning" for e in events(k8s, node))
 
 
+@pytest.mark.timeout(400)  # nine agents on a shared two-core machine
 def test_zone_pacing_three_zones_of_three_never_two_of_a_zone_down(
     k8s: TestEnv, make_fleet: MakeFleet
 ) -> None:
