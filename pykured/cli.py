@@ -6,7 +6,9 @@ manifests call ``/usr/bin/kured``. Subcommands, which kured does not have:
 * ``pykured lock status`` / ``pykured lock release NODE`` — see and fix the lock (kured #137's runbook);
 * ``pykured notify-test --notify-url URL [--message TEXT]`` — send one notification and print the outcome;
 * ``pykured request-reboot NODE… --reason TEXT`` / ``pykured rollout`` / ``pykured status`` — reboot
-  requests bound to a boot, rollouts, and the fleet's reboot state (:mod:`pykured.requestcli`).
+  requests bound to a boot, rollouts, and the fleet's reboot state (:mod:`pykured.requestcli`);
+* ``pykured freeze --reason R [--until T]``, ``pykured freeze --status``, ``pykured unfreeze`` — the
+  cluster-wide freeze switch in the policy ConfigMap (docs/maintenance-policy.md).
 
 Two environment hooks exist for tests and the demo (``pykured_dev``) only: ``PYKURED_NSENTER`` (a shim used
 instead of ``/usr/bin/nsenter``) and ``PYKURED_SIGNAL_PID`` (the pid the signal method targets instead of 1).
@@ -175,11 +177,64 @@ def _notify_test(argv: list[str]) -> int:
     return notify_test(opts.notify_url, opts.message, out=sys.stdout)
 
 
+def _freeze_command(command: str, argv: list[str]) -> int:
+    """``pykured freeze`` / ``pykured unfreeze``: set, show or clear the cluster-wide freeze."""
+    env = os.environ
+    parser = argparse.ArgumentParser(
+        prog=f"pykured {command}",
+        description="Stop (or allow again) every new reboot; a node already rebooting finishes.",
+    )
+    if command == "freeze":
+        parser.add_argument("--reason", default="", help="why (an incident id), recorded with the freeze")
+        parser.add_argument("--until", default="", help="RFC 3339 time (local to --time-zone) or +DURATION")
+        parser.add_argument("--status", action="store_true", help="show the freeze instead of setting it")
+        parser.add_argument("--json", action="store_true", help="with --status: print JSON")
+        parser.add_argument("--time-zone", default=env.get("KURED_TIME_ZONE", "UTC"))
+    parser.add_argument("--kubeconfig", default=env.get("KURED_KUBECONFIG", ""))
+    parser.add_argument("--ds-namespace", default=env.get("KURED_DS_NAMESPACE", "kube-system"))
+    parser.add_argument(
+        "--policy-configmap",
+        default=env.get("KURED_POLICY_CONFIGMAP") or "kured-policy",
+        help="the ConfigMap the agents watch (their --policy-configmap)",
+    )
+    opts = parser.parse_args(argv)
+    logrus.configure("text", "warning")
+    import datetime
+
+    from pykured.policy import command as freezecmd
+    from pykured.policy.freeze import FreezeError, parse_until
+    from pykured.window import load_location
+
+    where = {"namespace": opts.ds_namespace, "name": opts.policy_configmap}
+    now = datetime.datetime.now(datetime.UTC)
+    try:
+        kube = _kube(opts.kubeconfig)
+        if command == "unfreeze":
+            freezecmd.unfreeze(kube, **where)
+            print(f"unfrozen ({opts.ds_namespace}/{opts.policy_configmap})")
+            return 0
+        if opts.status:
+            return freezecmd.print_status(kube, now=now, out=sys.stdout, as_json=opts.json, **where)
+        if not opts.reason:
+            parser.error("--reason is required (e.g. an incident id)")
+        until = None
+        if opts.until:
+            until = parse_until(opts.until, now=now, zone=load_location(opts.time_zone))
+        record = freezecmd.freeze(kube, reason=opts.reason, until=until, now=now, **where)
+    except (errors.PykuredError, FreezeError, ValueError) as exc:
+        print(f"pykured {command}: {exc}", file=sys.stderr)
+        return 1
+    print(f"{record.describe()} ({opts.ds_namespace}/{opts.policy_configmap})")
+    return 0
+
+
 _SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
     "lock": _lock_command,
     "notify-test": _notify_test,
     "request-reboot": lambda argv: _request_command(argv, "request-reboot"),
     "rollout": lambda argv: _request_command(argv, "rollout"),
     "status": lambda argv: _request_command(argv, "status"),
+    "freeze": lambda argv: _freeze_command("freeze", argv),
+    "unfreeze": lambda argv: _freeze_command("unfreeze", argv),
 }
 """pykured's subcommands (kured has none); anything else is the agent's flags."""

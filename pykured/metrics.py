@@ -20,6 +20,7 @@ import socket
 import socketserver
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -41,7 +42,7 @@ IDLE_POLL = 3600.0
 """How often the metrics server's loop wakes by itself (``serve_forever``'s default, 0.5 s, costs an idle
 agent 7200 wakeups an hour); :meth:`Metrics.close` wakes it with a connection instead."""
 
-BLOCK_REASONS = ("none", "window", "sentinel", "prometheus", "pods", "lock")
+BLOCK_REASONS = ("none", "window", "sentinel", "prometheus", "pods", "lock", "freeze", "policy")
 REBOOT_OUTCOMES = ("triggered", "completed", "failed", "handoff")
 KURED_VERSION = "1.23.0"
 MAX_LABEL = 128
@@ -150,6 +151,20 @@ class Metrics:
             ["reason", "rollout"],
             registry=reg,
         )
+        self._freeze = Gauge(
+            "pykured_freeze_active",
+            "1 while the cluster-wide freeze (pykured freeze) stops new reboots.",
+            registry=reg,
+        )
+        self._holding_gate = _OneHot(
+            Gauge(
+                "pykured_lock_held_by_gate",
+                "Why this node still holds the lock after its reboot (one gate is 1).",
+                ["gate"],
+                registry=reg,
+            ),
+            ("none",),
+        )
         self._wait_started: float | None = None
         self._state_lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -163,6 +178,14 @@ class Metrics:
     def set_blocked(self, reason: str | None) -> None:
         """The current blocking reason (``None`` = not blocked)."""
         self._blocked.set(reason or "none")
+
+    def watch_freeze(self, frozen: Callable[[], bool]) -> None:
+        """``pykured_freeze_active`` is computed at scrape time from ``frozen()``."""
+        self._freeze.set_function(lambda: 1.0 if frozen() else 0.0)
+
+    def set_holding_gate(self, gate: str | None) -> None:
+        """The gate (hook, settle gate) this node holds the lock for (``None`` = none)."""
+        self._holding_gate.set(gate or "none")
 
     def lock_holders(self, backend: str, n: int) -> None:
         self._lock_holders.labels(backend).set(n)
@@ -353,6 +376,12 @@ class NullMetrics(Metrics):
         pass
 
     def set_reboot_request(self, reason: str | None, rollout: str = "") -> None:
+        pass
+
+    def watch_freeze(self, frozen: Callable[[], bool]) -> None:
+        pass
+
+    def set_holding_gate(self, gate: str | None) -> None:
         pass
 
     def fleetlock_request(self, api: str, kind: str) -> None:

@@ -9,6 +9,7 @@ import datetime
 import logging
 import os
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
@@ -21,14 +22,19 @@ from pykured.drain import Drainer
 from pykured.errors import KubeError, NotFoundError
 from pykured.events import EventRecorder
 from pykured.fleetlock import FleetLockServer
+from pykured.gates.cycle import CycleGates
+from pykured.gates.settle import NodesReadyGate, PdbGate, PodsReadyGate, PromQueryGate
 from pykured.host import NSENTER
 from pykured.kube import Kube
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.base import Lock
 from pykured.lock.lease import LeaseLock
+from pykured.lock.paced import GroupPacedLock, node_label_lookup
 from pykured.lock.switch import GuardedLock
 from pykured.metrics import Metrics
 from pykured.notify import KuredMessages, Notifier
+from pykured.policy.maintenance import Window
+from pykured.policy.source import FreezeBlocker, PolicySource, PolicyWindow
 from pykured.reboot import CommandRebooter, Rebooter, SignalRebooter, ZincatiHandoff
 from pykured.sentinel import CommandSentinel, FileSentinel, Sentinel
 from pykured.taints import PreferNoScheduleTaint
@@ -48,9 +54,12 @@ class Agent:
     kube: Kube
     fleetlock: FleetLockServer | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
+    policy: PolicySource | None = None
 
     def run(self) -> None:
         """Serve FleetLock (if configured) and run the daemon (if any) until stopped."""
+        if self.policy:
+            self.policy.start()
         if self.fleetlock:
             self.fleetlock.start()
         if self.daemon:
@@ -66,6 +75,8 @@ class Agent:
 
     def close(self) -> None:
         """Stop serving FleetLock and metrics, close the API connection pool."""
+        if self.policy:
+            self.policy.stop()
         if self.fleetlock:
             self.fleetlock.stop()
         self.metrics.close()
@@ -99,7 +110,18 @@ def build_lock(cfg: Config, kube: Kube, metrics: Metrics | None = None) -> Lock:
         ttl=cfg.lock_ttl,
         on_gone_holder=hook,
     )
-    primary, other = (lease, annotation) if cfg.lock_backend == "lease" else (annotation, lease)
+    paced: Lock = lease
+    if cfg.concurrency_label:
+        paced = GroupPacedLock(
+            lease,
+            kube,
+            namespace=cfg.ds_namespace,
+            prefix=cfg.lease_name_prefix,
+            label=cfg.concurrency_label,
+            limit=cfg.concurrency_per_label,
+            group_of=node_label_lookup(kube, cfg.concurrency_label),
+        )
+    primary, other = (paced, annotation) if cfg.lock_backend == "lease" else (annotation, lease)
 
     def node_exists(name: str) -> bool:
         try:
@@ -145,6 +167,53 @@ def build_pod_blockers(cfg: Config, kube: Kube, node: str) -> list[Blocker]:
     if not cfg.blocking_pod_selector:
         return []
     return [PodBlocker(kube, node=node, selectors=cfg.blocking_pod_selector)]
+
+
+def build_gates(cfg: Config, kube: Kube, node: str) -> CycleGates | None:
+    """Reboot hooks and settle gates for ``node`` (None when none is configured)."""
+    settle: list[object] = []
+    if cfg.settle_pod_selector:
+        settle.append(PodsReadyGate(kube, node=node, selectors=cfg.settle_pod_selector))
+    if cfg.settle_nodes_ready:
+        settle.append(NodesReadyGate(kube))
+    if cfg.settle_pdbs:
+        settle.append(PdbGate(kube))
+    if cfg.settle_prometheus_query:
+        settle.append(PromQueryGate(cfg.prometheus_url, cfg.settle_prometheus_query))
+    gates = CycleGates(
+        kube,
+        node=node,
+        before_annotations=[a.strip() for a in cfg.before_reboot_annotations],
+        after_annotations=[a.strip() for a in cfg.after_reboot_annotations],
+        hook_timeout=datetime.timedelta(seconds=cfg.reboot_hook_timeout.seconds),
+        settle_gates=settle,  # type: ignore[arg-type]
+        settle_timeout=datetime.timedelta(seconds=cfg.settle_timeout.seconds),
+        record_pdbs=cfg.settle_pdbs,
+    )
+    return gates if gates else None
+
+
+def build_maintenance(
+    cfg: Config, kube: Kube, on_change: Callable[[], None], metrics: Metrics | None = None
+) -> tuple[Window, list[Blocker], PolicySource | None]:
+    """The maintenance window (kured's, calendar windows, blackouts) and the freeze blocker."""
+    for line in cfg.maintenance.describe() if cfg.maintenance_window or cfg.blackout else ():
+        logger.info("%s", line)
+    if not cfg.policy_configmap:
+        window: Window = cfg.time_window if not (cfg.maintenance_window or cfg.blackout) else cfg.maintenance
+        return window, [], None
+    source = PolicySource(
+        kube,
+        namespace=cfg.ds_namespace,
+        name=cfg.policy_configmap,
+        zone=cfg.time_window.location,
+        on_change=on_change,
+    )
+    freeze = FreezeBlocker(source)
+    if metrics is not None:
+        metrics.watch_freeze(lambda: freeze.frozen(datetime.datetime.now(datetime.UTC)))
+    logger.info("Policy ConfigMap: %s/%s (blackouts, freeze)", cfg.ds_namespace, cfg.policy_configmap)
+    return PolicyWindow(cfg.maintenance, source), [freeze], source
 
 
 def build_rebooter(cfg: Config) -> Rebooter:
@@ -215,6 +284,7 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         )
     else:
         sentinel = FileSentinel(cfg.reboot_sentinel, on_change=wake.set)
+    window, freeze, maintenance = build_maintenance(cfg, kube, wake.set, metrics)
     parts = Parts(
         kube=kube,
         lock=build_lock(cfg, kube, metrics),
@@ -222,33 +292,38 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         drainer=build_drainer(cfg, kube, node, cancel),
         rebooter=build_rebooter(cfg),
         sentinel=sentinel,
-        window=cfg.time_window,
+        window=window,
         notifier=notifier,
         events=EventRecorder(kube, node=node, enabled=cfg.events),
         metrics=metrics,
         taint=PreferNoScheduleTaint(kube, node=node, key=cfg.prefer_no_schedule_taint)
         if cfg.prefer_no_schedule_taint
         else None,
-        blockers=[*prometheus, *build_pod_blockers(cfg, kube, node)],
+        blockers=[*freeze, *prometheus, *build_pod_blockers(cfg, kube, node)],
+        gates=build_gates(cfg, kube, node),
     )
     settings = Settings(
         node=node, period=cfg.period.seconds, behaviour=build_behaviour(cfg), policy=build_policy(cfg)
     )
-    fleetlock = build_fleetlock(cfg, parts) if cfg.fleetlock_listen else None
+    fleetlock = build_fleetlock(cfg, parts, freeze) if cfg.fleetlock_listen else None
     if cfg.fleetlock_listen and cfg.fleetlock_mode == "central":
-        return Agent(daemon=None, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel)
+        return Agent(
+            daemon=None, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance
+        )
     daemon = Daemon(parts, settings, stopping=cancel, wake=wake)
-    return Agent(daemon=daemon, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel)
+    return Agent(
+        daemon=daemon, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance
+    )
 
 
-def build_fleetlock(cfg: Config, parts: Parts) -> FleetLockServer:
+def build_fleetlock(cfg: Config, parts: Parts, freeze: Sequence[Blocker] = ()) -> FleetLockServer:
     """The FleetLock server for Zincati, sharing the agent's lock (one reboot budget) and gates."""
     kube = parts.kube
     host, _, port = cfg.fleetlock_listen.rpartition(":")
     prometheus = build_prometheus_blockers(cfg)
 
     def blockers_for(node: str) -> list[Blocker]:
-        return [*prometheus, *build_pod_blockers(cfg, kube, node)]
+        return [*freeze, *prometheus, *build_pod_blockers(cfg, kube, node)]
 
     def drainer_for(node: str, stop: threading.Event) -> Drainer:
         return build_drainer(cfg, kube, node, stop)

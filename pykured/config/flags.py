@@ -292,6 +292,79 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
         "/etc/machine-id",
         "pykured: machine-id file used to map Zincati node UUIDs to this node",
     ),
+    _x(
+        "maintenance-window",
+        ARRAY,
+        "",
+        "pykured: calendar window: RFC 5545 RRULE parts plus DURATION=<Go duration> (e.g. "
+        "FREQ=MONTHLY;BYDAY=+2TU;BYHOUR=1;DURATION=4h); repeatable; reboots start when any window is open",
+    ),
+    _x(
+        "blackout",
+        SLICE,
+        "",
+        "pykured: blackout START/END [reason] (ISO 8601, local to --time-zone), overrides every window",
+    ),
+    _x(
+        "policy-configmap",
+        STR,
+        "",
+        "pykured: ConfigMap in --ds-namespace watched for blackouts and the freeze switch (default: off)",
+    ),
+    _x(
+        "concurrency-label",
+        STR,
+        "",
+        "pykured: with --lock-backend=lease, also limit reboots per value of this node label, e.g. "
+        "topology.kubernetes.io/zone (default: off)",
+    ),
+    _x("concurrency-per-label", INT, "1", "pykured: nodes per --concurrency-label value rebooting at once"),
+    _x(
+        "settle-pod-selector",
+        ARRAY,
+        "",
+        "pykured: before releasing the lock, wait until this node's pods matching this selector are Ready "
+        "(repeatable)",
+    ),
+    _x(
+        "settle-nodes-ready",
+        BOOL,
+        "false",
+        "pykured: before releasing the lock, wait until every Node is Ready",
+    ),
+    _x(
+        "settle-pdbs",
+        BOOL,
+        "false",
+        "pykured: before releasing the lock, wait until the PodDisruptionBudgets of the drained pods allow "
+        "disruptions",
+    ),
+    _x(
+        "settle-prometheus-query",
+        STR,
+        "",
+        "pykured: before releasing the lock, wait until this query against --prometheus-url is empty",
+    ),
+    _x("settle-timeout", DUR, "30m0s", "pykured: release the lock anyway (warning, Event) after this long"),
+    _x(
+        "before-reboot-annotations",
+        SLICE,
+        "",
+        'pykured: Node annotations that must all be "true" before the drain (hooks; label '
+        "pykured.dev/before-reboot=true asks)",
+    ),
+    _x(
+        "after-reboot-annotations",
+        SLICE,
+        "",
+        'pykured: Node annotations that must all be "true" after the reboot before the lock is released',
+    ),
+    _x(
+        "reboot-hook-timeout",
+        DUR,
+        "1h0m0s",
+        "pykured: give up waiting for reboot hooks after this long (before: abort the cycle; after: release)",
+    ),
 )
 
 FLAGS: tuple[FlagSpec, ...] = KURED_FLAGS + EXTENSION_FLAGS

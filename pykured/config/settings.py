@@ -29,16 +29,19 @@ from pykured.errors import ConfigError
 from pykured.gocompat.goflags import Duration
 from pykured.gocompat.goregexp import compile_re2
 from pykured.notify.redact import redact_password, redact_url
+from pykured.policy.maintenance import MaintenancePolicy
 from pykured.window import TimeWindow
 
 __all__ = ["Config", "ConfigError", "HelpRequested", "typed", "usage"]
 
 _DEFAULT_DAYS = ("su", "mo", "tu", "we", "th", "fr", "sa")
 _DEFAULT_WINDOW = TimeWindow.parse(_DEFAULT_DAYS, "0:00", "23:59:59", "UTC")
+_DEFAULT_POLICY = MaintenancePolicy.build(_DEFAULT_WINDOW)
 REBOOT_METHODS = ("command", "signal", "zincati")
 _ZERO = Duration(0)
 _H = Duration(3_600_000_000_000)
 _10M = Duration(600_000_000_000)
+_30M = Duration(1_800_000_000_000)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,9 +110,24 @@ class Config:
     fleetlock_mode: str = "node-local"
     fleetlock_group: str = "default"
     machine_id_file: str = "/etc/machine-id"
+    maintenance_window: tuple[str, ...] = ()
+    blackout: tuple[str, ...] = ()
+    policy_configmap: str = ""
+    concurrency_label: str = ""
+    concurrency_per_label: int = 1
+    settle_pod_selector: tuple[str, ...] = ()
+    settle_nodes_ready: bool = False
+    settle_pdbs: bool = False
+    settle_prometheus_query: str = ""
+    settle_timeout: Duration = _30M
+    before_reboot_annotations: tuple[str, ...] = ()
+    after_reboot_annotations: tuple[str, ...] = ()
+    reboot_hook_timeout: Duration = _H
     # derived at parse time
     time_window: TimeWindow = _DEFAULT_WINDOW
     """The reboot window built from reboot_days, start_time, end_time and time_zone by :func:`parse`."""
+    maintenance: MaintenancePolicy = _DEFAULT_POLICY
+    """kured's window, calendar windows and ``--blackout`` flags (:mod:`pykured.policy.maintenance`)."""
     warnings: tuple[str, ...] = dataclasses.field(default=(), compare=False)
     """Warnings found while parsing, in order, for the CLI to log."""
 

@@ -45,6 +45,9 @@ from pykured.config.settings import REBOOT_METHODS, Config, typed
 from pykured.errors import ConfigError
 from pykured.gocompat import goshlex
 from pykured.gocompat.goflags import GoValueError
+from pykured.policy.blackout import BlackoutError, parse_blackouts
+from pykured.policy.maintenance import MaintenancePolicy
+from pykured.policy.recurrence import CalendarWindow, WindowError
 from pykured.window import TimeWindow
 
 Log = Callable[[int, str], None]
@@ -121,6 +124,18 @@ def _extensions(cfg: Config) -> list[str]:
     checks.check_choice(cfg.lock_backend, ("daemonset", "lease"), flag="lock-backend")
     checks.check_choice(cfg.log_level, ("debug", "info", "warning", "error"), flag="log-level")
     checks.check_choice(cfg.fleetlock_mode, ("node-local", "central"), flag="fleetlock-mode")
+    if cfg.concurrency_label and cfg.lock_backend != "lease":
+        raise _fatal("--concurrency-label needs --lock-backend=lease")
+    if cfg.concurrency_per_label < 1:
+        raise _fatal(f"invalid --concurrency-per-label {cfg.concurrency_per_label}: must be >= 1")
+    if cfg.settle_prometheus_query and not cfg.prometheus_url:
+        raise _fatal("--settle-prometheus-query needs --prometheus-url")
+    for flag, names in (
+        ("before-reboot-annotations", cfg.before_reboot_annotations),
+        ("after-reboot-annotations", cfg.after_reboot_annotations),
+    ):
+        if any(not a.strip() for a in names):
+            raise _fatal(f"--{flag}: an empty annotation name")
     warnings = []
     if cfg.slack_username != "kured" or cfg.slack_channel:
         warnings.append("--slack-username and --slack-channel are ignored, as in kured")
@@ -165,7 +180,24 @@ def settle(flags: FlagValues, env: Mapping[str, str], *, log: Log = _quiet) -> C
     _rebooter(cfg, log)
     _checker(cfg, log)
     warnings = [*flags.warnings, *_extensions(cfg)]
-    return dataclasses.replace(cfg, time_window=window, warnings=tuple(warnings))
+    maintenance = _maintenance(cfg, window)
+    return dataclasses.replace(cfg, time_window=window, maintenance=maintenance, warnings=tuple(warnings))
+
+
+def _maintenance(cfg: Config, window: TimeWindow) -> MaintenancePolicy:
+    """Calendar windows and blackouts (pykured): an invalid one is one fatal line."""
+    calendar = []
+    for text in cfg.maintenance_window:
+        try:
+            zone, zone_name = window.location, window.location_name
+            calendar.append(CalendarWindow.parse(text, default_zone=zone, default_zone_name=zone_name))
+        except WindowError as exc:
+            raise _fatal(f"invalid --maintenance-window {text!r}: {exc}") from None
+    try:
+        blackouts = parse_blackouts(cfg.blackout, zone=window.location)
+    except BlackoutError as exc:
+        raise _fatal(f"--blackout: {exc}") from None
+    return MaintenancePolicy.build(window, calendar, blackouts)
 
 
 def parse(argv: list[str], env: Mapping[str, str]) -> Config:

@@ -30,20 +30,24 @@ from pykured.cycle.state import NodeState, unix_ns
 from pykured.cycle.steps import Behaviour, Hands, Steps
 from pykured.drain import Drainer
 from pykured.events import EventRecorder
+from pykured.gates.cycle import CycleGates
+from pykured.gates.phase import GateResult, Verdict
 from pykured.kube import Kube
 from pykured.lock.base import Lock
 from pykured.metrics import Metrics, NullMetrics
 from pykured.nodeinfo import format_rfc3339
 from pykured.notify import Notifier
+from pykured.policy.maintenance import Window
 from pykured.reboot import Rebooter
 from pykured.sentinel import Sentinel
 from pykured.taints import PreferNoScheduleTaint
-from pykured.window import TimeWindow
 
 logger = logging.getLogger(__name__)
 
 METRIC_REFRESH = 60.0
 ERROR_BACKOFF = 5.0
+GATE_POLL = 5.0
+"""How often a lock holder re-checks a hook or settle gate it waits for."""
 LOCK_WAIT_MAX = 60.0
 """The longest single wait for the lock to change before the next pass looks again."""
 
@@ -72,12 +76,14 @@ class Parts:
     drainer: Drainer
     rebooter: Rebooter
     sentinel: Sentinel
-    window: TimeWindow
+    window: Window
     notifier: Notifier
     events: EventRecorder
     metrics: Metrics = dataclasses.field(default_factory=NullMetrics)
     taint: PreferNoScheduleTaint | None = None
     blockers: Sequence[Blocker] = ()
+    gates: CycleGates | None = None
+    """Reboot hooks and settle gates (:mod:`pykured.gates.cycle`); None or empty = kured's cycle."""
 
 
 StepMethod = Callable[[Action, Observation, datetime.datetime], float]
@@ -107,11 +113,13 @@ class Daemon:
             Hands(
                 book=parts.book, drainer=parts.drainer, lock=parts.lock, rebooter=parts.rebooter,
                 notifier=parts.notifier, events=parts.events, metrics=parts.metrics, taint=parts.taint,
+                gates=parts.gates,
             ),
             settings.behaviour,
             cancel=self.stopping,
         )  # fmt: skip
         self._last_reason = ""
+        self._last_gate = ""
         self.last_action: Action | None = None
         """The decision of the latest pass (for logs and tests)."""
         self._retry_at: datetime.datetime | None = None
@@ -325,6 +333,18 @@ class Daemon:
     def _drain_and_reboot(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
         if action.unschedulable_before is not None:
             self.steps.begin(unschedulable_before=action.unschedulable_before)
+        if self.p.gates:
+            gate = self.p.gates.before_drain(now)
+            if gate.verdict is Verdict.WAIT:
+                return self._hold_for(gate, now)
+            self._gate_passed()
+            if gate.verdict is Verdict.TIMED_OUT:
+                self._gate_timed_out(gate, releasing=False)
+                self.steps.release()
+                self.steps.forget(backoff_until=None)
+                self._retry_at = self._clock() + datetime.timedelta(seconds=self.s.period)
+                return self.s.period
+            self.p.gates.note_drain()
         failure = self.steps.drain(event="cordoning and draining the node before its reboot")
         if failure is not None and not action.reboot_if_drain_fails:
             logger.error(
@@ -388,6 +408,13 @@ class Daemon:
         self.requests.settle(obs.node, self._clock())  # the reboot satisfied a request for the old boot
 
     def _release(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
+        if self.p.gates:
+            gate = self.p.gates.before_release(now)
+            if gate.verdict is Verdict.WAIT:
+                return self._hold_for(gate, now)
+            if gate.verdict is Verdict.TIMED_OUT:
+                self._gate_timed_out(gate, releasing=True)
+            self._gate_passed()
         self.steps.release()
         if action.backoff_until is not None:
             logger.warning(
@@ -411,3 +438,28 @@ class Daemon:
             self.steps.uncordon(obs.node, ours=action.uncordon)
         self.steps.forget(backoff_until=None)
         return 0
+
+    # -- reboot hooks and settle gates (pykured.gates) ---------------------------------------------------
+
+    def _hold_for(self, gate: GateResult, now: datetime.datetime) -> float:
+        """Keep the lock while a hook or settle gate is closed; log each new reason once."""
+        reason = str(gate.reason)
+        if reason != self._last_gate:
+            until = f" (until {format_rfc3339(gate.deadline)})" if gate.deadline else ""
+            logger.info("Holding the reboot lock: %s%s", reason, until)
+            self.p.events.record("HoldingLock", reason)
+            self._last_gate = reason
+        self.p.metrics.set_holding_gate(gate.reason.kind if gate.reason else "unknown")
+        pause = GATE_POLL if gate.deadline is None else (gate.deadline - now).total_seconds()
+        return max(min(GATE_POLL, self.s.period, pause), 0.05)
+
+    def _gate_passed(self) -> None:
+        self._last_gate = ""
+        self.p.metrics.set_holding_gate(None)
+
+    def _gate_timed_out(self, gate: GateResult, *, releasing: bool) -> None:
+        kind = gate.reason.kind if gate.reason else ""
+        event = "RebootHookTimeout" if kind.endswith("-reboot-hooks") else "SettleTimeout"
+        what = "releasing the lock anyway" if releasing else "not rebooting, releasing the lock"
+        logger.warning("Timed out waiting: %s; %s", gate.reason, what)
+        self.p.events.record(event, f"timed out: {gate.reason}; {what}", warning=True)

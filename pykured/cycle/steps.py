@@ -32,6 +32,7 @@ from pykured.cycle.book import NodeBook
 from pykured.cycle.state import KEEP, Keep, NodeState
 from pykured.drain import Drainer
 from pykured.events import EventRecorder
+from pykured.gates.cycle import CycleGates
 from pykured.lock.base import Lock
 from pykured.metrics import Metrics, NullMetrics
 from pykured.notify import Notifier
@@ -63,6 +64,8 @@ class Hands:
     events: EventRecorder
     metrics: Metrics = dataclasses.field(default_factory=NullMetrics)
     taint: PreferNoScheduleTaint | None = None
+    gates: CycleGates | None = None
+    """Reboot hooks and settle gates (:mod:`pykured.gates`): their marks go when the cycle is forgotten."""
 
 
 class Steps:
@@ -203,6 +206,8 @@ class Steps:
         self, *, backoff_until: datetime.datetime | Keep | None = KEEP, fleetlock_id: Keep | None = KEEP
     ) -> None:
         """Clear the cycle's memory from the Node (and set or clear the back-off / FleetLock's mark)."""
+        if self.h.gates:
+            self.h.gates.clear()
         self.h.book.forget(backoff_until=backoff_until, fleetlock_id=fleetlock_id)
 
     def _sleep(self, seconds: float) -> None:

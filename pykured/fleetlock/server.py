@@ -39,7 +39,7 @@ from pykured.kube import Kube
 from pykured.lock.base import Lock
 from pykured.metrics import Metrics
 from pykured.notify import Notifier
-from pykured.window import TimeWindow
+from pykured.policy.maintenance import Window
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ class FleetLockServer:
         book_factory: Callable[[str], NodeBook],
         notifier: Notifier,
         blockers: Blockers,
-        window: TimeWindow,
+        window: Window,
         metrics: Metrics | None,
         events_factory: Callable[[str], EventRecorder],
         force_reboot: bool = False,

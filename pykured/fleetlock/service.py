@@ -34,7 +34,7 @@ from pykured.fleetlock.cycle import DEFAULT_TIMING, Phase, Step, Timing, phase_o
 from pykured.fleetlock.nodes import Resolver
 from pykured.fleetlock.ops import NodeOps
 from pykured.fleetlock.worker import Worker
-from pykured.window import TimeWindow
+from pykured.policy.maintenance import Window
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class FleetLockService(Core):
         *,
         ops: NodeOps,
         resolver: Resolver,
-        window: TimeWindow,
+        window: Window,
         blockers: Blockers = (),
         group: str = "default",
         long_poll_s: float = 25.0,

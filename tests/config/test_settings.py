@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,10 @@ DEFAULTS: dict[str, Any] = {
     "zincati-allow-duration": D("1h"), "zincati-marker-content": "", "reboot-retry-delay": D("10m"),
     "sentinel-loop-backoff": D("1h"), "events": True, "extra-notify-url": (), "fleetlock-listen": "",
     "fleetlock-mode": "node-local", "fleetlock-group": "default", "machine-id-file": "/etc/machine-id",
+    "maintenance-window": (), "blackout": (), "policy-configmap": "", "concurrency-label": "",
+    "concurrency-per-label": 1, "settle-pod-selector": (), "settle-nodes-ready": False, "settle-pdbs": False,
+    "settle-prometheus-query": "", "settle-timeout": D("30m"), "before-reboot-annotations": (),
+    "after-reboot-annotations": (), "reboot-hook-timeout": D("1h"),
 }  # fmt: skip
 
 
@@ -88,6 +94,14 @@ SAMPLES: dict[str, tuple[str | None, Any]] = {
     "extra-notify-url": ("generic://h/x", ("generic://h/x",)), "fleetlock-listen": ("127.0.0.1:3333", "127.0.0.1:3333"),
     "fleetlock-mode": ("central", "central"), "fleetlock-group": ("workers", "workers"),
     "machine-id-file": ("/host/etc/machine-id", "/host/etc/machine-id"),
+    "maintenance-window": ("FREQ=DAILY;BYHOUR=1;DURATION=1h", ("FREQ=DAILY;BYHOUR=1;DURATION=1h",)),
+    "blackout": ("2026-12-23/2026-12-24", ("2026-12-23/2026-12-24",)),
+    "policy-configmap": ("kured-policy", "kured-policy"), "concurrency-label": (None, None),
+    "concurrency-per-label": ("2", 2), "settle-pod-selector": ("app=web", ("app=web",)),
+    "settle-nodes-ready": ("true", True), "settle-pdbs": ("true", True),
+    "settle-prometheus-query": (None, None), "settle-timeout": ("5m", D("5m")),
+    "before-reboot-annotations": ("lb/ok", ("lb/ok",)), "after-reboot-annotations": ("lb/ok", ("lb/ok",)),
+    "reboot-hook-timeout": ("10m", D("10m")),
 }  # fmt: skip
 
 
@@ -555,3 +569,57 @@ def test_to_public_dict_kinds() -> None:
             assert Duration.parse(value) == getattr(Config(), spec.field)
         elif spec.kind in (Kind.STRING_SLICE, Kind.STRING_ARRAY):
             assert isinstance(value, list)
+
+
+# -- maintenance policy extensions ---------------------------------------------------------------------------
+
+
+def test_calendar_windows_and_blackouts_build_the_maintenance_policy() -> None:
+    cfg = parse(
+        [
+            "--node-id=n",
+            "--time-zone=Europe/Berlin",
+            "--maintenance-window=FREQ=MONTHLY;BYDAY=+2TU;BYHOUR=1;DURATION=4h",
+            "--blackout=2026-03-10T02:00/2026-03-10T03:00 release",
+        ],
+        {"KURED_MAINTENANCE_WINDOW": "RDATE=20261205T010000;DURATION=1h"},
+    )
+    assert len(cfg.maintenance.windows) == 2  # kured's default window steps aside
+    berlin = cfg.time_window.location
+    assert cfg.maintenance.contains(datetime.datetime(2026, 3, 10, 1, 30, tzinfo=berlin))
+    assert not cfg.maintenance.contains(datetime.datetime(2026, 3, 10, 2, 30, tzinfo=berlin))
+    assert cfg.maintenance.contains(datetime.datetime(2026, 12, 5, 1, 30, tzinfo=berlin))
+    assert cfg.to_public_dict()["maintenance-window"] == [
+        "FREQ=MONTHLY;BYDAY=+2TU;BYHOUR=1;DURATION=4h",
+        "RDATE=20261205T010000;DURATION=1h",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--maintenance-window=FREQ=MONTHLY;BYDAY=XX;DURATION=1h"],
+            "invalid --maintenance-window 'FREQ=MONTHLY;BYDAY=XX;DURATION=1h': invalid RRULE",
+        ),
+        (["--maintenance-window=FREQ=DAILY"], "DURATION is required"),
+        (["--blackout=next week"], "--blackout: invalid blackout 'next week'"),
+        (
+            ["--concurrency-label=topology.kubernetes.io/zone"],
+            "--concurrency-label needs --lock-backend=lease",
+        ),
+        (["--lock-backend=lease", "--concurrency-label=z", "--concurrency-per-label=0"], "must be >= 1"),
+        (["--settle-prometheus-query=up"], "--settle-prometheus-query needs --prometheus-url"),
+    ],
+)
+def test_bad_policy_input_is_one_line_exit_1(argv: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)) as info:
+        parse(["--node-id=n", *argv], {})
+    assert info.value.exit_code == 1 and "\n" not in str(info.value)
+
+
+def test_concurrency_label_with_the_lease_backend() -> None:
+    cfg = parse(
+        ["--node-id=n", "--lock-backend=lease", "--concurrency-label=topology.kubernetes.io/zone"], {}
+    )
+    assert cfg.concurrency_label == "topology.kubernetes.io/zone" and cfg.concurrency_per_label == 1

@@ -1,0 +1,5 @@
+"""Gates in the reboot cycle: reboot hooks and settle gates, each phase bounded by a timeout.
+
+``phase`` is the pure evaluation; ``hooks`` and ``settle`` are the gates; ``cycle`` is the four-call
+interface the reboot cycle uses (before the drain, at the drain, before the release, at the end).
+"""

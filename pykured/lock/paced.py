@@ -1,0 +1,213 @@
+"""Pacing per node group over any ``Lock``: a group slot Lease first, then the cluster slot.
+
+See :mod:`pykured.lock.groups` for the rule and the slot choice. :class:`GroupPacedLock` wraps the cluster
+lock (``--lock-backend=lease``): ``acquire`` takes a group slot of the node's label value (compare-and-swap
+on ``<prefix>-g-<slug>-<i>``), then the cluster slot; if the cluster slot is not free the group slot is
+given back at once. ``release`` frees the cluster slot, then the group slot. Everything else is the cluster
+lock's. A node without the label is paced by the cluster lock alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pykured.errors import ConflictError, KubeError, NotFoundError
+from pykured.lock.base import AcquireResult, Lock
+from pykured.lock.groups import (
+    DEFAULT_GRACE_NS,
+    GROUP_ANNOTATION,
+    GROUP_LOCK_LABEL,
+    GroupHolder,
+    choose_group_slot,
+)
+from pykured.lock.lease import MANAGED_BY, format_micro_time, lease_entry
+from pykured.lock.record import LockEntry
+
+if TYPE_CHECKING:
+    from pykured.kube import Kube, Obj
+
+logger = logging.getLogger(__name__)
+
+
+def node_label_lookup(kube: Kube, label: str) -> Callable[[str], str | None]:
+    """``group_of``: the node's value of ``label`` (None when unlabelled or the Node is gone)."""
+
+    def group_of(node: str) -> str | None:
+        try:
+            labels = (kube.get_node(node).get("metadata") or {}).get("labels") or {}
+        except NotFoundError:
+            return None
+        value = labels.get(label)
+        return str(value) if value else None
+
+    return group_of
+
+
+class GroupPacedLock:
+    """A ``Lock`` that also keeps at most ``limit`` holders per group (implements ``Lock``)."""
+
+    def __init__(
+        self,
+        inner: Lock,
+        kube: Kube,
+        *,
+        namespace: str,
+        prefix: str,
+        label: str,
+        limit: int,
+        group_of: Callable[[str], str | None],
+        grace_ns: int = DEFAULT_GRACE_NS,
+    ) -> None:
+        self.inner = inner
+        self._kube = kube
+        self._namespace = namespace
+        self._prefix = prefix
+        self.label = label
+        self.limit = max(limit, 1)
+        self._group_of = group_of
+        self._grace_ns = grace_ns
+        self._selector = f"{GROUP_LOCK_LABEL}={prefix}"
+
+    @property
+    def backend(self) -> str:
+        return self.inner.backend
+
+    @property
+    def node_id(self) -> str:
+        return self.inner.node_id
+
+    @property
+    def concurrency(self) -> int:
+        return self.inner.concurrency
+
+    # -- group slots --------------------------------------------------------------------------------------
+
+    def _group_leases(self) -> dict[str, Obj]:
+        answer = self._kube.list_leases(self._namespace, label_selector=self._selector)
+        return {item["metadata"]["name"]: item for item in answer.get("items") or []}
+
+    @staticmethod
+    def _holder(lease: Obj) -> GroupHolder | None:
+        entry = lease_entry(lease)
+        if entry is None:
+            return None
+        group = ((lease.get("metadata") or {}).get("annotations") or {}).get(GROUP_ANNOTATION, "")
+        return GroupHolder(entry.node_id, str(group), entry.created_ns)
+
+    def _body(self, name: str, base: Obj | None, holder: str | None, group: str, now_ns: int) -> Obj:
+        lease: Obj = base or {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": self._namespace},
+            "spec": {},
+        }
+        meta = lease.setdefault("metadata", {})
+        meta.setdefault("labels", {}).update({MANAGED_BY: "pykured", GROUP_LOCK_LABEL: self._prefix})
+        meta["annotations"] = {**(meta.get("annotations") or {}), GROUP_ANNOTATION: group}
+        spec = lease.setdefault("spec", {})
+        for key in ("holderIdentity", "acquireTime", "renewTime", "leaseDurationSeconds"):
+            spec.pop(key, None)
+        if holder:
+            stamp = format_micro_time(now_ns)
+            spec.update(holderIdentity=holder, acquireTime=stamp, renewTime=stamp)
+            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (base is not None)
+        return lease
+
+    def _take_group_slot(self, me: str, group: str, now_ns: int) -> tuple[str | None, bool, tuple[str, ...]]:
+        """(slot, newly taken, group holders)."""
+        leases = self._group_leases()
+        slots = {name: self._holder(lease) for name, lease in leases.items()}
+        cluster = {e.node_id for e in self.inner.holders(now_ns=now_ns)}
+        choice = choose_group_slot(
+            prefix=self._prefix,
+            group=group,
+            limit=self.limit,
+            slots=slots,
+            me=me,
+            cluster_holders=cluster,
+            now_ns=now_ns,
+            grace_ns=self._grace_ns,
+        )
+        if choice.held is not None:
+            return choice.held, False, choice.holders
+        for name in choice.candidates:
+            base = leases.get(name)
+            body = self._body(name, base, me, group, now_ns)
+            try:
+                if base is None:
+                    self._kube.create_lease(self._namespace, body)
+                else:
+                    self._kube.replace_lease(self._namespace, name, body)
+            except ConflictError:
+                continue
+            return name, True, choice.holders
+        return None, False, choice.holders
+
+    def _free_group_slots(self, me: str) -> None:
+        for _ in range(5):
+            try:
+                for name, lease in self._group_leases().items():
+                    holder = self._holder(lease)
+                    if holder is not None and holder.node_id == me:
+                        self._kube.replace_lease(
+                            self._namespace, name, self._body(name, lease, None, holder.group, 0)
+                        )
+                return
+            except ConflictError:
+                continue
+            except KubeError as exc:  # stale after the grace anyway
+                logger.warning("Could not free the group lock slot of %s: %s", me, exc)
+                return
+
+    # -- the Lock protocol --------------------------------------------------------------------------------
+
+    def acquire(self, *, unschedulable: bool, now_ns: int, node_id: str | None = None) -> AcquireResult:
+        me = node_id or self.node_id
+        if self.inner.holding(now_ns=now_ns, node_id=me) is not None:
+            return self.inner.acquire(unschedulable=unschedulable, now_ns=now_ns, node_id=me)
+        group = self._group_of(me)
+        if not group:
+            return self.inner.acquire(unschedulable=unschedulable, now_ns=now_ns, node_id=me)
+        slot, fresh, holders = self._take_group_slot(me, group, now_ns)
+        if slot is None:
+            logger.info("Lock for %s=%s already held by %s", self.label, group, ", ".join(holders))
+            return AcquireResult(False, tuple(LockEntry(h) for h in holders))
+        result = self.inner.acquire(unschedulable=unschedulable, now_ns=now_ns, node_id=me)
+        if not result.acquired:
+            self._free_group_slots(me)
+        elif fresh:
+            logger.info("Took group lock slot %s for %s=%s", slot, self.label, group)
+        return result
+
+    def holding(
+        self, *, now_ns: int, honour_ttl: bool = True, node_id: str | None = None
+    ) -> LockEntry | None:
+        return self.inner.holding(now_ns=now_ns, honour_ttl=honour_ttl, node_id=node_id)
+
+    def release(self, *, node_id: str | None = None) -> bool:
+        me = node_id or self.node_id
+        released = self.inner.release(node_id=me)
+        self._free_group_slots(me)
+        return released
+
+    def holders(self, *, now_ns: int) -> tuple[LockEntry, ...]:
+        return self.inner.holders(now_ns=now_ns)
+
+    def wait_for_change(self, timeout: float) -> None:
+        self.inner.wait_for_change(timeout)
+
+    def group_holders(self, *, now_ns: int | None = None) -> dict[str, list[str]]:
+        """Live group holders by group value (for status)."""
+        now = time.time_ns() if now_ns is None else now_ns
+        cluster = {e.node_id for e in self.inner.holders(now_ns=now)}
+        out: dict[str, list[str]] = {}
+        for lease in self._group_leases().values():
+            holder = self._holder(lease)
+            if holder is not None and (
+                holder.node_id in cluster or now - holder.acquired_ns < self._grace_ns
+            ):
+                out.setdefault(holder.group, []).append(holder.node_id)
+        return out

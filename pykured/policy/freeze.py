@@ -1,0 +1,105 @@
+"""The cluster-wide freeze switch: who stopped new reboots, when, why, and until when.
+
+``pykured freeze --reason INC-123 [--until TIME]`` writes a :class:`FreezeRecord` as JSON under the
+``freeze`` key of the policy ConfigMap; ``pykured unfreeze`` removes the key. Agents watch the ConfigMap
+and, while a record is active, block every NEW reboot like a blocker (``Reboot blocked: frozen by …``). A
+node already holding the lock and past the gates finishes its cycle. ``by`` is the user name the API
+server reports for the caller (SelfSubjectReview). A record whose ``until`` has passed is inactive.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from typing import Any
+
+from pykured.gocompat.goflags import GoValueError, parse_duration
+
+
+class FreezeError(ValueError):
+    """A freeze record that does not parse."""
+
+
+def _parse_time(value: Any, what: str) -> datetime.datetime:
+    if not isinstance(value, str):
+        raise FreezeError(f"freeze record: {what} must be an RFC 3339 time string")
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        raise FreezeError(f"freeze record: invalid {what} {value!r}") from None
+    if moment.tzinfo is None:
+        raise FreezeError(f"freeze record: {what} {value!r} has no time zone offset")
+    return moment.astimezone(datetime.UTC)
+
+
+def _rfc3339(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FreezeRecord:
+    """A freeze: set ``at`` by ``by`` for ``reason``, in force until ``until`` (None: until unfrozen)."""
+
+    reason: str
+    by: str
+    at: datetime.datetime
+    until: datetime.datetime | None = None
+
+    def active(self, now: datetime.datetime) -> bool:
+        return self.until is None or now < self.until
+
+    def to_json(self) -> str:
+        data: dict[str, str] = {"reason": self.reason, "by": self.by, "at": _rfc3339(self.at)}
+        if self.until is not None:
+            data["until"] = _rfc3339(self.until)
+        return json.dumps(data, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> FreezeRecord:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise FreezeError(f"freeze record is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise FreezeError("freeze record is not a JSON object")
+        reason, by = data.get("reason", ""), data.get("by", "")
+        if not isinstance(reason, str) or not isinstance(by, str):
+            raise FreezeError("freeze record: reason and by must be strings")
+        until = data.get("until")
+        return cls(
+            reason=reason,
+            by=by,
+            at=_parse_time(data.get("at"), "at"),
+            until=None if until in (None, "") else _parse_time(until, "until"),
+        )
+
+    def describe(self) -> str:
+        """One line: ``frozen by alice at 2026-…Z until 2026-…Z: INC-123``."""
+        until = f" until {_rfc3339(self.until)}" if self.until else ""
+        why = f": {self.reason}" if self.reason else ""
+        return f"frozen by {self.by or 'unknown'} at {_rfc3339(self.at)}{until}{why}"
+
+
+def parse_until(text: str, *, now: datetime.datetime, zone: datetime.tzinfo) -> datetime.datetime:
+    """``--until``: an RFC 3339/ISO time (local in ``zone`` without an offset) or a Go-style ``+2h``.
+
+    Raises :class:`FreezeError`; the time must be in the future.
+    """
+    stripped = text.strip()
+    if stripped.startswith("+"):
+        try:
+            ns = parse_duration(stripped[1:])
+        except GoValueError as exc:
+            raise FreezeError(f"invalid --until {text!r}: {exc}") from None
+        moment = now + datetime.timedelta(microseconds=ns // 1000)
+    else:
+        try:
+            moment = datetime.datetime.fromisoformat(stripped)
+        except ValueError:
+            raise FreezeError(f"invalid --until {text!r}: want an ISO time or +DURATION (e.g. +4h)") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=zone)
+    if moment <= now:
+        raise FreezeError(f"invalid --until {text!r}: it is not in the future")
+    return moment.astimezone(datetime.UTC)

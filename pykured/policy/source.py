@@ -1,0 +1,231 @@
+"""The policy ConfigMap, watched: blackouts and the freeze switch change without a restart.
+
+:class:`PolicySource` lists the ConfigMap (``fieldSelector=metadata.name=<name>``, so a missing one is an
+empty list with a resourceVersion to watch from) and then watches it. Every version is parsed with
+:func:`~pykured.policy.document.parse_policy_map`; one that does not parse is refused with a log line
+and the last good policy stays in force. Until the first successful read the policy is unknown and no
+reboot may start (fail closed). ``on_change`` is called after every accepted change, so the daemon
+re-evaluates at once.
+
+Two views for the daemon: :class:`PolicyWindow` (the static
+:class:`~pykured.policy.maintenance.MaintenancePolicy` plus the ConfigMap's blackouts, with the same
+``contains``/``next_open`` as kured's window) and :class:`FreezeBlocker` (a blocker that holds every new
+reboot while a freeze is active). RBAC: ``get``, ``list``, ``watch`` on configmaps in ``--ds-namespace``
+(``pykured freeze`` also needs ``create`` and ``patch``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+import urllib.parse
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pykured.errors import KubeError
+from pykured.model import Reason
+from pykured.policy.document import PolicyDoc, PolicyMapError, parse_policy_map
+from pykured.policy.maintenance import MaintenancePolicy
+
+if TYPE_CHECKING:
+    from pykured.kube import Kube
+
+logger = logging.getLogger(__name__)
+
+
+def configmaps_path(namespace: str, name: str | None = None) -> str:
+    base = f"/api/v1/namespaces/{urllib.parse.quote(namespace, safe='')}/configmaps"
+    return f"{base}/{urllib.parse.quote(name, safe='')}" if name else base
+
+
+class PolicySource:
+    """The last good :class:`PolicyDoc` of one ConfigMap, kept current by a watch thread."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        namespace: str,
+        name: str,
+        zone: datetime.tzinfo,
+        on_change: Callable[[], None] | None = None,
+        retry_interval: float = 5.0,
+        watch_timeout: int = 300,
+    ) -> None:
+        self._kube = kube
+        self._namespace = namespace
+        self._name = name
+        self._zone = zone
+        self._on_change = on_change
+        self._retry_interval = retry_interval
+        self._watch_timeout = watch_timeout
+        self._lock = threading.Lock()
+        self._doc: PolicyDoc | None = None
+        self._refused: str | None = None
+        self._rv: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self._namespace}/{self._name}"
+
+    @property
+    def doc(self) -> PolicyDoc | None:
+        """The policy in force (None until the first successful read)."""
+        with self._lock:
+            return self._doc
+
+    @property
+    def refused(self) -> str | None:
+        """Why the latest version was refused (None when it was accepted)."""
+        with self._lock:
+            return self._refused
+
+    # -- reading ------------------------------------------------------------------------------------------
+
+    def apply(self, data: dict[str, Any] | None) -> bool:
+        """Take one version of the ConfigMap's ``data`` (None: deleted/absent); False when refused."""
+        try:
+            doc = parse_policy_map(data, zone=self._zone)
+        except PolicyMapError as exc:
+            with self._lock:
+                changed = self._refused != str(exc)
+                self._refused = str(exc)
+            if changed:
+                logger.error(
+                    "Refusing policy ConfigMap %s: %s; keeping the last good policy", self.where, exc
+                )
+            return False
+        with self._lock:
+            changed = doc != self._doc
+            first = self._doc is None
+            self._doc, self._refused = doc, None
+        if changed:
+            freeze = doc.freeze.describe() if doc.freeze else "none"
+            logger.info(
+                "Policy ConfigMap %s %s: %d blackout(s), freeze: %s",
+                self.where,
+                "read" if first else "changed",
+                len(doc.blackouts),
+                freeze,
+            )
+            if self._on_change is not None:
+                self._on_change()
+        return True
+
+    def refresh(self) -> None:
+        """List the ConfigMap once (raises :class:`KubeError`)."""
+        answer = self._kube.request(
+            "GET",
+            configmaps_path(self._namespace),
+            query={"fieldSelector": f"metadata.name={self._name}"},
+        )
+        items = answer.get("items") or []
+        self._rv = (answer.get("metadata") or {}).get("resourceVersion")
+        self.apply((items[0].get("data") or {}) if items else None)
+
+    def _watch_once(self) -> None:
+        assert self._rv is not None
+        events = self._kube.watch(
+            configmaps_path(self._namespace),
+            query={"fieldSelector": f"metadata.name={self._name}", "resourceVersion": self._rv},
+            timeout_seconds=self._watch_timeout,
+        )
+        try:
+            for event in events:
+                if self._stop.is_set():
+                    return
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    self._rv = None  # 410 Gone: list again
+                    return
+                self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
+                if kind in ("ADDED", "MODIFIED"):
+                    self.apply(obj.get("data") or {})
+                elif kind == "DELETED":
+                    self.apply(None)
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
+
+    def run(self) -> None:
+        """List, then watch, until :meth:`stop`; errors are logged and retried."""
+        while not self._stop.is_set():
+            try:
+                if self._rv is None:
+                    self.refresh()
+                self._watch_once()
+            except KubeError as exc:
+                self._rv = None
+                logger.warning("Reading policy ConfigMap %s failed, retrying: %s", self.where, exc)
+                self._stop.wait(self._retry_interval)
+
+    def start(self) -> None:
+        """Read once now (best effort), then keep watching in a daemon thread."""
+        try:
+            self.refresh()
+        except KubeError as exc:
+            logger.warning("Reading policy ConfigMap %s failed, retrying: %s", self.where, exc)
+        self._thread = threading.Thread(target=self.run, name="policy-configmap", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class PolicyWindow:
+    """The maintenance policy in force: the static one plus the ConfigMap's blackouts."""
+
+    def __init__(self, base: MaintenancePolicy, source: PolicySource | None = None) -> None:
+        self.base = base
+        self.source = source
+
+    def current(self) -> MaintenancePolicy | None:
+        """None while the ConfigMap was never read (no reboot may start)."""
+        if self.source is None:
+            return self.base
+        doc = self.source.doc
+        return None if doc is None else self.base.with_blackouts(doc.blackouts)
+
+    def contains(self, now: datetime.datetime) -> bool:
+        policy = self.current()
+        return policy is not None and policy.contains(now)
+
+    def next_open(self, now: datetime.datetime) -> datetime.datetime | None:
+        policy = self.current()
+        return None if policy is None else policy.next_open(now)
+
+    def why_closed(self, now: datetime.datetime) -> str:
+        """For logs: ``in blackout …``, ``policy ConfigMap … not read yet`` or ``outside …``."""
+        policy = self.current()
+        if policy is None:
+            return f"policy ConfigMap {self.source.where if self.source else ''} not read yet"
+        blackout = policy.blackout(now)
+        if blackout is not None:
+            return f"in blackout {blackout}"
+        return "outside the maintenance window"
+
+    def __str__(self) -> str:
+        return "; ".join(self.base.describe())
+
+
+class FreezeBlocker:
+    """Blocks every new reboot while the policy ConfigMap holds an active freeze (or was never read)."""
+
+    def __init__(self, source: PolicySource) -> None:
+        self.source = source
+
+    def check(self, *, now: datetime.datetime) -> Reason | None:
+        doc = self.source.doc
+        if doc is None:
+            return Reason("policy", f"policy ConfigMap {self.source.where} not read yet")
+        if doc.freeze is not None and doc.freeze.active(now):
+            return Reason("freeze", doc.freeze.describe())
+        return None
+
+    def frozen(self, now: datetime.datetime) -> bool:
+        doc = self.source.doc
+        return doc is not None and doc.freeze is not None and doc.freeze.active(now)

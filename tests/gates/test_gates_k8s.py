@@ -1,0 +1,117 @@
+"""Reboot hooks and settle gates on the real API server (the gate objects alone; the daemon's use of them is
+covered by the agent tests)."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from pykured.gates.hooks import RebootHook
+from pykured.gates.phase import GatePhase, Verdict, evaluate
+from pykured.gates.settle import (
+    DRAINED_PDBS_ANNOTATION,
+    NodesReadyGate,
+    PdbGate,
+    PodsReadyGate,
+    record_drained_pdbs,
+)
+from tests.testenv import TestEnv
+
+pytestmark = pytest.mark.k8s
+UTC = datetime.UTC
+HOUR = datetime.timedelta(hours=1)
+
+
+def test_before_reboot_hook_that_answers(k8s: TestEnv) -> None:
+    node = k8s.add_nodes(k8s.unique("hook"))[0]
+    kube = k8s.kube()
+    hook = RebootHook(
+        kube, node=node, phase="before", annotations=("lb.example.com/drained", "db.example.com/ok")
+    )
+    kube.patch_node(node, {"metadata": {"annotations": {"db.example.com/ok": "true"}}})  # a stale answer
+    now = datetime.datetime.now(UTC)
+    since = hook.begin(now)
+    obj = kube.get_node(node)
+    assert obj["metadata"]["labels"]["pykured.dev/before-reboot"] == "true"
+    assert hook.since(obj) == since
+    phase = GatePhase("before-reboot", [hook], HOUR)
+    result = evaluate(phase, obj, since=since, now=now)
+    assert result.verdict is Verdict.WAIT
+    assert str(result.reason) == "waiting for before-reboot hooks: [lb.example.com/drained db.example.com/ok]"
+    # the hook controllers answer
+    kube.patch_node(
+        node, {"metadata": {"annotations": {"lb.example.com/drained": "true", "db.example.com/ok": "true"}}}
+    )
+    assert evaluate(phase, kube.get_node(node), since=since, now=now).verdict is Verdict.OPEN
+    hook.clear()
+    obj = kube.get_node(node)
+    assert "pykured.dev/before-reboot" not in obj["metadata"]["labels"]
+    assert not {"lb.example.com/drained", "pykured.dev/before-reboot-since"} & set(
+        obj["metadata"]["annotations"]
+    )
+
+
+def test_a_hook_that_never_answers_times_out(k8s: TestEnv) -> None:
+    node = k8s.add_nodes(k8s.unique("hook"))[0]
+    hook = RebootHook(k8s.kube(), node=node, phase="after", annotations=("lb.example.com/ready",))
+    start = datetime.datetime.now(UTC)
+    since = hook.begin(start)
+    phase = GatePhase("after-reboot", [hook], datetime.timedelta(minutes=10))
+    obj = k8s.kube().get_node(node)
+    assert (
+        evaluate(phase, obj, since=since, now=since + datetime.timedelta(minutes=9)).verdict is Verdict.WAIT
+    )
+    result = evaluate(phase, obj, since=since, now=since + datetime.timedelta(minutes=10))
+    assert result.verdict is Verdict.TIMED_OUT and result.reason is not None
+
+
+def test_settle_on_an_unready_pod_then_ready(k8s: TestEnv) -> None:
+    ns = k8s.new_namespace("settle")
+    node = k8s.add_nodes(k8s.unique("settle"))[0]
+    k8s.create_pod(ns, "web-0", node=node, labels={"app": "web"}, phase_running=False)
+    k8s.create_pod(ns, "other", node=node, labels={"app": "other"}, phase_running=False)
+    gate = PodsReadyGate(k8s.kube(), node=node, selectors=["app=web"])
+    now = datetime.datetime.now(UTC)
+    reason = gate.check({}, now)
+    assert reason is not None and str(reason) == f"pods not ready: [{ns}/web-0]"
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    k8s.kube().request(
+        "PATCH",
+        f"/api/v1/namespaces/{ns}/pods/web-0/status",
+        body={"status": {"phase": "Running", "conditions": [ready]}},
+        content_type="application/strategic-merge-patch+json",
+    )
+    assert gate.check({}, now) is None
+
+
+def test_settle_on_a_pdb_that_allows_no_disruption_then_does(k8s: TestEnv) -> None:
+    ns = k8s.new_namespace("settle")
+    node = k8s.add_nodes(k8s.unique("settle"))[0]
+    k8s.create_pod(ns, "db-0", node=node, labels={"app": "db"})
+    k8s.create_pdb(ns, "db", {"app": "db"}, min_available=1)
+    k8s.create_pdb(ns, "unrelated", {"app": "nope"}, min_available=1)
+    assert record_drained_pdbs(k8s.kube(), node) == [f"{ns}/db"]
+    obj = k8s.kube().get_node(node)
+    assert obj["metadata"]["annotations"][DRAINED_PDBS_ANNOTATION] == f"{ns}/db"
+    gate = PdbGate(k8s.kube())
+    now = datetime.datetime.now(UTC)
+    k8s.set_pdb_status(ns, "db", disruptions_allowed=0)
+    reason = gate.check(obj, now)
+    assert reason is not None and str(reason) == f"PodDisruptionBudgets allow no disruption: [{ns}/db]"
+    k8s.set_pdb_status(ns, "db", disruptions_allowed=1, healthy=2)
+    assert gate.check(obj, now) is None
+
+
+def test_settle_on_an_unready_node(k8s: TestEnv) -> None:
+    node = k8s.add_nodes(k8s.unique("settle"))[0]
+    gate = NodesReadyGate(k8s.kube())
+    now = datetime.datetime.now(UTC)
+    condition = {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "test"}
+    k8s.kube().patch_node_status(node, {"status": {"conditions": [condition]}})
+    reason = gate.check({}, now)
+    assert reason is not None and node in str(reason)
+    condition.update(status="True", reason="KubeletReady")
+    k8s.kube().patch_node_status(node, {"status": {"conditions": [condition]}})
+    reason = gate.check({}, now)
+    assert reason is None or node not in str(reason)
