@@ -13,8 +13,8 @@ The value is compact JSON with sorted keys; absent fields are omitted::
      "windowOpens":"2026-12-01T02:00:00Z","v":"0.1.0"}
 
 ``step`` is the decision of :mod:`pykured.cycle.policy` (``wait``, ``blocked``, ``acquire``,
-``drain-and-reboot``, …); ``lastReboot``/``lastBootID`` record the last bootID change the agent saw (its previous status named
-another bootID). Pure: no I/O, ``now`` is passed in.
+``drain-and-reboot``, …); ``lastReboot``/``lastBootID`` record the last bootID change the agent saw (its
+previous status named another bootID). Pure: no I/O, ``now`` is passed in.
 """
 
 from __future__ import annotations
