@@ -414,7 +414,8 @@ class Soak:
             if time.monotonic() >= next_status:
                 next_status = time.monotonic() + 30
                 self.say(
-                    f"converging: pending {sorted(observer.pending())}, holders {sorted(observer.holders())}, "
+                    f"converging: pending {sorted(observer.pending())}, "
+                    f"holders {sorted(observer.holders())}, "
                     f"cordoned {observer.pykured_cordoned()}"
                 )
             time.sleep(0.5)
