@@ -339,6 +339,11 @@ class Daemon:
         return pause
 
     def _acquire(self, view: NodeView, now: datetime.datetime) -> float:
+        if not self.p.window.contains(self._clock()):
+            # The pass saw the window open, but observing took long enough (a slow API server) for it to
+            # close: take no slot outside the window; the next pass waits for it to open again.
+            logger.info("Not taking the lock: the maintenance window closed during this pass")
+            return 0
         logger.info("Reboot required")
         result = self.p.lock.acquire(unschedulable=view.unschedulable, now_ns=_ns(now))
         if self.p.metrics:

@@ -236,8 +236,12 @@ class Soak:
         now = time.monotonic()
         for name, until in list(self.blockers.items()):
             if everything or now >= until:
-                with contextlib.suppress(errors.KubeError):
+                try:
                     self.cluster.kube().delete_pod(NAMESPACE, name, grace_period_seconds=0)
+                except errors.NotFoundError:
+                    pass
+                except errors.KubeError:
+                    continue  # the API server may be restarting: delete it next time
                 del self.blockers[name]
 
     def admin_cordon(self, observer: Observer) -> None:
@@ -403,6 +407,7 @@ class Soak:
         next_status = time.monotonic() + 30
         while time.monotonic() < deadline:
             self.refresh_web_pdb()
+            self.expire_blockers(everything=True)
             for node in self.names:
                 fleet.replace(node, None)  # any agent that is not running gets a new pod
             if observer.converged():
