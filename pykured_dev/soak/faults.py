@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from pykured_dev.testenv import Cluster
     from pykured_dev.testenv.fleet import Fleet
 
+
 class Harness(Protocol):
     """What the faults need from the run (``pykured_dev.soak.scenario.Soak``)."""
 

@@ -44,6 +44,7 @@ STATE_KEYS = (
     "pykured.dev/release-after",
     "pykured.dev/reboot-attempts",
 )
+REQUEST_ANNOTATION = "pykured.dev/reboot-request"
 WINDOW_SLACK = 3.0
 
 
@@ -72,8 +73,8 @@ class NodeState:
 
     @property
     def in_cycle(self) -> bool:
-        """pykured's memory of a cycle is on the Node."""
-        return any(key in self.annotations for key in STATE_KEYS)
+        """pykured's memory of a cycle, or a reboot request not yet answered, is on the Node."""
+        return any(key in self.annotations for key in (*STATE_KEYS, REQUEST_ANNOTATION))
 
 
 @dataclasses.dataclass

@@ -36,6 +36,8 @@ from pykured_dev.testenv.fleet import Fleet
 NAMESPACE = "soak"
 WEB_LABELS = {"app": "soak-web"}
 BLOCKER_LABEL = "soak/blocker"
+REQUEST_ANNOTATION = "pykured.dev/reboot-request"
+"""A reboot request bound to a bootID (``pykured request-reboot``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,15 +213,36 @@ class Soak:
         node = self.rng.choice(candidates)
         kind = "request" if self.opts.requests and self.rng.random() < 0.5 else "sentinel"
         observer.add_need(node, kind)
-        self.needs[kind] += 1
         if kind == "sentinel":
             fleet.touch(node)
         else:
-            self.request_reboot(node)
+            try:
+                self.request_reboot(node)
+            except errors.KubeError:
+                observer.drop_needs(node)  # not written (the API server restarts, or the node changed)
+                return
+        self.needs[kind] += 1
 
     def request_reboot(self, node: str) -> None:
-        """A reboot request (``pykured request-reboot``): not offered by this agent version yet."""
-        raise NotImplementedError("reboot requests: the agent does not offer them yet")
+        """A reboot request as ``pykured request-reboot`` writes it: bound to the node's current bootID."""
+        state = self.cluster.kube().get_node(node)
+        boot_id = state["status"]["nodeInfo"]["bootID"]
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        value = json.dumps(
+            {"bootID": boot_id, "reason": "soak", "requestedAt": stamp, "requestedBy": "soak"},
+            separators=(",", ":"),
+            sort_keys=True,
+        )
+        self.cluster.kube().patch_node(
+            node,
+            {
+                "metadata": {
+                    "resourceVersion": state["metadata"]["resourceVersion"],
+                    "annotations": {REQUEST_ANNOTATION: value},
+                }
+            },
+            patch_type=MERGE_PATCH,
+        )
 
     # -- obstacles -----------------------------------------------------------------------------------------
 
@@ -228,9 +251,10 @@ class Soak:
         if node in self.deleted:
             return
         name = self.uid(f"blocker-{node}")
+        # recorded first: a create that fails ambiguously (the API server restarting) may still have happened
+        self.blockers[name] = time.monotonic() + self.rng.uniform(10, 40)
         with contextlib.suppress(errors.KubeError):
             self.cluster.create_pod(NAMESPACE, name, node=node, labels={BLOCKER_LABEL: "true"}, grace=1)
-            self.blockers[name] = time.monotonic() + self.rng.uniform(10, 40)
 
     def expire_blockers(self, *, everything: bool = False) -> None:
         now = time.monotonic()
