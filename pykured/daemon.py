@@ -41,6 +41,7 @@ FLEETLOCK_ANNOTATION = FLEETLOCK_ID_ANNOTATION
 """Set by FleetLock while it runs a Zincati node's cycle: the daemon leaves that node alone."""
 METRIC_REFRESH = 60.0
 ERROR_BACKOFF = 5.0
+LOCK_WAIT_MAX = 60.0
 
 
 def _utcnow() -> datetime.datetime:
@@ -101,6 +102,7 @@ class Daemon:
         self._last_reason = ""
         self._retry_at: datetime.datetime | None = None
         self._entry_unschedulable: bool | None = None
+        self._lock_waiter: threading.Thread | None = None
         self.passes = 0
         self.requests = RequestKeeper(
             parts.kube,
@@ -356,12 +358,32 @@ class Daemon:
                 self.p.metrics.set_blocked("lock")
             if self.p.taint:
                 self.p.taint.enable()
-            self.p.lock.wait_for_change(min(self.s.period, 60.0))
-            return 0
+            return self._wait_for_lock(min(self.s.period, LOCK_WAIT_MAX))
         logger.info("Acquired reboot lock for node %s (%s)", self.s.node, self.p.lock.backend)
         self.p.book.update_state(unschedulable_before=view.unschedulable)
         self.p.events.record("LockAcquired", f"acquired the reboot lock ({self.p.lock.backend})")
         return 0
+
+    def _wait_for_lock(self, timeout: float) -> float:
+        """Wait for the lock to change in a background thread; its end, an event or stop() wakes the loop.
+
+        The wait (a Lease watch, or DaemonSet polls) can last ``timeout`` seconds; run in the loop's thread it
+        kept a SIGTERM waiting that long, past a pod's 30 s grace period (found by the soak).
+        """
+        if self._lock_waiter is None or not self._lock_waiter.is_alive():
+            self._lock_waiter = threading.Thread(
+                target=self._lock_wait, args=(timeout,), name="lock-wait", daemon=True
+            )
+            self._lock_waiter.start()
+        return timeout
+
+    def _lock_wait(self, timeout: float) -> None:
+        try:
+            self.p.lock.wait_for_change(timeout)
+        except errors.PykuredError as exc:
+            logger.debug("Waiting for the lock failed: %s", exc)
+        finally:
+            self.wake.set()
 
     def _drain_and_reboot(self, view: NodeView, now: datetime.datetime) -> float:
         if view.unschedulable_before is None:

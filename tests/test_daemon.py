@@ -7,6 +7,7 @@ supervisor (agent killed, sentinel gone, new bootID, agent restarted). Nothing t
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -386,3 +387,22 @@ def test_a_corrupt_lock_annotation_blocks_safely_and_does_not_crash(
     proc = fleet.slots[node].proc
     assert proc is not None and proc.poll() is None, "still running"
     assert lock_value(k8s, ns) == '{"nodeID": 42, broken', "never overwritten"
+
+
+@pytest.mark.parametrize("backend", ["daemonset", "lease"])
+def test_sigterm_while_waiting_for_the_lock_exits_within_the_grace_period(
+    k8s: TestEnv, make_fleet: MakeFleet, backend: str
+) -> None:
+    # Found by the soak: the lock wait (up to min(--period, 60 s)) ran in the loop's thread, so a pod deleted
+    # while its agent waited for the lock outlived the 30 s grace period and was killed.
+    fleet, _ns, (first, second) = make_fleet(2, args=(f"--lock-backend={backend}", "--period=1h"))
+    fleet.paused.add(first)
+    fleet.touch(first)
+    assert fleet.wait_for(lambda: fleet.requests(first) == 1, timeout=30), fleet.log_text(first)
+    fleet.touch(second)
+    assert fleet.wait_for(lambda: "Lock already held" in since_last_start(fleet, second), timeout=30)
+    proc = fleet.signal(second, signal.SIGTERM)
+    assert proc is not None
+    began = time.monotonic()
+    proc.wait(timeout=60)
+    assert time.monotonic() - began < 10, "the agent waited for the lock instead of stopping"
