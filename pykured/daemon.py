@@ -411,11 +411,13 @@ class Daemon:
                     exc,
                 )
                 self.p.events.record("DrainFailed", str(exc), warning=True)
-                self._release()
+                # Uncordon before releasing: a slot released first lets another node cordon while this one
+                # still is (found by the soak: three nodes cordoned at --concurrency=2).
+                self._retry_at = self._clock() + datetime.timedelta(seconds=self.s.period)
                 logger.info("Performing a best-effort uncordon after failed cordon and drain")
                 self._uncordon_if_ours(self.p.book.view())
+                self._release()
                 self._clear_state()
-                self._retry_at = self._clock() + datetime.timedelta(seconds=self.s.period)
                 return self.s.period
             logger.warning(
                 "Unable to cordon or drain %s: %s; rebooting anyway (--force-reboot)", self.s.node, exc
