@@ -41,7 +41,9 @@ def test_sigterm_exits_within_the_grace_period_while_the_api_server_hangs(
         k8s, workdir=tmp_path / "fleet", args=[f"--ds-namespace={ns}"], kubeconfig=lambda _n: str(kubeconfig)
     ) as fleet:
         fleet.add(node)
-        assert fleet.wait_for(lambda: "Reboot not required" in fleet.log_text(node), timeout=90)
+        assert fleet.wait_for(lambda: "Reboot not required" in fleet.log_text(node), timeout=180), (
+            fleet.log_text(node)
+        )
         proxy.set_mode("stall")
         fleet.touch(node)  # the next pass blocks on the API server
         time.sleep(3)
