@@ -102,6 +102,8 @@ class Observer:
         self.ds_holders: tuple[str, ...] = ()
         self.admin_cordoned: dict[str, bool] = {}
         """Node → whether the cordon has been seen (a cordon is checked only once it was observed)."""
+        self.admin_releasing: set[str] = set()
+        """Administrator's cordons being lifted: theirs until the watch shows the node schedulable."""
         self.needs: dict[str, list[Need]] = {}
         self.answered: dict[str, int] = {}
         self.waits: list[float] = []
@@ -160,9 +162,14 @@ class Observer:
             self.admin_cordoned[node] = False
 
     def admin_uncordon(self, node: str) -> None:
-        """The administrator is about to uncordon ``node`` (or deleted it)."""
+        """The administrator is about to uncordon ``node`` (or deleted it).
+
+        The node stays the administrator's until the watch shows it schedulable (or gone): until then it
+        is still cordoned by the administrator, not by pykured.
+        """
         with self.lock:
-            self.admin_cordoned.pop(node, None)
+            if node in self.admin_cordoned:
+                self.admin_releasing.add(node)
 
     def window_closed(self, start: float, end: float) -> None:
         """The maintenance window is closed from ``start`` to ``end`` (Unix seconds)."""
@@ -225,6 +232,11 @@ class Observer:
             self.violation(f"{len(cordoned)} nodes cordoned by pykured > {self.limit} ({why}): {cordoned}")
 
     def _node_changed(self, name: str, old: NodeState | None, new: NodeState) -> None:
+        if name in self.admin_releasing and (
+            not new.unschedulable or (old is not None and old.uid != new.uid)
+        ):
+            self.admin_releasing.discard(name)
+            self.admin_cordoned.pop(name, None)
         if name in self.admin_cordoned:
             if new.unschedulable:
                 self.admin_cordoned[name] = True
@@ -318,6 +330,9 @@ class Observer:
         name = obj["metadata"]["name"]
         if kind == "DELETED":
             self.nodes.pop(name, None)
+            if name in self.admin_releasing:
+                self.admin_releasing.discard(name)
+                self.admin_cordoned.pop(name, None)
             return
         new = NodeState.from_obj(obj)
         old = self.nodes.get(name)
@@ -404,7 +419,12 @@ class Observer:
                 self.violation(f"nodes left cordoned by pykured: {cordoned}")
             for node, seen in self.admin_cordoned.items():
                 state = self.nodes.get(node)
-                if seen and state is not None and not state.unschedulable:
+                if (
+                    seen
+                    and node not in self.admin_releasing
+                    and state is not None
+                    and not state.unschedulable
+                ):
                     self.violation(f"administrator's cordon of {node} is gone at the end")
             if self.holders():
                 self.violation(f"lock still held at the end: {sorted(self.holders())}")

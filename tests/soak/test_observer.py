@@ -119,3 +119,15 @@ def test_lock_taken_in_a_closed_window_is_a_violation() -> None:
     with obs.lock:
         obs._lease_event("MODIFIED", _lease("kured-lock-0", "n1"))
     assert "while the maintenance window was closed" in obs.violations[0]
+
+
+def test_an_administrators_uncordon_in_flight_is_not_pykureds_cordon() -> None:
+    obs = _observer(limit=1)
+    obs.admin_cordon("n1")
+    _event(obs, "ADDED", _node("n1", unschedulable=True))
+    _event(obs, "ADDED", _node("n2", unschedulable=True))
+    obs.admin_uncordon("n1")  # the patch is on its way: n1 is still the administrator's
+    _event(obs, "MODIFIED", _node("n2", unschedulable=True))
+    assert not obs.violations
+    _event(obs, "MODIFIED", _node("n1", unschedulable=False))
+    assert not obs.violations and "n1" not in obs.admin_cordoned

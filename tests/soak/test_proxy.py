@@ -34,9 +34,11 @@ def echo() -> Iterator[tuple[str, int]]:
 
             threading.Thread(target=pump, daemon=True).start()
 
-    threading.Thread(target=serve, daemon=True).start()
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
     yield server.getsockname()
     stop.set()
+    thread.join(timeout=2)
     server.close()
 
 
