@@ -26,7 +26,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--nodes", type=int, default=12)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--fault-every", type=float, default=6.0, help="mean seconds between faults")
-    parser.add_argument("--requests", action="store_true", help="also create reboot requests")
+    parser.add_argument(
+        "--no-requests", dest="requests", action="store_false", help="sentinels only, no reboot requests"
+    )
     opts = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("urllib3").setLevel(logging.ERROR)

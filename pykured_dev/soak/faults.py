@@ -239,8 +239,10 @@ class Faults:
             time.sleep(self.rng.uniform(10, 60))
         finally:
             with contextlib.suppress(errors.KubeError):
-                cluster.kube().request(
-                    "DELETE", f"/apis/policy/v1/namespaces/soak/poddisruptionbudgets/{name}"
+                self.retry(
+                    cluster.kube().request,
+                    "DELETE",
+                    f"/apis/policy/v1/namespaces/soak/poddisruptionbudgets/{name}",
                 )
             self._pdbs.remove(name)
 

@@ -56,8 +56,8 @@ class Options:
     need_every: float = 4.0
     """Mean seconds between two new needs (sentinels or requests)."""
     converge_timeout: float = 600.0
-    requests: bool = False
-    """Also create reboot requests (``pykured request-reboot``'s annotation) where the agent supports them."""
+    requests: bool = True
+    """Also create reboot requests (``pykured request-reboot``'s annotation), half of the needs."""
 
 
 @dataclasses.dataclass
@@ -199,6 +199,16 @@ class Soak:
         """Act as the disruption controller for the web PDB: one disruption allowed at a time."""
         with contextlib.suppress(errors.KubeError):
             self.cluster.set_pdb_status(NAMESPACE, "soak-web", disruptions_allowed=1, healthy=len(self.names))
+
+    def remove_stuck_budgets(self) -> None:
+        """Delete every budget but the web one (a fault's own delete may have met a restarting API server)."""
+        path = f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets"
+        with contextlib.suppress(errors.KubeError):
+            for pdb in self.cluster.kube().get(path).get("items", []):
+                name = pdb["metadata"]["name"]
+                if name != "soak-web":
+                    with contextlib.suppress(errors.NotFoundError):
+                        self.cluster.kube().request("DELETE", f"{path}/{name}")
 
     def pods_on(self, node: str) -> list[dict[str, object]]:
         items = self.cluster.kube().list_pods(field_selector=f"spec.nodeName={node}").get("items", [])
@@ -432,6 +442,7 @@ class Soak:
         while time.monotonic() < deadline:
             self.refresh_web_pdb()
             self.expire_blockers(everything=True)
+            self.remove_stuck_budgets()
             for node in self.names:
                 fleet.replace(node, None)  # any agent that is not running gets a new pod
             if observer.converged():
