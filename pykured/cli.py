@@ -23,6 +23,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -116,6 +117,7 @@ def run_agent(cfg: Config) -> int:
     def _stop(signum: int, _frame: object) -> None:
         logger.info("Received %s, stopping", signal.Signals(signum).name)
         agent.stop()
+        _exit_after(STOP_DEADLINE)
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
@@ -124,6 +126,30 @@ def run_agent(cfg: Config) -> int:
     finally:
         agent.close()
     return 0
+
+
+STOP_DEADLINE = 20.0
+"""Seconds from SIGTERM to a forced exit: inside the pod's default 30 s grace period."""
+
+
+def _exit_after(seconds: float) -> None:
+    """Exit the process ``seconds`` from now if it has not ended by itself.
+
+    A step can outlast a SIGTERM by far: a request to an API server that no longer answers (a black-holed
+    connection) waits for its timeout on every retry. Every step is idempotent and the cycle's state lives
+    on the Node and in the lock, so exiting mid-step is as safe as the kubelet's SIGKILL at the end of the
+    grace period, and it comes first, with a log line (found by the soak: agents cut off from the API server
+    outlived their 30 s grace period).
+    """
+
+    def _now() -> None:
+        logger.warning("Still stopping %.0f s after the signal (a step is blocked): exiting now", seconds)
+        logging.shutdown()
+        os._exit(0)
+
+    timer = threading.Timer(seconds, _now)
+    timer.daemon = True
+    timer.start()
 
 
 def _kube(kubeconfig: str) -> Kube:

@@ -7,6 +7,7 @@ supervisor (agent killed, sentinel gone, new bootID, agent restarted). Nothing t
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -386,3 +387,76 @@ def test_a_corrupt_lock_annotation_blocks_safely_and_does_not_crash(
     proc = fleet.slots[node].proc
     assert proc is not None and proc.poll() is None, "still running"
     assert lock_value(k8s, ns) == '{"nodeID": 42, broken', "never overwritten"
+
+
+@pytest.mark.parametrize("backend", ["daemonset", "lease"])
+def test_sigterm_while_waiting_for_the_lock_exits_within_the_grace_period(
+    k8s: TestEnv, make_fleet: MakeFleet, backend: str
+) -> None:
+    # Found by the soak: the lock wait (up to min(--period, 60 s)) ran in the loop's thread, so a pod deleted
+    # while its agent waited for the lock outlived the 30 s grace period and was killed.
+    fleet, _ns, (first, second) = make_fleet(2, args=(f"--lock-backend={backend}", "--period=1h"))
+    fleet.paused.add(first)
+    fleet.touch(first)
+    assert fleet.wait_for(lambda: fleet.requests(first) == 1, timeout=90), fleet.log_text(first)
+    fleet.touch(second)
+    assert fleet.wait_for(lambda: "Lock already held" in since_last_start(fleet, second), timeout=90)
+    proc = fleet.signal(second, signal.SIGTERM)
+    assert proc is not None
+    began = time.monotonic()
+    proc.wait(timeout=60)
+    assert time.monotonic() - began < 10, "the agent waited for the lock instead of stopping"
+
+
+def _revision_of_first(k8s: TestEnv, path: str, since: str, matches: Callable[[dict[str, Any]], bool]) -> int:
+    """The resourceVersion (etcd revision) of the first watch event since ``since`` that ``matches``."""
+    for event in k8s.kube().watch(path, query={"resourceVersion": since}, timeout_seconds=3):
+        obj = event.get("object") or {}
+        if event.get("type") in ("ADDED", "MODIFIED") and matches(obj):
+            return int(obj["metadata"]["resourceVersion"])
+    raise AssertionError(f"no matching event on {path} since {since}")
+
+
+def test_a_failed_drain_uncordons_before_it_releases_the_lock(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    # Found by the soak: releasing first let another node cordon while this one still was (three nodes
+    # unschedulable at --concurrency=2). The API server's revisions order the two writes.
+    fleet, ns, (node,) = make_fleet(args=("--drain-timeout=3s",))
+    apps = k8s.new_namespace()
+    k8s.create_pod(apps, "guarded", node=node, labels={"app": "guarded"})
+    k8s.create_pdb(apps, "guard", {"app": "guarded"}, min_available=1)
+    k8s.set_pdb_status(apps, "guard", disruptions_allowed=0)
+    since = str(k8s.kube().get_node(node)["metadata"]["resourceVersion"])
+    fleet.touch(node)
+    assert fleet.wait_for(
+        lambda: (
+            "Unable to cordon or drain" in fleet.log_text(node)
+            and lock_value(k8s, ns) is None
+            and not node_obj(k8s, node)["spec"].get("unschedulable")
+        ),
+        timeout=90,
+    ), fleet.log_text(node)
+    cordoned = _revision_of_first(
+        k8s,
+        "/api/v1/nodes",
+        since,
+        lambda o: o["metadata"]["name"] == node and bool(o["spec"].get("unschedulable")),
+    )
+    uncordoned = _revision_of_first(
+        k8s,
+        "/api/v1/nodes",
+        str(cordoned),
+        lambda o: o["metadata"]["name"] == node and not o["spec"].get("unschedulable"),
+    )
+    taken = _revision_of_first(
+        k8s,
+        f"/apis/apps/v1/namespaces/{ns}/daemonsets",
+        since,
+        lambda o: bool((o["metadata"].get("annotations") or {}).get(LOCK)),
+    )
+    released = _revision_of_first(
+        k8s,
+        f"/apis/apps/v1/namespaces/{ns}/daemonsets",
+        str(taken),
+        lambda o: not (o["metadata"].get("annotations") or {}).get(LOCK),
+    )
+    assert uncordoned < released, (uncordoned, released)

@@ -135,3 +135,33 @@ def test_autumn_night_window_end_is_inclusive(daemon_for: MakeDaemon) -> None:
         if rebooter.calls:
             break
     assert rebooter.calls == 1
+
+
+class SlowPassClock(FakeClock):
+    """The first reading (the start of the pass) is ``now``; every later one is ``later``."""
+
+    def __init__(self, now: datetime.datetime, later: datetime.datetime) -> None:
+        super().__init__(now)
+        self.later = later
+        self.reads = 0
+
+    def __call__(self) -> datetime.datetime:
+        self.reads += 1
+        return self.now if self.reads == 1 else self.later
+
+
+def test_no_lock_when_the_window_closes_while_the_pass_observes(daemon_for: MakeDaemon, k8s: TestEnv) -> None:
+    # Found by the soak: an agent cut off from the API server saw the window open at 22:29:5x and took a slot
+    # at 22:30:11, after the window had closed at 22:30.
+    window = TimeWindow.parse(["su", "mo", "tu", "we", "th", "fr", "sa"], "01:00", "02:00", "UTC")
+    clock = SlowPassClock(
+        datetime.datetime(2026, 3, 30, 1, 59, 59, tzinfo=UTC),
+        datetime.datetime(2026, 3, 30, 2, 0, 11, tzinfo=UTC),
+    )
+    daemon, ns, _node, rebooter = daemon_for(window, clock)
+    assert daemon.run_once() == 0
+    assert k8s.kube().get_daemonset(ns, "kured")["metadata"]["annotations"].get(LOCK) is None
+    clock.reads = 1  # the next pass starts after the window closed
+    daemon.run_once()
+    assert rebooter.calls == 0
+    assert k8s.kube().get_daemonset(ns, "kured")["metadata"]["annotations"].get(LOCK) is None

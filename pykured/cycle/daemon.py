@@ -296,6 +296,11 @@ class Daemon:
         return self.s.period
 
     def _acquire(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
+        if not self.p.window.contains(self._clock()):
+            # The pass saw the window open, but observing took long enough (a slow API server) for it to
+            # close: take no slot outside the window; the next pass waits for it to open again.
+            logger.info("Not taking the lock: the maintenance window closed during this pass")
+            return 0
         logger.info("Reboot required")
         result = self.p.lock.acquire(unschedulable=obs.node.unschedulable, now_ns=unix_ns(now))
         self.p.metrics.lock_waiting(not result.acquired)
@@ -354,11 +359,13 @@ class Daemon:
                 failure,
             )
             self.p.events.record("DrainFailed", failure, warning=True)
-            self.steps.release()
+            self._retry_at = self._clock() + datetime.timedelta(seconds=self.s.period)
+            # Uncordon before releasing: a slot released first lets another node cordon while this one
+            # still is (found by the soak: three nodes cordoned at --concurrency=2).
             logger.info("Performing a best-effort uncordon after failed cordon and drain")
             self.steps.uncordon(self.p.book.view(), ours=action.uncordon)
+            self.steps.release()
             self.steps.forget(backoff_until=None)
-            self._retry_at = self._clock() + datetime.timedelta(seconds=self.s.period)
             return self.s.period
         if failure is not None:
             logger.warning(

@@ -133,8 +133,30 @@ class Cluster(objects.ObjectHelpers):
             log_dir=self.workdir,
         )
 
-    def _start_apiserver(self) -> None:
-        self.port = free_port()
+    def restart_apiserver(self, *, down_seconds: float = 0.0) -> float:
+        """Stop kube-apiserver (SIGTERM) and start it again on the same port; etcd keeps its data.
+
+        Returns how long the API server was unavailable (seconds). Clients keep their kubeconfigs: the
+        address, the serving certificate and the client CA stay the same.
+        """
+        began = time.monotonic()
+        self.procs.pop("kube-apiserver").stop()
+        time.sleep(down_seconds)
+        for attempt in range(20):
+            self._start_apiserver(port=self.port)
+            try:
+                self._wait_ready(fresh_identity=False)
+                break
+            except TestEnvError:
+                log = self.procs["kube-apiserver"].tail()
+                self.procs.pop("kube-apiserver").stop()
+                if attempt == 19 or "address already in use" not in log:
+                    raise
+                time.sleep(0.5)
+        return time.monotonic() - began
+
+    def _start_apiserver(self, *, port: int | None = None) -> None:
+        self.port = port or free_port()
         d = self.pki_dir
         self.procs["kube-apiserver"] = Proc(
             "kube-apiserver",
@@ -162,8 +184,9 @@ class Cluster(objects.ObjectHelpers):
             log_dir=self.workdir,
         )
 
-    def _wait_ready(self) -> None:
-        self.admin_kubeconfig = self.kubeconfig_for("pykured-admin", ("system:masters",))
+    def _wait_ready(self, *, fresh_identity: bool = True) -> None:
+        if fresh_identity:
+            self.admin_kubeconfig = self.kubeconfig_for("pykured-admin", ("system:masters",))
         deadline = time.monotonic() + READY_TIMEOUT
         last = ""
         while time.monotonic() < deadline:
@@ -172,7 +195,10 @@ class Cluster(objects.ObjectHelpers):
             try:
                 kube = Kube.from_kubeconfig(self.admin_kubeconfig, timeout=5)
                 kube.request("GET", "/readyz")
-                self._kube = kube
+                if fresh_identity or self._kube is None:
+                    self._kube = kube
+                else:
+                    kube.close()
                 return
             except (errors.KubeError, json.JSONDecodeError) as exc:
                 last = str(exc)

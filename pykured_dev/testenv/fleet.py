@@ -246,6 +246,25 @@ class Fleet:
         self.kill(node)
         self.start(node)
 
+    def signal(self, node: str, signum: int) -> subprocess.Popen[bytes] | None:
+        """Send ``signum`` to ``node``'s running agent (not while its host reboots); returns that process."""
+        with self._lock:
+            proc = self.slots[node].proc
+            if proc is None or proc.poll() is not None:
+                return None
+            proc.send_signal(signum)
+            return proc
+
+    def replace(self, node: str, old: subprocess.Popen[bytes] | None) -> bool:
+        """Start a new agent for ``node`` unless one other than ``old`` already runs (a pod recreated)."""
+        with self._lock:
+            slot = self.slots[node]
+            if slot.proc is not None and slot.proc is not old and slot.proc.poll() is None:
+                return False
+            self.kill(node)
+            self.start(node)
+            return True
+
     def touch(self, node: str) -> None:
         """Create ``node``'s reboot sentinel."""
         self.slots[node].sentinel.touch()

@@ -21,6 +21,7 @@ from pykured.kube import Kube, Obj
 
 logger = logging.getLogger(__name__)
 KEEP_PENDING = "pykured.dev/test-keep-pending"
+STATUS_RETRY_SECONDS = 120.0
 
 
 def _now() -> str:
@@ -117,7 +118,18 @@ class SimulatedKubelet:
                 capacity={"cpu": "4", "memory": "8Gi", "pods": "250"},
                 allocatable={"cpu": "4", "memory": "8Gi", "pods": "250"},
             )
-        self._kube.patch_node_status(name, {"status": status})
+        # A kubelet keeps posting its status until the API server takes it (it may be restarting).
+        deadline = time.monotonic() + STATUS_RETRY_SECONDS
+        while True:
+            try:
+                self._kube.patch_node_status(name, {"status": status})
+                return
+            except errors.NotFoundError:
+                raise
+            except errors.KubeError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.5)
 
     # -- pods ----------------------------------------------------------------------------------------------
 

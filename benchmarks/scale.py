@@ -1,0 +1,340 @@
+"""pykured at scale: N real agent processes on simulated nodes, every node needing a reboot, then idle.
+
+    nice .venv/bin/python benchmarks/scale.py --nodes 100 --concurrency 5 --lock-backend lease
+    nice .venv/bin/python benchmarks/scale.py --nodes 100 --lock-backend daemonset --idle-minutes 10
+
+Prints, from kube-apiserver's own ``/metrics`` (``apiserver_request_total``,
+``apiserver_longrunning_requests``, ``apiserver_flowcontrol_rejected_requests_total``) and ``/proc``:
+
+* the agents' memory (RSS) once settled;
+* the roll: total time against the ideal (ceil(nodes / concurrency) × the median single-node cycle, cordon to
+  uncordon), API requests per second by verb and resource, 429s, the most open watches, agents' CPU;
+* idle: requests per agent per hour by verb and resource.
+
+The API server's own background traffic (measured for a minute before any agent starts) and the harness's
+traffic (the simulated kubelet's pod watch, this script's node watch and scrapes) are subtracted or
+excluded, so the figures are the agents'. Run one backend at a time on a shared machine; the load average is
+printed with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import math
+import os
+import re
+import resource
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from pykured import errors
+from pykured_dev.testenv import Cluster
+from pykured_dev.testenv.fleet import Fleet
+
+_SAMPLE = re.compile(r"^(\w+)\{([^}]*)\}\s+([0-9.eE+-]+)$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+TICK = os.sysconf("SC_CLK_TCK")
+
+Counts = dict[tuple[str, str, str], float]
+"""(verb, resource[/subresource], code) → count."""
+
+
+def scrape(cluster: Cluster) -> tuple[Counts, dict[str, float], float]:
+    """Request counts, open long-running requests by resource, APF rejections."""
+    text = cluster.kube().request("GET", "/metrics").get("text", "")
+    requests: Counts = collections.defaultdict(float)
+    watches: dict[str, float] = collections.defaultdict(float)
+    rejected = 0.0
+    for line in str(text).splitlines():
+        match = _SAMPLE.match(line)
+        if not match:
+            continue
+        name, labels_text, value = match.groups()
+        labels = dict(_LABEL.findall(labels_text))
+        res = labels.get("resource", "") + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+        if name == "apiserver_request_total":
+            requests[(labels.get("verb", ""), res, labels.get("code", ""))] += float(value)
+        elif name == "apiserver_longrunning_requests" and labels.get("verb") == "WATCH":
+            watches[res] += float(value)
+        elif name == "apiserver_flowcontrol_rejected_requests_total":
+            rejected += float(value)
+    return dict(requests), dict(watches), rejected
+
+
+def delta(after: Counts, before: Counts) -> Counts:
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
+
+
+def by_verb_resource(counts: Counts) -> dict[tuple[str, str], float]:
+    out: dict[tuple[str, str], float] = collections.defaultdict(float)
+    for (verb, res, _code), value in counts.items():
+        if res:  # non-resource URLs (/metrics, /readyz) are the harness's
+            out[(verb, res)] += value
+    return dict(out)
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def loadavg() -> str:
+    return Path("/proc/loadavg").read_text().split(" ", 3)[:3].__str__()
+
+
+class NodeWatch:
+    """Cordon and uncordon times and bootID changes of every Node, from one watch."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.cordoned_at: dict[str, float] = {}
+        self.cycles: list[float] = []
+        self.rebooted: set[str] = set()
+        self.boot: dict[str, str] = {}
+        self.cordoned: set[str] = set()
+        self.most_cordoned = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        kube = self.cluster.kube()
+        rv = ""
+        while not self._stop.is_set():
+            try:
+                if not rv:
+                    listing = kube.list_nodes()
+                    for node in listing["items"]:
+                        self._see(node)
+                    rv = listing["metadata"]["resourceVersion"]
+                for event in kube.watch_nodes(resource_version=rv, timeout_seconds=60):
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        rv = ""
+                        break
+                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        self._see(obj)
+                    if self._stop.is_set():
+                        return
+            except errors.KubeError:
+                rv = ""
+                time.sleep(0.5)
+
+    def _see(self, node: dict[str, object]) -> None:
+        meta, spec, status = node["metadata"], node.get("spec") or {}, node.get("status") or {}
+        assert isinstance(meta, dict) and isinstance(spec, dict) and isinstance(status, dict)
+        name = meta["name"]
+        boot = (status.get("nodeInfo") or {}).get("bootID", "")
+        if name in self.boot and boot and boot != self.boot[name]:
+            self.rebooted.add(name)
+        if boot:
+            self.boot[name] = boot
+        now = time.monotonic()
+        if spec.get("unschedulable"):
+            if name not in self.cordoned:
+                self.cordoned.add(name)
+                self.cordoned_at[name] = now
+        elif name in self.cordoned:
+            self.cordoned.discard(name)
+            self.cycles.append(now - self.cordoned_at.pop(name))
+        self.most_cordoned = max(self.most_cordoned, len(self.cordoned))
+
+
+def table(rates: dict[tuple[str, str], float], unit: str, limit: int = 14) -> list[str]:
+    rows = sorted(rates.items(), key=lambda kv: -kv[1])[:limit]
+    return [f"    {verb:<7} {res:<28} {value:10.2f} {unit}" for (verb, res), value in rows]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--concurrency", type=int, default=5)
+    parser.add_argument("--lock-backend", choices=["lease", "daemonset"], default="lease")
+    parser.add_argument("--idle-minutes", type=float, default=10.0)
+    parser.add_argument("--baseline-seconds", type=float, default=60.0)
+    parser.add_argument("--timeout", type=float, default=3600.0)
+    opts = parser.parse_args(argv)
+    out = sys.stdout
+    print(
+        f"scale: {opts.nodes} agents, --concurrency={opts.concurrency}, --lock-backend={opts.lock_backend}; "
+        f"load average at start {loadavg()}",
+        file=out,
+        flush=True,
+    )
+    workdir = Path(tempfile.mkdtemp(prefix="pykured-scale-"))
+    cluster = Cluster().start()
+    try:
+        cluster.ensure_namespace("kube-system")
+        cluster.create_daemonset("kube-system", "kured")
+        names = [f"node-{i:03d}" for i in range(opts.nodes)]
+        cluster.add_nodes(*names)
+        apps = cluster.new_namespace("apps")
+        for name in names:
+            cluster.create_pod(apps, f"app-{name}", node=name, grace=1)
+
+        # the API server's own background traffic, before any agent runs
+        base0, _, _ = scrape(cluster)
+        time.sleep(opts.baseline_seconds)
+        base1, base_watches, _ = scrape(cluster)
+        background = {k: v / opts.baseline_seconds for k, v in by_verb_resource(delta(base1, base0)).items()}
+
+        args = [f"--concurrency={opts.concurrency}", f"--lock-backend={opts.lock_backend}"]
+        with Fleet(cluster, workdir=workdir / "fleet", args=args) as fleet:
+            began = time.monotonic()
+            for name in names:
+                fleet.add(name)
+                time.sleep(0.1)
+            # settled: every agent finished its first pass (read from its log only to know it is up)
+            settle_deadline = time.monotonic() + 600
+            while time.monotonic() < settle_deadline:
+                if all("Reboot not required" in fleet.log_text(n) for n in names):
+                    break
+                time.sleep(2)
+            time.sleep(5)
+            rss = [rss_mb(s.proc.pid) for s in fleet.slots.values() if s.proc]
+            print(
+                f"  agents started and settled in {time.monotonic() - began:.0f} s; RSS per agent: mean "
+                f"{statistics.mean(rss):.1f} MB, max {max(rss):.1f} MB, total {sum(rss) / 1024:.2f} GB",
+                file=out,
+                flush=True,
+            )
+
+            watch = NodeWatch(cluster)
+            watch.start()
+            time.sleep(1)
+            m0, _, rej0 = scrape(cluster)
+            cpu_start = {n: cpu_seconds(s.proc.pid) for n, s in fleet.slots.items() if s.proc}
+            children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            most_watches: dict[str, float] = {}
+            t0 = time.monotonic()
+            for name in names:
+                fleet.touch(name)
+            deadline = t0 + opts.timeout
+            next_scrape = t0
+            while time.monotonic() < deadline:
+                if time.monotonic() >= next_scrape:
+                    _, watches, _ = scrape(cluster)
+                    for res, value in watches.items():
+                        agents = value - base_watches.get(res, 0.0) - (1 if res == "nodes" else 0)
+                        if agents > 0:
+                            most_watches[res] = max(most_watches.get(res, 0.0), agents)
+                    next_scrape = time.monotonic() + 5
+                if len(watch.rebooted) == len(names) and not watch.cordoned:
+                    break
+                time.sleep(0.5)
+            roll = time.monotonic() - t0
+            m1, _, rej1 = scrape(cluster)
+            children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            live_cpu = sum(cpu_seconds(s.proc.pid) for s in fleet.slots.values() if s.proc)
+            agent_cpu = (
+                (children1.ru_utime + children1.ru_stime - children0.ru_utime - children0.ru_stime)
+                + live_cpu
+                - sum(v for n, v in cpu_start.items())
+            )
+            watch.stop()
+            rolled = len(watch.rebooted)
+            cycle = statistics.median(watch.cycles) if watch.cycles else float("nan")
+            ideal = math.ceil(opts.nodes / opts.concurrency) * cycle
+            roll_counts = delta(m1, m0)
+            rates = {k: v / roll - background.get(k, 0.0) for k, v in by_verb_resource(roll_counts).items()}
+            harness = (
+                ("WATCH", "nodes"),
+                ("WATCH", "pods"),
+                ("PATCH", "nodes/status"),
+                ("PATCH", "pods/status"),
+            )
+            rates = {k: v for k, v in rates.items() if v > 0.005 and k not in harness}
+            throttled = sum(v for (_verb, _res, code), v in roll_counts.items() if code == "429")
+            print(
+                f"  roll: {rolled}/{opts.nodes} nodes rebooted in {roll:.1f} s; ideal {ideal:.1f} s "
+                f"(ceil({opts.nodes}/{opts.concurrency}) × median cycle {cycle:.1f} s, cordon→uncordon); "
+                f"ratio {roll / ideal:.2f}; most cordoned at once {watch.most_cordoned}",
+                file=out,
+            )
+            print(
+                f"  API requests/s during the roll (agents; background subtracted): total "
+                f"{sum(rates.values()):.1f}",
+                file=out,
+            )
+            for line in table(rates, "req/s"):
+                print(line, file=out)
+            print(f"  HTTP 429: {throttled:.0f}; APF rejections: {rej1 - rej0:.0f}", file=out)
+            print(
+                f"  most open watches by the agents (API server's own and the harness's subtracted): "
+                f"{dict(sorted(most_watches.items()))}",
+                file=out,
+            )
+            print(
+                f"  agents' CPU during the roll: {agent_cpu:.1f} s "
+                f"({agent_cpu / roll * 100:.1f} % of one core, "
+                f"{agent_cpu / opts.nodes:.2f} s per agent)",
+                file=out,
+            )
+            print(f"  load average after the roll {loadavg()}", file=out, flush=True)
+
+            # idle: the same fleet, nothing to do
+            time.sleep(5)
+            i0, _, _ = scrape(cluster)
+            idle_cpu0 = sum(cpu_seconds(s.proc.pid) for s in fleet.slots.values() if s.proc)
+            time.sleep(opts.idle_minutes * 60)
+            i1, watches_end, _ = scrape(cluster)
+            idle_cpu1 = sum(cpu_seconds(s.proc.pid) for s in fleet.slots.values() if s.proc)
+            seconds = opts.idle_minutes * 60
+            idle = {
+                k: (v / seconds - background.get(k, 0.0)) * 3600 / opts.nodes
+                for k, v in by_verb_resource(delta(i1, i0)).items()
+            }
+            # the harness's own watches (the simulated kubelet's pods, this script's nodes)
+            idle = {
+                k: v for k, v in idle.items() if v > 0.05 and k not in (("WATCH", "pods"), ("WATCH", "nodes"))
+            }
+            print(
+                f"  idle {opts.idle_minutes:g} min: requests per agent per hour (background subtracted): "
+                f"total {sum(idle.values()):.1f}",
+                file=out,
+            )
+            for line in table(idle, "req/agent/h"):
+                print(line, file=out)
+            idle_watches = {
+                res: value - base_watches.get(res, 0.0)
+                for res, value in watches_end.items()
+                if value - base_watches.get(res, 0.0) > 0
+            }
+            print(f"  agents' open watches while idle: {idle_watches or 'none'}", file=out)
+            print(
+                f"  agents' CPU while idle: {(idle_cpu1 - idle_cpu0) / seconds * 100:.2f} % of one core "
+                f"for all {opts.nodes}",
+                file=out,
+            )
+            print(f"  load average at the end {loadavg()}", file=out, flush=True)
+        return 0 if rolled == opts.nodes else 1
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,1 @@
+"""The soak: pykured's promises checked from the API server's history under faults (see ``scenario``)."""
