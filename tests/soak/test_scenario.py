@@ -27,6 +27,7 @@ def test_the_closed_window_is_minute_aligned_inside_the_run() -> None:
 
 @pytest.mark.k8s
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # the run's minutes, then up to a few minutes for the fleet to converge
 @pytest.mark.parametrize("backend", ["lease", "daemonset"])
 def test_soak_under_faults(backend: str) -> None:
     seed = int(os.environ.get("PYKURED_SOAK_SEED") or time.time_ns() % (1 << 32))
