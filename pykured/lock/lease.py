@@ -72,6 +72,47 @@ def lease_duration_seconds(ttl: Duration) -> int | None:
     return math.ceil(ttl.ns / _NS) if ttl.ns > 0 else None
 
 
+def lease_body(
+    namespace: str,
+    name: str,
+    base: Obj | None,
+    *,
+    labels: dict[str, str],
+    holder: str | None,
+    now_ns: int,
+    acquired_ns: int | None = None,
+    duration_seconds: int | None = None,
+) -> Obj:
+    """A pykured Lease to write: ``base`` (as read, with its resourceVersion) or a new one.
+
+    Labelled ``managed-by=pykured`` plus ``labels``; held by ``holder`` since ``acquired_ns`` (default
+    ``now_ns``) and renewed at ``now_ns``, or free (``holder`` None). ``leaseTransitions`` counts the takes
+    of an existing Lease.
+    """
+    lease: Obj = base or {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {},
+    }
+    meta = lease.setdefault("metadata", {})
+    meta.setdefault("labels", {}).update({MANAGED_BY: "pykured", **labels})
+    meta["annotations"] = dict(meta.get("annotations") or {})
+    spec = lease.setdefault("spec", {})
+    for key in ("holderIdentity", "acquireTime", "renewTime", "leaseDurationSeconds"):
+        spec.pop(key, None)
+    if holder:
+        spec.update(
+            holderIdentity=holder,
+            acquireTime=format_micro_time(now_ns if acquired_ns is None else acquired_ns),
+            renewTime=format_micro_time(now_ns),
+        )
+        spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (base is not None)
+        if duration_seconds is not None:
+            spec["leaseDurationSeconds"] = duration_seconds
+    return lease
+
+
 class LeaseLock:
     """The Lease-per-slot lock (implements ``Lock``)."""
 
@@ -150,27 +191,19 @@ class LeaseLock:
         return leases
 
     def _body(self, name: str, base: Obj | None, holder: str | None, unschedulable: bool, now_ns: int) -> Obj:
-        lease: Obj = base or {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": name, "namespace": self._namespace},
-            "spec": {},
-        }
-        meta = lease.setdefault("metadata", {})
-        meta.setdefault("labels", {}).update({MANAGED_BY: "pykured", LOCK_LABEL: self._prefix})
-        annotations = meta.get("annotations") or {}
-        spec = lease.setdefault("spec", {})
-        for key in ("holderIdentity", "acquireTime", "renewTime", "leaseDurationSeconds"):
-            spec.pop(key, None)
+        lease = lease_body(
+            self._namespace,
+            name,
+            base,
+            labels={LOCK_LABEL: self._prefix},
+            holder=holder,
+            now_ns=now_ns,
+            duration_seconds=lease_duration_seconds(self._ttl),
+        )
+        annotations = lease["metadata"]["annotations"]
         annotations.pop(UNSCHEDULABLE_ANNOTATION, None)
         if holder:
-            stamp = format_micro_time(now_ns)
-            spec.update(holderIdentity=holder, acquireTime=stamp, renewTime=stamp)
-            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (base is not None)
-            if (seconds := lease_duration_seconds(self._ttl)) is not None:
-                spec["leaseDurationSeconds"] = seconds
             annotations[UNSCHEDULABLE_ANNOTATION] = "true" if unschedulable else "false"
-        meta["annotations"] = annotations
         return lease
 
     def _free(self, lease: Obj) -> None:

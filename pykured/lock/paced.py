@@ -23,7 +23,7 @@ from pykured.lock.groups import (
     GroupHolder,
     choose_group_slot,
 )
-from pykured.lock.lease import MANAGED_BY, format_micro_time, lease_entry
+from pykured.lock.lease import lease_body, lease_entry
 from pykured.lock.record import LockEntry
 
 if TYPE_CHECKING:
@@ -98,22 +98,10 @@ class GroupPacedLock:
         return GroupHolder(entry.node_id, str(group), entry.created_ns)
 
     def _body(self, name: str, base: Obj | None, holder: str | None, group: str, now_ns: int) -> Obj:
-        lease: Obj = base or {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": name, "namespace": self._namespace},
-            "spec": {},
-        }
-        meta = lease.setdefault("metadata", {})
-        meta.setdefault("labels", {}).update({MANAGED_BY: "pykured", GROUP_LOCK_LABEL: self._prefix})
-        meta["annotations"] = {**(meta.get("annotations") or {}), GROUP_ANNOTATION: group}
-        spec = lease.setdefault("spec", {})
-        for key in ("holderIdentity", "acquireTime", "renewTime", "leaseDurationSeconds"):
-            spec.pop(key, None)
-        if holder:
-            stamp = format_micro_time(now_ns)
-            spec.update(holderIdentity=holder, acquireTime=stamp, renewTime=stamp)
-            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (base is not None)
+        lease = lease_body(
+            self._namespace, name, base, labels={GROUP_LOCK_LABEL: self._prefix}, holder=holder, now_ns=now_ns
+        )
+        lease["metadata"]["annotations"][GROUP_ANNOTATION] = group
         return lease
 
     def _take_group_slot(self, me: str, group: str, now_ns: int) -> tuple[str | None, bool, tuple[str, ...]]:
