@@ -10,11 +10,12 @@ The value is compact JSON with sorted keys; absent fields are omitted::
     {"bootID":"…","lastBootID":"…","lastReboot":"2026-11-30T21:40:00Z","lockHolders":["node-a"],
      "reason":"Reboot required","request":"kernel 6.12","sentinel":true,"step":"acquire",
      "blocked":"alerts","blockedBy":"Reboot blocked: 1 active alerts: [KubePodCrashLooping]",
-     "windowOpens":"2026-12-01T02:00:00Z","v":"0.1.0"}
+     "waitingSince":"2026-11-30T23:10:00Z","windowOpens":"2026-12-01T02:00:00Z","v":"0.1.0"}
 
 ``step`` is the decision of :mod:`pykured.cycle.policy` (``wait``, ``blocked``, ``acquire``,
 ``drain-and-reboot``, …); ``lastReboot``/``lastBootID`` record the last bootID change the agent saw (its
-previous status named another bootID). Pure: no I/O, ``now`` is passed in.
+previous status named another bootID); ``waitingSince`` is when the node began to need its pending reboot
+(kept from pass to pass while it needs it, on the same boot). Pure: no I/O, ``now`` is passed in.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class AgentStatus:
     """Who held the lock when this node last failed to take it (while it waits)."""
     last_reboot: datetime.datetime | None = None
     last_boot_id: str = ""
+    waiting_since: datetime.datetime | None = None
+    """When the node began to need its pending reboot (None while it needs none)."""
 
     @property
     def needs_reboot(self) -> bool:
@@ -75,6 +78,8 @@ def encode(status: AgentStatus) -> str:
     if status.last_reboot is not None:
         data["lastReboot"] = format_rfc3339(status.last_reboot)
         data["lastBootID"] = status.last_boot_id
+    if status.waiting_since is not None:
+        data["waitingSince"] = format_rfc3339(status.waiting_since)
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -108,6 +113,7 @@ def decode(text: str | None) -> AgentStatus | None:
         lock_holders=tuple(h for h in holders if isinstance(h, str)) if isinstance(holders, list) else (),
         last_reboot=parse_rfc3339(_s(data, "lastReboot")),
         last_boot_id=_s(data, "lastBootID"),
+        waiting_since=parse_rfc3339(_s(data, "waitingSince")),
     )
 
 
@@ -129,13 +135,20 @@ def build(
     """The next status: the facts of this pass, plus the last reboot carried over or detected now.
 
     A bootID change is detected when the previous status named another (non-empty) bootID; its time is
-    ``now``, i.e. when the agent first saw the new boot.
+    ``now``, i.e. when the agent first saw the new boot. ``waiting_since`` is carried over while the node
+    needs a reboot on the same boot, and starts at ``now`` when it begins to need one.
     """
     last_reboot = previous.last_reboot if previous else None
     last_boot_id = previous.last_boot_id if previous else ""
     if previous is not None and previous.boot_id and boot_id and previous.boot_id != boot_id:
         last_reboot = now.astimezone(datetime.UTC).replace(microsecond=0)
         last_boot_id = previous.boot_id
+    needs = sentinel or request is not None
+    waiting_since = None
+    if needs:
+        same_boot = previous is not None and previous.boot_id == boot_id
+        carried = previous.waiting_since if previous is not None and same_boot else None
+        waiting_since = carried or now.astimezone(datetime.UTC).replace(microsecond=0)
     return AgentStatus(
         version=version,
         boot_id=boot_id,
@@ -149,4 +162,5 @@ def build(
         lock_holders=tuple(lock_holders),
         last_reboot=last_reboot,
         last_boot_id=last_boot_id,
+        waiting_since=waiting_since,
     )

@@ -14,12 +14,12 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
-from pykured import agentstatus, rebootrequest
+from pykured import agentstatus, rebootrequest, roll
 from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION, NodeState
 from pykured.nodeinfo import PYKURED_PREFIX, format_rfc3339, parse_rfc3339
 
 BACKOFF_UNTIL_ANNOTATION = PYKURED_PREFIX + "backoff-until"
-HEADER = ("NODE", "NEEDS-REBOOT", "REASON", "BLOCKED-BY", "CORDONED", "STEP", "LAST-REBOOT", "AGENT")
+HEADER = ("NODE", "NEEDS-REBOOT", "REASON", "BLOCKED-BY", "CORDONED", "STEP", "LAST-REBOOT", "ROLL", "AGENT")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -44,11 +44,14 @@ class Row:
     last_reboot: datetime.datetime | None
     agent: str
     boot_id: str
+    waiting_since: datetime.datetime | None = None
+    roll: str = ""
+    """The node's place in the current roll (:meth:`pykured.roll.Roll.place`)."""
 
     def cells(self, now: datetime.datetime) -> tuple[str, ...]:
         last = ago(now, self.last_reboot) if self.last_reboot else "-"
         return (self.node, self.needs_reboot, self.reason or "-", self.blocked_by or "-", self.cordoned,
-                self.step, last, self.agent)  # fmt: skip
+                self.step, last, self.roll or "-", self.agent)  # fmt: skip
 
 
 def ago(now: datetime.datetime, then: datetime.datetime) -> str:
@@ -149,13 +152,31 @@ def node_row(view: NodeState, *, holders: Sequence[str] = (), now: datetime.date
         last_reboot=last,
         agent=(status.version or "?") if status else "-",
         boot_id=view.boot_id,
+        waiting_since=status.waiting_since if status else None,
     )
 
 
+def current_roll(table: Sequence[Row]) -> roll.Roll:
+    """The roll in progress among these nodes (:mod:`pykured.roll`)."""
+    return roll.current([roll.Member(r.node, r.last_reboot, r.waiting_since) for r in table])
+
+
 def rows(views: Sequence[NodeState], locks: Sequence[LockInfo], *, now: datetime.datetime) -> list[Row]:
-    """Every node's row, sorted by name."""
+    """Every node's row, sorted by name, with its place in the current roll."""
     holders = sorted({h for info in locks for h in info.holders})
-    return [node_row(v, holders=holders, now=now) for v in sorted(views, key=lambda v: v.name)]
+    table = [node_row(v, holders=holders, now=now) for v in sorted(views, key=lambda v: v.name)]
+    current = current_roll(table)
+    return [dataclasses.replace(r, roll=current.place(r.node)) for r in table]
+
+
+def _roll_line(current: roll.Roll) -> str:
+    if current.since is None:
+        return "roll: none in progress"
+    rebooted = f" ({', '.join(current.rebooted)})" if current.rebooted else ""
+    return (
+        f"roll since {format_rfc3339(current.since)}: {len(current.rebooted)} rebooted{rebooted}, "
+        f"{len(current.waiting)} waiting (next: {current.waiting[0]})"
+    )
 
 
 def _lock_lines(locks: Sequence[LockInfo]) -> list[str]:
@@ -176,7 +197,17 @@ def render_table(table: Sequence[Row], locks: Sequence[LockInfo], *, now: dateti
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
     if not table:
         lines.append("(no nodes)")
-    return "\n".join([*lines, *_lock_lines(locks)]) + "\n"
+    return "\n".join([*lines, _roll_line(current_roll(table)), *_lock_lines(locks)]) + "\n"
+
+
+def _roll_json(current: roll.Roll) -> dict[str, Any] | None:
+    if current.since is None:
+        return None
+    return {
+        "since": format_rfc3339(current.since),
+        "rebooted": list(current.rebooted),
+        "waiting": list(current.waiting),
+    }
 
 
 def to_json(table: Sequence[Row], locks: Sequence[LockInfo]) -> dict[str, Any]:
@@ -193,9 +224,12 @@ def to_json(table: Sequence[Row], locks: Sequence[LockInfo]) -> dict[str, Any]:
                 "lastReboot": format_rfc3339(r.last_reboot) if r.last_reboot else None,
                 "agent": r.agent,
                 "bootID": r.boot_id,
+                "waitingSince": format_rfc3339(r.waiting_since) if r.waiting_since else None,
+                "roll": r.roll or None,
             }
             for r in table
         ],
+        "roll": _roll_json(current_roll(table)),
         "locks": [
             {"backend": i.backend, "holders": list(i.holders), "error": i.error or None} for i in locks
         ],

@@ -30,6 +30,7 @@ from pykured.lock.annotation import AnnotationLock
 from pykured.lock.base import Lock
 from pykured.lock.lease import LeaseLock
 from pykured.lock.paced import GroupPacedLock, node_label_lookup
+from pykured.lock.queue import RollQueue
 from pykured.lock.switch import GuardedLock
 from pykured.metrics import Metrics
 from pykured.notify import KuredMessages, Notifier
@@ -301,6 +302,15 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         else None,
         blockers=[*freeze, *prometheus, *build_pod_blockers(cfg, kube, node)],
         gates=build_gates(cfg, kube, node),
+        queue=RollQueue(
+            kube,
+            namespace=cfg.ds_namespace,
+            prefix=cfg.lease_name_prefix,
+            node=node,
+            period=cfg.period.seconds,
+        )
+        if cfg.resume_rolls
+        else None,
     )
     settings = Settings(
         node=node, period=cfg.period.seconds, behaviour=build_behaviour(cfg), policy=build_policy(cfg)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from typing import Any
 
 from pykured import agentstatus as st
 
@@ -75,3 +76,20 @@ def test_decode_never_raises() -> None:
     for text in (None, "", "x", "[]", '{"lockHolders": 3, "request": 1}'):
         result = st.decode(text)
         assert result is None or result.lock_holders == ()
+
+
+def test_waiting_since_starts_when_a_reboot_is_needed_and_is_kept_until_the_boot_changes() -> None:
+    t0 = datetime.datetime(2026, 11, 30, 21, 40, 5, 123, tzinfo=datetime.UTC)
+    later = t0 + datetime.timedelta(minutes=5)
+    args: dict[str, Any] = {"version": "v", "step": "acquire", "reason": "", "request": None}
+    idle = st.build(None, boot_id="b1", sentinel=False, now=t0, **args)
+    assert idle.waiting_since is None and "waitingSince" not in st.encode(idle)
+    first = st.build(idle, boot_id="b1", sentinel=True, now=t0, **args)
+    assert first.waiting_since == t0.replace(microsecond=0)
+    kept = st.build(st.decode(st.encode(first)), boot_id="b1", sentinel=True,
+                             now=later, **args)  # fmt: skip
+    assert kept.waiting_since == first.waiting_since and st.encode(kept) == st.encode(first)
+    again = st.build(kept, boot_id="b2", sentinel=True, now=later, **args)  # rebooted, still needs
+    assert again.waiting_since == later.replace(microsecond=0) and again.last_boot_id == "b1"
+    done = st.build(again, boot_id="b2", sentinel=False, now=later, **args)
+    assert done.waiting_since is None

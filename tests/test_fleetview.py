@@ -86,12 +86,47 @@ def test_table_and_lock_lines() -> None:
     locks = [fleetview.LockInfo("annotation", ("m",)), fleetview.LockInfo("lease", error="forbidden (403)")]
     text = fleetview.render_table(fleetview.rows([view], locks, now=NOW), locks, now=NOW)
     assert text.splitlines()[1].split() == ["n", "request", "kernel", "6.12", "lock", "held", "by", "m", "no",
-                                            "waiting", "for", "lock", "-", "0.1.0"]  # fmt: skip
-    assert text.endswith("lock (annotation): m\nlock (lease): cannot read: forbidden (403)\n")
+                                            "waiting", "for", "lock", "-", "-", "0.1.0"]  # fmt: skip
+    assert text.endswith(
+        "roll: none in progress\nlock (annotation): m\nlock (lease): cannot read: forbidden (403)\n"
+    )
     assert (
         fleetview.to_json(fleetview.rows([view], locks, now=NOW), locks)["nodes"][0]["reason"]
         == "kernel 6.12"
     )
+
+
+def test_the_current_roll_shows_who_was_rebooted_in_it_and_who_goes_next() -> None:
+    def node(name: str, **kw: Any) -> NodeState:
+        return NodeState.from_obj(
+            {
+                "metadata": {"name": name, "annotations": {S: status(**kw)}},
+                "status": {"nodeInfo": {"bootID": "b1"}},
+            }
+        )
+
+    hour = datetime.timedelta(hours=1)
+    began = NOW - 48 * hour
+    views = [
+        node("a", last_reboot=NOW - 30 * hour, last_boot_id="b0"),  # rebooted in this roll, done
+        node(
+            "b", last_reboot=NOW - 29 * hour, last_boot_id="b0", sentinel=True, waiting_since=NOW - 2 * hour
+        ),
+        node("c", sentinel=True, waiting_since=began),  # never rebooted: first
+        node("d", last_reboot=NOW - 100 * hour, last_boot_id="b0", sentinel=True, waiting_since=began),
+        node("e", last_reboot=NOW - 100 * hour, last_boot_id="b0"),  # before the roll, needs nothing
+    ]
+    table = fleetview.rows(views, [], now=NOW)
+    assert [r.roll for r in table] == ["rebooted", "rebooted, waiting 3/3", "waiting 1/3", "waiting 2/3", ""]
+    text = fleetview.render_table(table, [], now=NOW)
+    assert "roll since 2026-11-28T21:40:00Z: 2 rebooted (a, b), 3 waiting (next: c)\n" in text
+    data = fleetview.to_json(table, [])
+    assert data["roll"] == {
+        "since": "2026-11-28T21:40:00Z",
+        "rebooted": ["a", "b"],
+        "waiting": ["c", "d", "b"],
+    }
+    assert data["nodes"][1]["roll"] == "rebooted, waiting 3/3"
 
 
 def test_rollout_progress() -> None:

@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from pykured import fleetview, roll
+from pykured.cycle.state import NodeState
 from pykured.errors import KubeError
 from pykured.kube import Obj
-from pykured.lock.lease import lease_entry
+from pykured.lock import turns
+from pykured.lock.lease import LOCK_LABEL, lease_entry
 from pykured.policy import command as freezecmd
 from pykured.policy.source import configmaps_path
 from pykured_dev.testenv.fleet import Fleet
@@ -364,3 +367,55 @@ def test_zone_pacing_three_zones_of_three_never_two_of_a_zone_down(
     assert worst_holders == {"zone-a": 1, "zone-b": 1, "zone-c": 1}, worst_holders
     assert worst_down == {"zone-a": 1, "zone-b": 1, "zone-c": 1}, worst_down
     assert max(sum(1 for h in holders.values() if h), 0) == 0
+
+
+def lease_holders(k8s: TestEnv, ns: str) -> list[str]:
+    leases = k8s.kube().list_leases(ns, label_selector=f"{LOCK_LABEL}=kured-lock")["items"]
+    return [e.node_id for lease in leases if (e := lease_entry(lease)) is not None]
+
+
+def test_a_roll_interrupted_by_a_closed_window_resumes_with_the_remaining_nodes_first(
+    k8s: TestEnv, make_fleet: MakeFleet
+) -> None:
+    fleet, ns, nodes = make_fleet(
+        5,
+        args=("--lock-backend=lease", "--resume-rolls", f"--policy-configmap={POLICY}", "--log-level=debug"),
+    )
+    order: list[str] = []
+    fleet.on_reboot = order.append
+    put_policy(k8s, ns, {})
+    for node in nodes:
+        fleet.touch(node)
+    assert fleet.wait_for(lambda: len(order) >= 2, timeout=90), logs(fleet)
+    now = datetime.datetime.now(UTC)
+    span = (
+        f"{(now - datetime.timedelta(hours=1)).isoformat()}/{(now + datetime.timedelta(hours=1)).isoformat()}"
+    )
+    put_policy(k8s, ns, {"blackouts": f"{span} the window closes"})
+    assert fleet.wait_for(lambda: not lease_holders(k8s, ns), timeout=60), logs(fleet)
+    first = list(order)
+    rest = [n for n in nodes if n not in first]
+    assert fleet.wait_for(
+        lambda: all("wait: outside the maintenance window" in fleet.log_text(n) for n in rest), timeout=30
+    ), logs(fleet)
+    # new updates land on the nodes this roll already rebooted, while the window is closed
+    for node in first:
+        fleet.touch(node)
+
+    def roll_now() -> roll.Roll:
+        views = [NodeState.from_obj(node_obj(k8s, n)) for n in nodes]
+        return fleetview.current_roll(fleetview.rows(views, [], now=datetime.datetime.now(UTC)))
+
+    assert fleet.wait_for(lambda: len(roll_now().waiting) == 5, timeout=60), logs(fleet)
+    paused = roll_now()  # what `pykured status` shows while the window is closed
+    assert set(paused.rebooted) == set(first)
+    assert set(paused.waiting[: len(rest)]) == set(rest) and set(paused.waiting[len(rest) :]) == set(first)
+    assert order == first
+    # the window opens again: the roll goes on with the nodes it has not rebooted yet
+    put_policy(k8s, ns, {})
+    assert fleet.wait_for(lambda: len(order) == 5 + len(first), timeout=240), logs(fleet)
+    assert set(order[len(first) : 5]) == set(rest), (order, logs(fleet))
+    assert set(order[5:]) == set(first)
+    assert fleet.wait_for(lambda: roll_now().since is None, timeout=30)  # nothing needs a reboot: roll over
+    queue = k8s.kube().list_leases(ns, label_selector=f"{turns.QUEUE_LABEL}=kured-lock")["items"]
+    assert len(queue) == 5 and not any(q["spec"].get("holderIdentity") for q in queue)  # every entry cleared

@@ -193,3 +193,53 @@ def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
     assert zincati(port, "steady-state", ident)[0] == 200
     assert not k8s.kube().get_node(zincati_node)["spec"].get("unschedulable")
     assert "forbidden" not in fleet.log_text(server_node).lower(), fleet.log_text(server_node)
+
+
+@pytest.mark.parametrize("extra_rule", [True, False], ids=["documented-rule", "base-only"])
+def test_resume_rolls_with_the_documented_lease_rule(
+    k8s: TestEnv, tmp_path: Path, fleets: list[Fleet], extra_rule: bool
+) -> None:
+    """docs/maintenance-policy.md: ``--resume-rolls`` needs ``get``/``update`` on leases without names.
+
+    Without the rule the queue cannot be written: each agent says so and goes to the lock as kured would.
+    """
+    docs = render(k8s, "kustomize/base")
+    ns = k8s.new_namespace("resume")
+    apply_profile_rbac(k8s, docs, ns)
+    if extra_rule:
+        rule = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update"]}
+        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "pykured-resume-rolls"}, "rules": [rule]}  # fmt: skip
+        ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pykured-resume-rolls"}
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "pykured-resume-rolls"}, "roleRef": ref,
+            "subjects": [{"kind": "ServiceAccount", "name": "kured", "namespace": ns}],
+        }  # fmt: skip
+        k8s.kube().create(PATHS["Role"].format(ns=ns), role)
+        k8s.kube().create(PATHS["RoleBinding"].format(ns=ns), binding)
+    daemonset = next(d for d in docs if d["kind"] == "DaemonSet")
+    k8s.create_daemonset(ns, daemonset["metadata"]["name"])
+    args = [a for a in daemonset["spec"]["template"]["spec"]["containers"][0].get("args", [])
+            if not a.startswith(SIMULATION_OWNED)]  # fmt: skip
+    nodes = k8s.add_nodes(k8s.unique("resume"), k8s.unique("resume"))
+    identity = k8s.kubeconfig_for(*k8s.kured_identity(ns))
+    fleet = Fleet(
+        k8s,
+        workdir=tmp_path / "fleet",
+        kubeconfig=lambda _n: identity,
+        args=[*args, f"--ds-namespace={ns}", "--period=10s", "--resume-rolls"],
+    )
+    fleets.append(fleet)
+    fleet.__enter__()
+    for node in nodes:
+        fleet.add(node)
+        fleet.touch(node)
+    assert fleet.wait_for(lambda: all(fleet.slots[n].reboots == 1 for n in nodes), timeout=120), (
+        fleet.log_text(nodes[0]) + fleet.log_text(nodes[1])
+    )
+    logs = fleet.log_text(nodes[0]) + fleet.log_text(nodes[1])
+    if extra_rule:
+        assert "forbidden" not in logs.lower().replace("events are forbidden", ""), logs
+    else:
+        assert "Could not update the lock queue entry" in logs and "forbidden" in logs.lower(), logs

@@ -320,6 +320,13 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
     ),
     _x("concurrency-per-label", INT, "1", "pykured: nodes per --concurrency-label value rebooting at once"),
     _x(
+        "resume-rolls",
+        BOOL,
+        "false",
+        "pykured: with --lock-backend=lease, nodes not yet rebooted in the current roll take the lock first, "
+        "so a roll interrupted by a closed window resumes where it stopped",
+    ),
+    _x(
         "settle-pod-selector",
         ARRAY,
         "",

@@ -115,6 +115,7 @@ class Config:
     policy_configmap: str = ""
     concurrency_label: str = ""
     concurrency_per_label: int = 1
+    resume_rolls: bool = False
     settle_pod_selector: tuple[str, ...] = ()
     settle_nodes_ready: bool = False
     settle_pdbs: bool = False

@@ -126,6 +126,8 @@ def _extensions(cfg: Config) -> list[str]:
     checks.check_choice(cfg.fleetlock_mode, ("node-local", "central"), flag="fleetlock-mode")
     if cfg.concurrency_label and cfg.lock_backend != "lease":
         raise _fatal("--concurrency-label needs --lock-backend=lease")
+    if cfg.resume_rolls and cfg.lock_backend != "lease":
+        raise _fatal("--resume-rolls needs --lock-backend=lease")
     if cfg.concurrency_per_label < 1:
         raise _fatal(f"invalid --concurrency-per-label {cfg.concurrency_per_label}: must be >= 1")
     if cfg.settle_prometheus_query and not cfg.prometheus_url:

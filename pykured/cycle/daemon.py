@@ -28,12 +28,14 @@ from pykured.cycle.policy import Action, Observation, Policy, Step, decide, need
 from pykured.cycle.requests import RequestKeeper
 from pykured.cycle.state import NodeState, unix_ns
 from pykured.cycle.steps import Behaviour, Hands, Steps
+from pykured.cycle.turns import RollTurns
 from pykured.drain import Drainer
 from pykured.events import EventRecorder
 from pykured.gates.cycle import CycleGates
 from pykured.gates.phase import GateResult, Verdict
 from pykured.kube import Kube
 from pykured.lock.base import Lock
+from pykured.lock.queue import RollQueue
 from pykured.metrics import Metrics, NullMetrics
 from pykured.nodeinfo import format_rfc3339
 from pykured.notify import Notifier
@@ -84,6 +86,8 @@ class Parts:
     blockers: Sequence[Blocker] = ()
     gates: CycleGates | None = None
     """Reboot hooks and settle gates (:mod:`pykured.gates.cycle`); None or empty = kured's cycle."""
+    queue: RollQueue | None = None
+    """The lock queue of ``--resume-rolls`` (:mod:`pykured.lock.queue`); None = kured's race for the lock."""
 
 
 StepMethod = Callable[[Action, Observation, datetime.datetime], float]
@@ -134,6 +138,8 @@ class Daemon:
             metrics=parts.metrics,
         )
         """Reboot requests bound to a boot, and the status published on the Node (cycle.requests)."""
+        self._turns = RollTurns(parts.queue, parts.lock, settings.node) if parts.queue else None
+        """``--resume-rolls``: the node's turn in the roll (cycle.turns)."""
         self._sentinel = False
         self._lock_holders: tuple[str, ...] = ()
         self._dispatch: dict[Step, StepMethod] = {
@@ -216,6 +222,8 @@ class Daemon:
         except errors.PykuredError as exc:
             logger.error("Step %s failed for node %s, will retry: %s", action.step.value, self.s.node, exc)
             pause = ERROR_BACKOFF
+        if self._turns is not None and action.step is not Step.ACQUIRE:  # ACQUIRE renews or clears it itself
+            self._turns.after_pass(obs.node, required=obs.required, in_window=obs.in_window, now=now)
         self._publish_status(obs, action, now)
         return pause
 
@@ -302,6 +310,13 @@ class Daemon:
             logger.info("Not taking the lock: the maintenance window closed during this pass")
             return 0
         logger.info("Reboot required")
+        if self._turns is not None:
+            turn = self._turns.take(obs.node, now)
+            if not turn.go:
+                self.p.metrics.lock_waiting(True)
+                self.p.metrics.set_blocked("lock")
+                self._lock_holders = ()
+                return self._wait_for_lock(turn.wait_s)
         result = self.p.lock.acquire(unschedulable=obs.node.unschedulable, now_ns=unix_ns(now))
         self.p.metrics.lock_waiting(not result.acquired)
         self.p.metrics.lock_holders(self.p.lock.backend, len(result.holders))
@@ -313,13 +328,15 @@ class Daemon:
                 self.p.taint.enable()
             return self._wait_for_lock()
         logger.info("Acquired reboot lock for node %s (%s)", self.s.node, self.p.lock.backend)
+        if self._turns is not None:
+            self._turns.taken()
         self.steps.begin(unschedulable_before=obs.node.unschedulable)
         self.p.events.record("LockAcquired", f"acquired the reboot lock ({self.p.lock.backend})")
         return 0
 
-    def _wait_for_lock(self) -> float:
+    def _wait_for_lock(self, at_most: float = LOCK_WAIT_MAX) -> float:
         """Wait for the lock to change in the background; its end (or :meth:`stop`) wakes the loop."""
-        timeout = min(self.s.period, LOCK_WAIT_MAX)
+        timeout = min(self.s.period, LOCK_WAIT_MAX, at_most)
         if self._lock_waiter is None or not self._lock_waiter.is_alive():
             self._lock_waiter = threading.Thread(
                 target=self._lock_wait, args=(timeout,), name="lock-wait", daemon=True

@@ -45,7 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "sentinel-loop-backoff": D("1h"), "events": True, "extra-notify-url": (), "fleetlock-listen": "",
     "fleetlock-mode": "node-local", "fleetlock-group": "default", "machine-id-file": "/etc/machine-id",
     "maintenance-window": (), "blackout": (), "policy-configmap": "", "concurrency-label": "",
-    "concurrency-per-label": 1, "settle-pod-selector": (), "settle-nodes-ready": False, "settle-pdbs": False,
+    "concurrency-per-label": 1, "resume-rolls": False, "settle-pod-selector": (), "settle-nodes-ready": False, "settle-pdbs": False,
     "settle-prometheus-query": "", "settle-timeout": D("30m"), "before-reboot-annotations": (),
     "after-reboot-annotations": (), "reboot-hook-timeout": D("1h"),
 }  # fmt: skip
@@ -97,7 +97,7 @@ SAMPLES: dict[str, tuple[str | None, Any]] = {
     "maintenance-window": ("FREQ=DAILY;BYHOUR=1;DURATION=1h", ("FREQ=DAILY;BYHOUR=1;DURATION=1h",)),
     "blackout": ("2026-12-23/2026-12-24", ("2026-12-23/2026-12-24",)),
     "policy-configmap": ("kured-policy", "kured-policy"), "concurrency-label": (None, None),
-    "concurrency-per-label": ("2", 2), "settle-pod-selector": ("app=web", ("app=web",)),
+    "concurrency-per-label": ("2", 2), "resume-rolls": (None, None), "settle-pod-selector": ("app=web", ("app=web",)),
     "settle-nodes-ready": ("true", True), "settle-pdbs": ("true", True),
     "settle-prometheus-query": (None, None), "settle-timeout": ("5m", D("5m")),
     "before-reboot-annotations": ("lb/ok", ("lb/ok",)), "after-reboot-annotations": ("lb/ok", ("lb/ok",)),
@@ -609,6 +609,7 @@ def test_calendar_windows_and_blackouts_build_the_maintenance_policy() -> None:
             "--concurrency-label needs --lock-backend=lease",
         ),
         (["--lock-backend=lease", "--concurrency-label=z", "--concurrency-per-label=0"], "must be >= 1"),
+        (["--resume-rolls"], "--resume-rolls needs --lock-backend=lease"),
         (["--settle-prometheus-query=up"], "--settle-prometheus-query needs --prometheus-url"),
     ],
 )
@@ -623,3 +624,10 @@ def test_concurrency_label_with_the_lease_backend() -> None:
         ["--node-id=n", "--lock-backend=lease", "--concurrency-label=topology.kubernetes.io/zone"], {}
     )
     assert cfg.concurrency_label == "topology.kubernetes.io/zone" and cfg.concurrency_per_label == 1
+
+
+def test_resume_rolls_from_the_flag_or_kured_resume_rolls() -> None:
+    assert parse(["--node-id=n", "--lock-backend=lease", "--resume-rolls"], {}).resume_rolls
+    env = {"KURED_LOCK_BACKEND": "lease", "KURED_RESUME_ROLLS": "true"}
+    assert parse(["--node-id=n"], env).resume_rolls
+    assert not parse(["--node-id=n", "--lock-backend=lease"], {}).resume_rolls
