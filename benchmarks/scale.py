@@ -2,6 +2,7 @@
 
     nice .venv/bin/python benchmarks/scale.py --nodes 100 --concurrency 5 --lock-backend lease
     nice .venv/bin/python benchmarks/scale.py --nodes 100 --lock-backend daemonset --idle-minutes 10
+    nice .venv/bin/python benchmarks/scale.py --lock-backend lease --agent-arg=--resume-rolls --idle-minutes 0
 
 Prints, from kube-apiserver's own ``/metrics`` (``apiserver_request_total``,
 ``apiserver_longrunning_requests``, ``apiserver_flowcontrol_rejected_requests_total``) and ``/proc``:
@@ -177,10 +178,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--idle-minutes", type=float, default=10.0)
     parser.add_argument("--baseline-seconds", type=float, default=60.0)
     parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument(
+        "--agent-arg",
+        action="append",
+        default=[],
+        help="one more agent argument, e.g. --agent-arg=--resume-rolls (repeatable)",
+    )
     opts = parser.parse_args(argv)
     out = sys.stdout
     print(
-        f"scale: {opts.nodes} agents, --concurrency={opts.concurrency}, --lock-backend={opts.lock_backend}; "
+        f"scale: {opts.nodes} agents, --concurrency={opts.concurrency}, --lock-backend={opts.lock_backend}"
+        f"{''.join(' ' + a for a in opts.agent_arg)}; "
         f"load average at start {loadavg()}",
         file=out,
         flush=True,
@@ -202,7 +210,7 @@ def main(argv: list[str]) -> int:
         base1, base_watches, _ = scrape(cluster)
         background = {k: v / opts.baseline_seconds for k, v in by_verb_resource(delta(base1, base0)).items()}
 
-        args = [f"--concurrency={opts.concurrency}", f"--lock-backend={opts.lock_backend}"]
+        args = [f"--concurrency={opts.concurrency}", f"--lock-backend={opts.lock_backend}", *opts.agent_arg]
         with Fleet(cluster, workdir=workdir / "fleet", args=args) as fleet:
             began = time.monotonic()
             for name in names:
