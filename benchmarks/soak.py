@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/soak.py --minutes 30 --lock-backend lease
     .venv/bin/python benchmarks/soak.py --minutes 3 --lock-backend daemonset --seed 1234   # replay a run
+    .venv/bin/python benchmarks/soak.py --minutes 10 --lock-backend lease --agent-arg=--resume-rolls
 
 12 simulated nodes with real agents, needs at random, blockers, PodDisruptionBudgets, a window that closes
 and opens, and faults (agent SIGKILL and SIGTERM, kube-apiserver restarts, an agent cut off from the API
@@ -29,6 +30,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--no-requests", dest="requests", action="store_false", help="sentinels only, no reboot requests"
     )
+    parser.add_argument(
+        "--agent-arg",
+        action="append",
+        default=[],
+        help="one more agent flag, e.g. --agent-arg=--resume-rolls (repeatable)",
+    )
     opts = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("urllib3").setLevel(logging.ERROR)
@@ -41,6 +48,7 @@ def main(argv: list[str]) -> int:
             concurrency=opts.concurrency,
             fault_every=opts.fault_every,
             requests=opts.requests,
+            extra_args=tuple(opts.agent_arg),
         ),
         out=sys.stdout,
     )

@@ -58,6 +58,8 @@ class Options:
     converge_timeout: float = 600.0
     requests: bool = True
     """Also create reboot requests (``pykured request-reboot``'s annotation), half of the needs."""
+    extra_args: tuple[str, ...] = ()
+    """More agent flags (``--resume-rolls``, say)."""
 
 
 @dataclasses.dataclass
@@ -175,6 +177,7 @@ class Soak:
             f"--start-time={_hhmm(window[1])}",
             f"--end-time={_hhmm(window[0])}",
             "--time-zone=UTC",
+            *opts.extra_args,
         ]
 
     def setup(self) -> None:
@@ -333,7 +336,7 @@ class Soak:
         opts = self.opts
         self.say(
             f"soak: backend {opts.backend}, seed {self.seed}, {opts.minutes:g} min, {opts.nodes} nodes, "
-            f"concurrency {opts.concurrency}"
+            f"concurrency {opts.concurrency}{''.join(' ' + a for a in opts.extra_args)}"
         )
         try:
             self.setup()
