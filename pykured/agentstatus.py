@@ -10,12 +10,13 @@ The value is compact JSON with sorted keys; absent fields are omitted::
     {"bootID":"…","lastBootID":"…","lastReboot":"2026-11-30T21:40:00Z","lockHolders":["node-a"],
      "reason":"Reboot required","request":"kernel 6.12","sentinel":true,"step":"acquire",
      "blocked":"alerts","blockedBy":"Reboot blocked: 1 active alerts: [KubePodCrashLooping]",
-     "waitingSince":"2026-11-30T23:10:00Z","windowOpens":"2026-12-01T02:00:00Z","v":"0.1.0"}
+     "resumeRolls":true,"waitingSince":"2026-11-30T23:10:00Z","windowOpens":"2026-12-01T02:00:00Z","v":"0.1.0"}
 
 ``step`` is the decision of :mod:`pykured.cycle.policy` (``wait``, ``blocked``, ``acquire``,
 ``drain-and-reboot``, …); ``lastReboot``/``lastBootID`` record the last bootID change the agent saw (its
 previous status named another bootID); ``waitingSince`` is when the node began to need its pending reboot
-(kept from pass to pass while it needs it, on the same boot). Pure: no I/O, ``now`` is passed in.
+(kept from pass to pass while it needs it, on the same boot); ``resumeRolls`` says the agent takes the lock in
+the roll's order (:mod:`pykured.roll`). Pure: no I/O, ``now`` is passed in.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ class AgentStatus:
     last_boot_id: str = ""
     waiting_since: datetime.datetime | None = None
     """When the node began to need its pending reboot (None while it needs none)."""
+    resume_rolls: bool = False
+    """The agent takes the lock in the roll's order (``--resume-rolls``), not in kured's race."""
 
     @property
     def needs_reboot(self) -> bool:
@@ -80,6 +83,8 @@ def encode(status: AgentStatus) -> str:
         data["lastBootID"] = status.last_boot_id
     if status.waiting_since is not None:
         data["waitingSince"] = format_rfc3339(status.waiting_since)
+    if status.resume_rolls:
+        data["resumeRolls"] = True
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -114,6 +119,7 @@ def decode(text: str | None) -> AgentStatus | None:
         last_reboot=parse_rfc3339(_s(data, "lastReboot")),
         last_boot_id=_s(data, "lastBootID"),
         waiting_since=parse_rfc3339(_s(data, "waitingSince")),
+        resume_rolls=data.get("resumeRolls") is True,
     )
 
 
@@ -130,6 +136,7 @@ def build(
     blocked_by: str = "",
     window_opens: datetime.datetime | None = None,
     lock_holders: Sequence[str] = (),
+    resume_rolls: bool = False,
     now: datetime.datetime,
 ) -> AgentStatus:
     """The next status: the facts of this pass, plus the last reboot carried over or detected now.
@@ -163,4 +170,5 @@ def build(
         last_reboot=last_reboot,
         last_boot_id=last_boot_id,
         waiting_since=waiting_since,
+        resume_rolls=resume_rolls,
     )

@@ -45,6 +45,8 @@ class Row:
     agent: str
     boot_id: str
     waiting_since: datetime.datetime | None = None
+    ordered: bool = False
+    """Its agent takes the lock in the roll's order (``--resume-rolls``)."""
     roll: str = ""
     """The node's place in the current roll (:meth:`pykured.roll.Roll.place`)."""
 
@@ -153,6 +155,7 @@ def node_row(view: NodeState, *, holders: Sequence[str] = (), now: datetime.date
         agent=(status.version or "?") if status else "-",
         boot_id=view.boot_id,
         waiting_since=status.waiting_since if status else None,
+        ordered=status.resume_rolls if status else False,
     )
 
 
@@ -166,16 +169,22 @@ def rows(views: Sequence[NodeState], locks: Sequence[LockInfo], *, now: datetime
     holders = sorted({h for info in locks for h in info.holders})
     table = [node_row(v, holders=holders, now=now) for v in sorted(views, key=lambda v: v.name)]
     current = current_roll(table)
-    return [dataclasses.replace(r, roll=current.place(r.node)) for r in table]
+    return [dataclasses.replace(r, roll=current.place(r.node, numbered=r.ordered)) for r in table]
 
 
-def _roll_line(current: roll.Roll) -> str:
+def _ordered(table: Sequence[Row], current: roll.Roll) -> bool:
+    """Every waiting node's agent follows the roll's order (else the lock goes to whoever asks first)."""
+    return bool(current.waiting) and all(r.ordered for r in table if r.node in current.waiting)
+
+
+def _roll_line(table: Sequence[Row], current: roll.Roll) -> str:
     if current.since is None:
         return "roll: none in progress"
     rebooted = f" ({', '.join(current.rebooted)})" if current.rebooted else ""
+    nxt = f" (next: {current.waiting[0]})" if _ordered(table, current) else ""
     return (
         f"roll since {format_rfc3339(current.since)}: {len(current.rebooted)} rebooted{rebooted}, "
-        f"{len(current.waiting)} waiting (next: {current.waiting[0]})"
+        f"{len(current.waiting)} waiting{nxt}"
     )
 
 
@@ -197,16 +206,17 @@ def render_table(table: Sequence[Row], locks: Sequence[LockInfo], *, now: dateti
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
     if not table:
         lines.append("(no nodes)")
-    return "\n".join([*lines, _roll_line(current_roll(table)), *_lock_lines(locks)]) + "\n"
+    return "\n".join([*lines, _roll_line(table, current_roll(table)), *_lock_lines(locks)]) + "\n"
 
 
-def _roll_json(current: roll.Roll) -> dict[str, Any] | None:
+def _roll_json(table: Sequence[Row], current: roll.Roll) -> dict[str, Any] | None:
     if current.since is None:
         return None
     return {
         "since": format_rfc3339(current.since),
         "rebooted": list(current.rebooted),
         "waiting": list(current.waiting),
+        "ordered": _ordered(table, current),
     }
 
 
@@ -229,7 +239,7 @@ def to_json(table: Sequence[Row], locks: Sequence[LockInfo]) -> dict[str, Any]:
             }
             for r in table
         ],
-        "roll": _roll_json(current_roll(table)),
+        "roll": _roll_json(table, current_roll(table)),
         "locks": [
             {"backend": i.backend, "holders": list(i.holders), "error": i.error or None} for i in locks
         ],

@@ -57,13 +57,18 @@ class Roll:
     waiting: tuple[str, ...] = ()
     """Nodes that need a reboot, in the roll's order (the next one first)."""
 
-    def place(self, node: str) -> str:
-        """``rebooted``, ``rebooted, waiting 3/4``, ``waiting 1/4`` or ``""`` for the status table."""
+    def place(self, node: str, *, numbered: bool = True) -> str:
+        """``rebooted``, ``rebooted, waiting 3/4``, ``waiting 1/4`` or ``""`` for the status table.
+
+        ``numbered``: show the place in the order (only true for an agent that follows it).
+        """
         parts = []
         if node in self.rebooted:
             parts.append("rebooted")
         if node in self.waiting:
-            parts.append(f"waiting {self.waiting.index(node) + 1}/{len(self.waiting)}")
+            parts.append(
+                f"waiting {self.waiting.index(node) + 1}/{len(self.waiting)}" if numbered else "waiting"
+            )
         return ", ".join(parts)
 
 

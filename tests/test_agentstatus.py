@@ -93,3 +93,14 @@ def test_waiting_since_starts_when_a_reboot_is_needed_and_is_kept_until_the_boot
     assert again.waiting_since == later.replace(microsecond=0) and again.last_boot_id == "b1"
     done = st.build(again, boot_id="b2", sentinel=False, now=later, **args)
     assert done.waiting_since is None
+
+
+def test_an_agent_that_follows_the_rolls_order_says_so() -> None:
+    now = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
+    status = st.build(None, version="v", boot_id="b", step="wait", reason="", sentinel=False, request=None,
+                      resume_rolls=True, now=now)  # fmt: skip
+    assert '"resumeRolls":true' in st.encode(status) and st.decode(st.encode(status)) == status
+    plain = st.build(
+        None, version="v", boot_id="b", step="wait", reason="", sentinel=False, request=None, now=now
+    )
+    assert "resumeRolls" not in st.encode(plain) and not plain.resume_rolls

@@ -96,18 +96,15 @@ def test_table_and_lock_lines() -> None:
     )
 
 
-def test_the_current_roll_shows_who_was_rebooted_in_it_and_who_goes_next() -> None:
-    def node(name: str, **kw: Any) -> NodeState:
-        return NodeState.from_obj(
-            {
-                "metadata": {"name": name, "annotations": {S: status(**kw)}},
-                "status": {"nodeInfo": {"bootID": "b1"}},
-            }
-        )
+def roll_views(**kw: Any) -> list[NodeState]:
+    def node(name: str, **fields: Any) -> NodeState:
+        text = status(**fields, **kw)
+        obj = {"metadata": {"name": name, "annotations": {S: text}}, "status": {"nodeInfo": {"bootID": "b1"}}}
+        return NodeState.from_obj(obj)
 
     hour = datetime.timedelta(hours=1)
     began = NOW - 48 * hour
-    views = [
+    return [
         node("a", last_reboot=NOW - 30 * hour, last_boot_id="b0"),  # rebooted in this roll, done
         node(
             "b", last_reboot=NOW - 29 * hour, last_boot_id="b0", sentinel=True, waiting_since=NOW - 2 * hour
@@ -116,17 +113,26 @@ def test_the_current_roll_shows_who_was_rebooted_in_it_and_who_goes_next() -> No
         node("d", last_reboot=NOW - 100 * hour, last_boot_id="b0", sentinel=True, waiting_since=began),
         node("e", last_reboot=NOW - 100 * hour, last_boot_id="b0"),  # before the roll, needs nothing
     ]
-    table = fleetview.rows(views, [], now=NOW)
+
+
+def test_the_current_roll_shows_who_was_rebooted_in_it_and_who_goes_next() -> None:
+    table = fleetview.rows(roll_views(resume_rolls=True), [], now=NOW)
     assert [r.roll for r in table] == ["rebooted", "rebooted, waiting 3/3", "waiting 1/3", "waiting 2/3", ""]
     text = fleetview.render_table(table, [], now=NOW)
     assert "roll since 2026-11-28T21:40:00Z: 2 rebooted (a, b), 3 waiting (next: c)\n" in text
     data = fleetview.to_json(table, [])
     assert data["roll"] == {
-        "since": "2026-11-28T21:40:00Z",
-        "rebooted": ["a", "b"],
-        "waiting": ["c", "d", "b"],
-    }
+        "since": "2026-11-28T21:40:00Z", "rebooted": ["a", "b"], "waiting": ["c", "d", "b"], "ordered": True
+    }  # fmt: skip
     assert data["nodes"][1]["roll"] == "rebooted, waiting 3/3"
+
+
+def test_without_resume_rolls_no_order_is_promised() -> None:
+    table = fleetview.rows(roll_views(), [], now=NOW)
+    assert [r.roll for r in table] == ["rebooted", "rebooted, waiting", "waiting", "waiting", ""]
+    text = fleetview.render_table(table, [], now=NOW)
+    assert "roll since 2026-11-28T21:40:00Z: 2 rebooted (a, b), 3 waiting\n" in text
+    assert fleetview.to_json(table, [])["roll"]["ordered"] is False
 
 
 def test_rollout_progress() -> None:

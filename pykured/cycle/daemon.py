@@ -238,6 +238,7 @@ class Daemon:
             blocked_by=action.blocked.message if action.blocked else "",
             window_opens=None if obs.in_window else obs.next_window,
             lock_holders=self._lock_holders if action.step is Step.ACQUIRE else (),
+            resume_rolls=self._turns is not None,
             now=now,
         )
 

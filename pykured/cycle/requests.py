@@ -178,6 +178,7 @@ class RequestKeeper:
         blocked_by: str = "",
         window_opens: datetime.datetime | None = None,
         lock_holders: Sequence[str] = (),
+        resume_rolls: bool = False,
         now: datetime.datetime,
     ) -> bool:
         """Write ``pykured.dev/status`` if it differs from what the Node carries; ``True`` if written."""
@@ -196,6 +197,7 @@ class RequestKeeper:
             blocked_by=blocked_by,
             window_opens=window_opens,
             lock_holders=lock_holders,
+            resume_rolls=resume_rolls,
             now=now,
         )
         text = agentstatus.encode(status)
