@@ -31,7 +31,7 @@ from collections.abc import Iterator
 import pytest
 
 from pykured.window import TimeWindow, parse_time_of_day
-from tests.kured_reference import artifact
+from pykured_dev.testenv.reference import artifact
 
 # building the oracle cold takes minutes
 pytestmark = pytest.mark.timeout(900)

@@ -1,13 +1,17 @@
 """The reference pykured is judged against: the real kured 1.23.0 binary, helm, and kured's chart 6.1.0.
 
-``tools/kured-build`` builds kured and helm and unpacks the chart into the test cache (cached by version,
-serialised on a lock file); :func:`reference` runs it when something is missing. :func:`helm_template`
-renders the chart offline and returns its objects.
+``tools/kured-build`` builds kured, the ``timewindow`` oracle (kured's own ``pkg/timewindow`` behind a stdin
+protocol) and helm and unpacks the chart into the test cache (cached by version and source, serialised on a
+lock file), and prints the bin directory on its last line. :func:`reference` runs it when something is
+missing; :func:`artifact` runs it once per process for one artifact, so a changed source is rebuilt.
+:func:`helm_template` renders the chart offline and returns its objects. A build failure fails the test
+that needs it: these tests never skip.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import subprocess
@@ -20,6 +24,7 @@ from pykured_dev.testenv.procs import TestEnvError, cache_dir
 
 KURED_VERSION = "1.23.0"
 CHART_VERSION = "6.1.0"
+BUILD_TIMEOUT_S = 1800
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,18 +46,41 @@ def _find(bindir: Path, name: str) -> Path | None:
     return None
 
 
+def _build(names: Sequence[str], *, why: str, timeout: float | None = None) -> Path:
+    """Run ``tools/kured-build NAMES`` (idempotent); the bin directory it prints on its last line."""
+    script = Path(__file__).resolve().parents[2] / "tools" / "kured-build"
+    if not script.exists():
+        raise TestEnvError(f"{', '.join(names)} {why} and no {script}")
+    result = subprocess.run(
+        [str(script), *names], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if result.returncode != 0:
+        raise TestEnvError(
+            f"tools/kured-build {' '.join(names)} failed ({result.returncode}):\n{result.stderr[-4000:]}"
+        )
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+@functools.cache
+def artifact(name: str) -> Path:
+    """The path of one kured-build artifact (``kured``, ``timewindow``, ``helm``), built or refreshed first.
+
+    Unlike :func:`reference`, this always asks ``tools/kured-build`` (once per process), which rebuilds an
+    artifact whose source changed, such as the ``timewindow`` oracle after an edit of ``tools/timewindow``.
+    """
+    bindir = _build([name], why="needed", timeout=BUILD_TIMEOUT_S)
+    path = bindir / name
+    if not path.is_file():
+        raise TestEnvError(f"tools/kured-build {name} printed {bindir} but {path} is missing")
+    return path
+
+
 def reference(need: Sequence[str] = ("kured", "helm", "chart")) -> Reference:
     """The reference artifacts in ``need``, building the missing ones first (``tools/kured-build``)."""
     bindir = cache_dir() / "bin" / "current"
     missing = [name for name in need if _find(bindir, name) is None]
     if missing:
-        script = Path(__file__).resolve().parents[2] / "tools" / "kured-build"
-        if not script.exists():
-            raise TestEnvError(f"{', '.join(missing)} missing from {bindir} and no {script}")
-        result = subprocess.run([str(script), *missing], capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise TestEnvError(f"tools/kured-build failed:\n{result.stderr[-4000:]}")
-        bindir = Path(result.stdout.strip().splitlines()[-1])
+        bindir = _build(missing, why=f"missing from {bindir}")
     found = {name: _find(bindir, name) for name in ("kured", "helm", "chart")}
     if any(found[name] is None for name in need):
         raise TestEnvError(f"tools/kured-build left no {', '.join(need)} beside {bindir}")

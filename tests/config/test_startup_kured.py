@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from pykured.config.flags import FLAGS, KURED_FLAGS
-from tests.kured_reference import artifact
+from pykured_dev.testenv.reference import artifact
 
 # running ~500 processes (and, cold, building kured) takes minutes on a loaded 2-core machine
 pytestmark = pytest.mark.timeout(1200)
