@@ -1,4 +1,4 @@
-"""In-memory fakes for pure-logic tests of the reboot cycle: FakeKube, FakeClock and a notifier.
+"""In-memory fakes for pure-logic tests of the reboot cycle: FakeKube, FakeClock, a notifier, a sample Node.
 
 ``FakeKube`` implements the part of :class:`pykured.kube.Kube` the cycle uses (Nodes, Pods, DaemonSets,
 Events) with the API server's rules that matter to it: every write bumps a global ``resourceVersion``; a
@@ -81,6 +81,29 @@ def _status(status: int, message: str) -> errors.KubeError:
         status, errors.KubeError
     )
     return cls(f"{message} (HTTP {status})", status=status)
+
+
+def sample_node(**overrides: object) -> dict[str, object]:
+    """A Node as the API server answers it (``n1``, Ready, bootID ``boot-1``); ``overrides`` replace keys."""
+    node: dict[str, object] = {
+        "metadata": {
+            "name": "n1",
+            "uid": "u-1",
+            "resourceVersion": "42",
+            "labels": {"a": "b"},
+            "annotations": {},
+        },
+        "spec": {},
+        "status": {
+            "nodeInfo": {"bootID": "boot-1"},
+            "conditions": [
+                {"type": "MemoryPressure", "status": "False"},
+                {"type": "Ready", "status": "True"},
+            ],
+        },
+    }
+    node.update(overrides)
+    return node
 
 
 class FakeKube:

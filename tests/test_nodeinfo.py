@@ -7,6 +7,7 @@ import datetime
 import pytest
 
 from pykured.nodeinfo import NodeView, format_rfc3339, parse_rfc3339
+from tests.fakes import sample_node
 
 UTC = datetime.UTC
 T0 = datetime.datetime(2026, 6, 30, 11, 29, 16, tzinfo=UTC)
@@ -60,30 +61,10 @@ def test_parse_rfc3339(text: str, expected: datetime.datetime | None) -> None:
     assert parse_rfc3339(text) == expected
 
 
-def _node(**overrides: object) -> dict[str, object]:
-    node: dict[str, object] = {
-        "metadata": {
-            "name": "n1",
-            "uid": "u-1",
-            "resourceVersion": "42",
-            "labels": {"a": "b"},
-            "annotations": {},
-        },
-        "spec": {},
-        "status": {
-            "nodeInfo": {"bootID": "boot-1"},
-            "conditions": [
-                {"type": "MemoryPressure", "status": "False"},
-                {"type": "Ready", "status": "True"},
-            ],
-        },
-    }
-    node.update(overrides)
-    return node
-
-
 def test_decode_full_node() -> None:
-    obj = _node(spec={"unschedulable": True, "taints": [{"key": "k", "effect": "NoSchedule", "value": "v"}]})
+    obj = sample_node(
+        spec={"unschedulable": True, "taints": [{"key": "k", "effect": "NoSchedule", "value": "v"}]}
+    )
     view = NodeView.from_obj(obj)
     assert (view.name, view.uid, view.resource_version) == ("n1", "u-1", "42")
     assert view.unschedulable is True
@@ -120,4 +101,4 @@ def test_decode_never_raises(obj: dict[str, object]) -> None:
     ids=["true", "unknown", "absent"],
 )
 def test_ready(conditions: list[dict[str, str]], ready: bool) -> None:
-    assert NodeView.from_obj(_node(status={"conditions": conditions})).ready is ready
+    assert NodeView.from_obj(sample_node(status={"conditions": conditions})).ready is ready

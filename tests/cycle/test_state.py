@@ -9,31 +9,10 @@ import pytest
 from pykured.cycle import state
 from pykured.cycle.state import KEEP, NodeState, forget_patch, state_patch
 from pykured.lock.record import LockEntry
+from tests.fakes import sample_node
 
 UTC = datetime.UTC
 T0 = datetime.datetime(2026, 6, 30, 11, 29, 16, tzinfo=UTC)
-
-
-def _node(**overrides: object) -> dict[str, object]:
-    node: dict[str, object] = {
-        "metadata": {
-            "name": "n1",
-            "uid": "u-1",
-            "resourceVersion": "42",
-            "labels": {"a": "b"},
-            "annotations": {},
-        },
-        "spec": {},
-        "status": {
-            "nodeInfo": {"bootID": "boot-1"},
-            "conditions": [
-                {"type": "MemoryPressure", "status": "False"},
-                {"type": "Ready", "status": "True"},
-            ],
-        },
-    }
-    node.update(overrides)
-    return node
 
 
 @pytest.mark.parametrize(
@@ -82,7 +61,7 @@ def _node(**overrides: object) -> dict[str, object]:
     ],
 )
 def test_accessors(annotations: dict[str, str], attr: str, expected: object) -> None:
-    view = NodeState.from_obj(_node(metadata={"name": "n1", "annotations": annotations}))
+    view = NodeState.from_obj(sample_node(metadata={"name": "n1", "annotations": annotations}))
     assert getattr(view, attr) == expected
 
 
@@ -154,25 +133,25 @@ def test_all_pykured_keys_share_the_prefix() -> None:
     ids=["backoff", "backoff-garbled", "fleetlock", "not-fleetlock", "started", "not-started"],
 )
 def test_more_accessors(annotations: dict[str, str], attr: str, expected: object) -> None:
-    node = NodeState.from_obj(_node(metadata={"name": "n1", "annotations": annotations}))
+    node = NodeState.from_obj(sample_node(metadata={"name": "n1", "annotations": annotations}))
     assert getattr(node, attr) == expected
 
 
 def test_the_lock_entry_is_part_of_the_state() -> None:
     entry = LockEntry(node_id="n1", unschedulable=True)
-    node = NodeState.from_obj(_node(), entry=entry)
+    node = NodeState.from_obj(sample_node(), entry=entry)
     assert (node.holding, node.entry_unschedulable) == (True, True)
     assert (node.with_entry(None).holding, node.with_entry(None).entry_unschedulable) == (False, None)
 
 
 def test_ready_since_is_the_ready_transition() -> None:
-    obj = _node(
+    obj = sample_node(
         status={
             "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-06-30T11:29:16Z"}]
         }
     )
     assert NodeState.from_obj(obj).ready_since == T0
-    assert NodeState.from_obj(_node()).ready_since is None
+    assert NodeState.from_obj(sample_node()).ready_since is None
 
 
 def test_forget_clears_the_cycle_and_only_what_it_is_told() -> None:
