@@ -43,6 +43,7 @@ from pykured.lock.record import (
     ttl_expired,
     value_for,
 )
+from pykured.lock.retry import read_until_deadline
 
 if TYPE_CHECKING:
     from pykured.kube import Kube, Obj
@@ -109,20 +110,23 @@ class AnnotationLock:
     # -- I/O --------------------------------------------------------------------------------------
 
     def _get(self) -> Obj:
-        deadline = time.monotonic() + self._retry_timeout
-        while True:
-            try:
-                ds = self._kube.get_daemonset(self._namespace, self._ds_name)
-            except ForbiddenError as exc:
-                raise LockError(f"not allowed to get daemonset {self.where}: {exc}") from exc
-            except KubeError as exc:
-                if time.monotonic() + self._retry_interval > deadline:
-                    raise LockError(f"timed out trying to get daemonset {self.where}: {exc}") from exc
-                logger.warning("Error getting daemonset %s, retrying: %s", self.where, exc)
-                self._sleep(self._retry_interval)
-                continue
-            self._last_raw = _annotations(ds).get(self._annotation)
-            return ds
+        ds = read_until_deadline(
+            lambda: self._kube.get_daemonset(self._namespace, self._ds_name),
+            interval=self._retry_interval,
+            timeout=self._retry_timeout,
+            sleep=self._sleep,
+            log=logger,
+            retrying="Error getting daemonset %s, retrying: %s",
+            where=self.where,
+            give_up=self._get_failed,
+        )
+        self._last_raw = _annotations(ds).get(self._annotation)
+        return ds
+
+    def _get_failed(self, exc: KubeError, forbidden: bool) -> LockError:
+        if forbidden:
+            return LockError(f"not allowed to get daemonset {self.where}: {exc}")
+        return LockError(f"timed out trying to get daemonset {self.where}: {exc}")
 
     def _decode(self, ds: Obj) -> LockValue | None:
         """The stored value (``None`` when absent); raises ``LockError`` when unreadable."""

@@ -32,6 +32,7 @@ from pykured.gocompat.goflags import Duration
 from pykured.lock.base import AcquireResult, GoneHolderHook
 from pykured.lock.liveness import HolderLiveness
 from pykured.lock.record import GO_ZERO_TIME_NS, LockEntry, find, live, parse_go_time, ttl_expired
+from pykured.lock.retry import read_until_deadline
 
 if TYPE_CHECKING:
     from pykured.kube import Kube, Obj
@@ -169,16 +170,16 @@ class LeaseLock:
     # -- I/O --------------------------------------------------------------------------------------
 
     def _list(self) -> dict[str, Obj]:
-        deadline = time.monotonic() + self._retry_timeout
-        while True:
-            try:
-                answer = self._kube.list_leases(self._namespace, label_selector=self._selector)
-                break
-            except KubeError as exc:
-                if exc.status == 403 or time.monotonic() + self._retry_interval > deadline:
-                    raise LockError(f"cannot list the lock leases {self.where}: {exc}") from exc
-                logger.warning("Error listing the lock leases %s, retrying: %s", self.where, exc)
-                self._sleep(self._retry_interval)
+        answer = read_until_deadline(
+            lambda: self._kube.list_leases(self._namespace, label_selector=self._selector),
+            interval=self._retry_interval,
+            timeout=self._retry_timeout,
+            sleep=self._sleep,
+            log=logger,
+            retrying="Error listing the lock leases %s, retrying: %s",
+            where=self.where,
+            give_up=lambda exc, _forbidden: LockError(f"cannot list the lock leases {self.where}: {exc}"),
+        )
         self._rv = (answer.get("metadata") or {}).get("resourceVersion")
         leases = {item["metadata"]["name"]: item for item in answer.get("items") or []}
         now = time.time_ns()
