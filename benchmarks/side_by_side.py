@@ -35,7 +35,14 @@ from typing import Any
 from pykured_dev.testenv import Cluster
 from pykured_dev.testenv.fleet import Fleet
 from pykured_dev.testenv.history import History, Roll
-from pykured_dev.testenv.pods import KURED_IMAGE, PYKURED_IMAGE, PodTemplate, kured_image, pykured_image
+from pykured_dev.testenv.pods import (
+    KURED_IMAGE,
+    PYKURED_IMAGE,
+    PodTemplate,
+    kured_daemonset,
+    kured_image,
+    pykured_image,
+)
 from pykured_dev.testenv.reference import reference
 
 IMAGES = {"kured": f"{KURED_IMAGE}:1.23.0", "pykured": f"{PYKURED_IMAGE}:0.1.0"}
@@ -47,48 +54,6 @@ omitStages: ["RequestReceived"]
 rules:
 - level: Metadata
 """
-
-
-def daemonset(namespace: str, image: str, args: list[str]) -> dict[str, Any]:
-    """kured-ds.yaml's DaemonSet (see tests/kured/support.py for the annotated version)."""
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": "kured", "namespace": namespace},
-        "spec": {
-            "selector": {"matchLabels": {"name": "kured"}},
-            "template": {
-                "metadata": {"labels": {"name": "kured"}},
-                "spec": {
-                    "serviceAccountName": "kured",
-                    "hostPID": True,
-                    "volumes": [{"name": "sentinel", "hostPath": {"path": "/var/run", "type": "Directory"}}],
-                    "containers": [
-                        {
-                            "name": "kured",
-                            "image": image,
-                            "ports": [{"containerPort": 8080, "name": "metrics"}],
-                            "env": [
-                                {
-                                    "name": "KURED_NODE_ID",
-                                    "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
-                                }
-                            ],
-                            "volumeMounts": [
-                                {"mountPath": "/sentinel", "name": "sentinel", "readOnly": True}
-                            ],
-                            "command": [
-                                "/usr/bin/kured",
-                                "--reboot-sentinel=/sentinel/reboot-required",
-                                f"--ds-namespace={namespace}",
-                                *args,
-                            ],
-                        }
-                    ],
-                },
-            },
-        },
-    }
 
 
 class Bench:
@@ -104,7 +69,8 @@ class Bench:
         ns = c.new_namespace(f"{tag}{side[0]}")
         c.apply_rbac_kured(ns, "kured")
         ds = c.kube().create(
-            f"/apis/apps/v1/namespaces/{ns}/daemonsets", daemonset(ns, IMAGES[side], [REBOOT, *args])
+            f"/apis/apps/v1/namespaces/{ns}/daemonsets",
+            kured_daemonset(ns, "kured", image=IMAGES[side], args=[REBOOT, *args]),
         )
         (node,) = c.add_nodes(f"{ns}-n")
         if lock_holder:
@@ -240,7 +206,7 @@ def main() -> None:
             cluster.apply_rbac_kured(ns, "kured")
             ds = cluster.kube().create(
                 f"/apis/apps/v1/namespaces/{ns}/daemonsets",
-                daemonset(ns, IMAGES[side], [REBOOT, "--period=10s"]),
+                kured_daemonset(ns, "kured", image=IMAGES[side], args=[REBOOT, "--period=10s"]),
             )
             nodes = cluster.add_nodes(*(f"{ns}-{i}" for i in range(opts.roll_nodes)))
             for node in nodes:

@@ -63,6 +63,56 @@ def pykured_image(console_script: Path | None = None) -> Image:
     )
 
 
+def kured_daemonset(namespace: str, name: str, *, image: str, args: Sequence[str]) -> Obj:
+    """A DaemonSet shaped like kured 1.23's ``kured-ds.yaml`` (hostPID, ``/var/run`` at ``/sentinel``).
+
+    ``image`` picks the agent (:data:`KURED_IMAGE` or :data:`PYKURED_IMAGE`, with a tag); ``args`` follow
+    the manifest's sentinel, ``--ds-namespace`` and ``--ds-name``.
+    """
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": {"name": name}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "template": {
+                "metadata": {"labels": {"name": name}},
+                "spec": {
+                    "serviceAccountName": "kured",
+                    "hostPID": True,
+                    "restartPolicy": "Always",
+                    "volumes": [{"name": "sentinel", "hostPath": {"path": "/var/run", "type": "Directory"}}],
+                    "containers": [
+                        {
+                            "name": "kured",
+                            "image": image,
+                            "securityContext": {"privileged": True, "readOnlyRootFilesystem": True},
+                            "ports": [{"containerPort": 8080, "name": "metrics"}],
+                            "env": [
+                                {
+                                    "name": "KURED_NODE_ID",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+                                }
+                            ],
+                            "volumeMounts": [
+                                {"mountPath": "/sentinel", "name": "sentinel", "readOnly": True}
+                            ],
+                            "command": [
+                                "/usr/bin/kured",
+                                "--reboot-sentinel=/sentinel/reboot-required",
+                                f"--ds-namespace={namespace}",
+                                f"--ds-name={name}",
+                                *args,
+                            ],
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
 def repository(image: str) -> str:
     """``registry/name`` without the tag or digest."""
     name = image.split("@", 1)[0]

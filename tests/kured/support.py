@@ -22,10 +22,16 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pykured.kube import Obj
 from pykured_dev.testenv.fleet import Fleet
 from pykured_dev.testenv.history import Change, History, Roll, lock_holders
-from pykured_dev.testenv.pods import KURED_IMAGE, PYKURED_IMAGE, PodTemplate, kured_image, pykured_image
+from pykured_dev.testenv.pods import (
+    KURED_IMAGE,
+    PYKURED_IMAGE,
+    PodTemplate,
+    kured_daemonset,
+    kured_image,
+    pykured_image,
+)
 from pykured_dev.testenv.reference import Reference, reference
 from tests.testenv import TestEnv
 
@@ -106,52 +112,6 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-def kured_daemonset(namespace: str, name: str, *, args: list[str], image: str = KURED) -> Obj:
-    """A DaemonSet shaped like kured 1.23's ``kured-ds.yaml`` (hostPID, ``/var/run`` at ``/sentinel``)."""
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "selector": {"matchLabels": {"name": name}},
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
-            "template": {
-                "metadata": {"labels": {"name": name}},
-                "spec": {
-                    "serviceAccountName": "kured",
-                    "hostPID": True,
-                    "restartPolicy": "Always",
-                    "volumes": [{"name": "sentinel", "hostPath": {"path": "/var/run", "type": "Directory"}}],
-                    "containers": [
-                        {
-                            "name": "kured",
-                            "image": image,
-                            "securityContext": {"privileged": True, "readOnlyRootFilesystem": True},
-                            "ports": [{"containerPort": 8080, "name": "metrics"}],
-                            "env": [
-                                {
-                                    "name": "KURED_NODE_ID",
-                                    "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
-                                }
-                            ],
-                            "volumeMounts": [
-                                {"mountPath": "/sentinel", "name": "sentinel", "readOnly": True}
-                            ],
-                            "command": [
-                                "/usr/bin/kured",
-                                "--reboot-sentinel=/sentinel/reboot-required",
-                                f"--ds-namespace={namespace}",
-                                f"--ds-name={name}",
-                                *args,
-                            ],
-                        }
-                    ],
-                },
-            },
-        },
-    }
 
 
 @dataclasses.dataclass
@@ -281,7 +241,8 @@ class Campaign:
         ]
         k8s.apply_rbac_kured(namespace, "kured")
         ds = k8s.kube().create(
-            f"/apis/apps/v1/namespaces/{namespace}/daemonsets", kured_daemonset(namespace, "kured", args=args)
+            f"/apis/apps/v1/namespaces/{namespace}/daemonsets",
+            kured_daemonset(namespace, "kured", image=KURED, args=args),
         )
         template = PodTemplate.of(ds)
         kind = {f"{namespace}-{role}": k for role, k in kinds.items()}
