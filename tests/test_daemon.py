@@ -18,50 +18,18 @@ from typing import Any
 import pytest
 
 from pykured_dev.testenv.fleet import Fleet
+from tests.fleets import MakeFleet, fleet_factory, since_last_start
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 LOCK = "weave.works/kured-node-lock"
-MakeFleet = Callable[..., tuple[Fleet, str, list[str]]]
 BACKING_OFF = "backing off after a reboot that did not clear the sentinel"  # the loop's decision (debug log)
-
-
-def since_last_start(fleet: Fleet, node: str) -> str:
-    """The agent's log since its latest start."""
-    return fleet.log_text(node).split("Kubernetes Reboot Daemon")[-1]
 
 
 @pytest.fixture
 def make_fleet(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeFleet]:
-    fleets: list[Fleet] = []
-
-    def make(
-        n: int = 1,
-        *,
-        args: tuple[str, ...] = (),
-        method: str = "command",
-        start: bool = True,
-        kubeconfig: Callable[[str], str] | None = None,
-    ) -> tuple[Fleet, str, list[str]]:
-        ns = k8s.new_namespace("ds")
-        k8s.create_daemonset(ns, "kured")
-        nodes = k8s.add_nodes(*[k8s.unique("node") for _ in range(n)])
-        fleet = Fleet(
-            k8s,
-            workdir=tmp_path / f"fleet-{len(fleets)}",
-            method=method,
-            kubeconfig=kubeconfig,
-            args=[f"--ds-namespace={ns}", "--period=10s", "--reboot-retry-delay=3s", *args],
-        )
-        fleet.__enter__()
-        fleets.append(fleet)
-        for node in nodes:
-            fleet.add(node, start=start)
-        return fleet, ns, nodes
-
-    yield make
-    for fleet in fleets:
-        fleet.close()
+    with fleet_factory(k8s, tmp_path, period="10s") as make:
+        yield make
 
 
 def node_obj(k8s: TestEnv, node: str) -> dict[str, Any]:

@@ -20,41 +20,19 @@ from pykured.lock.lease import LOCK_LABEL, lease_entry
 from pykured.policy import command as freezecmd
 from pykured.policy.source import configmaps_path
 from pykured_dev.testenv.fleet import Fleet
+from tests.fleets import MakeFleet, fleet_factory
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 UTC = datetime.UTC
 LOCK = "weave.works/kured-node-lock"
 POLICY = "kured-policy"
-MakeFleet = Callable[..., tuple[Fleet, str, list[str]]]
 
 
 @pytest.fixture
 def make_fleet(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeFleet]:
-    fleets: list[Fleet] = []
-
-    def make(
-        n: int = 1, *, args: tuple[str, ...] = (), labels: list[dict[str, str]] | None = None
-    ) -> tuple[Fleet, str, list[str]]:
-        ns = k8s.new_namespace("ds")
-        k8s.create_daemonset(ns, "kured")
-        nodes = [
-            k8s.add_nodes(k8s.unique("node"), labels=(labels[i] if labels else None))[0] for i in range(n)
-        ]
-        fleet = Fleet(
-            k8s,
-            workdir=tmp_path / f"fleet-{len(fleets)}",
-            args=[f"--ds-namespace={ns}", "--period=10s", "--reboot-retry-delay=3s", *args],
-        )
-        fleet.__enter__()
-        fleets.append(fleet)
-        for node in nodes:
-            fleet.add(node)
-        return fleet, ns, nodes
-
-    yield make
-    for fleet in fleets:
-        fleet.close()
+    with fleet_factory(k8s, tmp_path, period="10s") as make:
+        yield make
 
 
 def put_policy(k8s: TestEnv, ns: str, data: dict[str, str]) -> None:

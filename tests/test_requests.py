@@ -19,50 +19,19 @@ import pytest
 from pykured import agentstatus, rebootrequest, requestcli
 from pykured_dev.testenv.fleet import Fleet
 from pykured_dev.testenv.procs import free_port
+from tests.fleets import MakeFleet, fleet_factory, since_last_start
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 LOCK = "weave.works/kured-node-lock"
 REQ = rebootrequest.REQUEST_ANNOTATION
 DONE = rebootrequest.SATISFIED_ANNOTATION
-MakeFleet = Callable[..., tuple[Fleet, str, list[str]]]
 
 
 @pytest.fixture
 def make_fleet(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeFleet]:
-    fleets: list[Fleet] = []
-
-    def make(
-        n: int = 1,
-        *,
-        args: tuple[str, ...] = (),
-        method: str = "command",
-        start: bool = True,
-        labels: dict[str, str] | None = None,
-    ) -> tuple[Fleet, str, list[str]]:
-        ns = k8s.new_namespace("ds")
-        k8s.create_daemonset(ns, "kured")
-        nodes = k8s.add_nodes(*[k8s.unique("node") for _ in range(n)], labels=labels)
-        fleet = Fleet(
-            k8s,
-            workdir=tmp_path / f"fleet-{len(fleets)}",
-            method=method,
-            args=[f"--ds-namespace={ns}", "--period=2s", "--reboot-retry-delay=3s", *args],
-        )
-        fleet.__enter__()
-        fleets.append(fleet)
-        for node in nodes:
-            fleet.add(node, start=start)
-        return fleet, ns, nodes
-
-    yield make
-    for fleet in fleets:
-        fleet.close()
-
-
-def since_last_start(fleet: Fleet, node: str) -> str:
-    """The agent's log since its latest start."""
-    return fleet.log_text(node).split("Kubernetes Reboot Daemon")[-1]
+    with fleet_factory(k8s, tmp_path, period="2s") as make:
+        yield make
 
 
 def decided_no_reboot(fleet: Fleet, node: str) -> Callable[[], bool]:
