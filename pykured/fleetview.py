@@ -51,21 +51,9 @@ class Row:
     """The node's place in the current roll (:meth:`pykured.roll.Roll.place`)."""
 
     def cells(self, now: datetime.datetime) -> tuple[str, ...]:
-        last = ago(now, self.last_reboot) if self.last_reboot else "-"
+        last = rebootrequest.ago(now, self.last_reboot, future="0s ago") if self.last_reboot else "-"
         return (self.node, self.needs_reboot, self.reason or "-", self.blocked_by or "-", self.cordoned,
                 self.step, last, self.roll or "-", self.agent)  # fmt: skip
-
-
-def ago(now: datetime.datetime, then: datetime.datetime) -> str:
-    """``45s ago``, ``12m ago``, ``3h ago``, ``2d ago``."""
-    seconds = max(0, int((now - then).total_seconds()))
-    if seconds < 120:
-        return f"{seconds}s ago"
-    if seconds < 7200:
-        return f"{seconds // 60}m ago"
-    if seconds < 172800:
-        return f"{seconds // 3600}h ago"
-    return f"{seconds // 86400}d ago"
 
 
 def _needs(view: NodeState, status: agentstatus.AgentStatus | None, req: rebootrequest.Classified) -> str:

@@ -184,10 +184,11 @@ def parse_request(text: str) -> RebootRequest:
     )
 
 
-def _age(now: datetime.datetime, then: datetime.datetime) -> str:
+def ago(now: datetime.datetime, then: datetime.datetime, *, future: str = "in the future") -> str:
+    """``45s ago``, ``12m ago``, ``3h ago``, ``2d ago``; ``future`` when ``then`` is after ``now``."""
     seconds = int((now - then).total_seconds())
     if seconds < 0:
-        return "in the future"
+        return future
     if seconds < 120:
         return f"{seconds}s ago"
     if seconds < 7200:
@@ -217,7 +218,7 @@ def classify(
         req = parse_request(raw)
     except ValueError as exc:
         return Classified(RequestState.INVALID, why=f"unreadable reboot request ({exc})", raw=raw)
-    asked = f"requested {_age(now, req.requested_at)} by {req.requested_by or 'unknown'}"
+    asked = f"requested {ago(now, req.requested_at)} by {req.requested_by or 'unknown'}"
     if not boot_id:
         return Classified(RequestState.UNBOUND, req, f"the node reports no bootID ({asked})", raw)
     if req.boot_id == boot_id:

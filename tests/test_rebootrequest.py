@@ -151,3 +151,19 @@ def test_rollout_ids() -> None:
     assert (
         not rr.valid_rollout_id("Has Space") and not rr.valid_rollout_id("-x") and not rr.valid_rollout_id("")
     )
+
+
+@pytest.mark.parametrize(
+    ("seconds", "future", "text"),
+    [
+        (0, "in the future", "0s ago"),
+        (119, "in the future", "119s ago"),
+        (120, "in the future", "2m ago"),
+        (7200, "in the future", "2h ago"),
+        (172800, "in the future", "2d ago"),
+        (-5, "in the future", "in the future"),
+        (-5, "0s ago", "0s ago"),
+    ],
+)
+def test_ago(seconds: int, future: str, text: str) -> None:
+    assert rr.ago(NOW, NOW - datetime.timedelta(seconds=seconds), future=future) == text
