@@ -176,6 +176,18 @@ def race(
     return result
 
 
+def assert_one_turn_each(
+    result: RaceResult, names: Sequence[str], concurrency: int, *histories: History
+) -> None:
+    """A race's verdict: no errors, every contender held the lock once, and never more than ``concurrency``
+    holders at once, inside the race and in every stored version each history saw."""
+    assert not result.errors, result.errors
+    assert sorted(result.winners) == sorted(names), "every contender got the lock once"
+    assert result.max_inside <= concurrency
+    for history in histories:
+        assert history.max_holders <= concurrency
+
+
 class FaultyKube:
     """A ``Kube`` whose chosen methods fail: ``before`` the real call (nothing written) or ``after`` it
     (the write landed, the answer was lost: the ambiguous case)."""
