@@ -42,18 +42,29 @@ def cache_dir() -> Path:
     return Path(base)
 
 
+def run_build(tool: str, names: Sequence[str], *, missing: str, timeout: float | None = None) -> str:
+    """Run the repository's ``tools/<tool> NAMES`` (``testenv-build``, ``kured-build``); its standard output.
+
+    ``missing`` says what was missing, for the error when the repository's tools are not there.
+    """
+    script = Path(__file__).resolve().parents[2] / "tools" / tool
+    if not script.exists():
+        raise TestEnvError(f"{missing} and no {script}")
+    result = subprocess.run(
+        [str(script), *names], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if result.returncode != 0:
+        raise TestEnvError(f"tools/{tool} failed:\n{result.stderr[-4000:]}")
+    return result.stdout
+
+
 def find_binaries(names: Sequence[str] = COMPONENTS) -> Path:
     """The directory holding the control-plane binaries, building them first when they are missing."""
     override = os.environ.get("PYKURED_TESTENV_BIN")
     bindir = Path(override) if override else cache_dir() / "bin" / "current"
     missing = [n for n in names if not (bindir / n).exists()]
     if missing and not override:
-        script = Path(__file__).resolve().parents[2] / "tools" / "testenv-build"
-        if not script.exists():
-            raise TestEnvError(f"control-plane binaries missing ({', '.join(missing)}) and no {script}")
-        result = subprocess.run([str(script), *missing], capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise TestEnvError(f"tools/testenv-build failed:\n{result.stderr[-4000:]}")
+        run_build("testenv-build", missing, missing=f"control-plane binaries missing ({', '.join(missing)})")
         missing = [n for n in names if not (bindir / n).exists()]
     if missing:
         raise TestEnvError(f"control-plane binaries missing in {bindir}: {', '.join(missing)}")

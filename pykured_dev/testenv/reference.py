@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pykured.kube import Obj
-from pykured_dev.testenv.procs import TestEnvError, cache_dir
+from pykured_dev.testenv.procs import TestEnvError, cache_dir, run_build
 
 KURED_VERSION = "1.23.0"
 CHART_VERSION = "6.1.0"
@@ -48,17 +48,8 @@ def _find(bindir: Path, name: str) -> Path | None:
 
 def _build(names: Sequence[str], *, why: str, timeout: float | None = None) -> Path:
     """Run ``tools/kured-build NAMES`` (idempotent); the bin directory it prints on its last line."""
-    script = Path(__file__).resolve().parents[2] / "tools" / "kured-build"
-    if not script.exists():
-        raise TestEnvError(f"{', '.join(names)} {why} and no {script}")
-    result = subprocess.run(
-        [str(script), *names], capture_output=True, text=True, timeout=timeout, check=False
-    )
-    if result.returncode != 0:
-        raise TestEnvError(
-            f"tools/kured-build {' '.join(names)} failed ({result.returncode}):\n{result.stderr[-4000:]}"
-        )
-    return Path(result.stdout.strip().splitlines()[-1])
+    out = run_build("kured-build", names, missing=f"{', '.join(names)} {why}", timeout=timeout)
+    return Path(out.strip().splitlines()[-1])
 
 
 @functools.cache
