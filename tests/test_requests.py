@@ -263,18 +263,7 @@ def test_zincati_hand_off(k8s: TestEnv, make_fleet: MakeFleet) -> None:
 
 
 def requester_kubeconfig(k8s: TestEnv, *, verbs: list[str]) -> str:
-    user = k8s.unique("user")
-    rbac = "/apis/rbac.authorization.k8s.io/v1"
-    k8s.kube().create(f"{rbac}/clusterroles", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": user},
-        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": verbs}],
-    })  # fmt: skip
-    k8s.kube().create(f"{rbac}/clusterrolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": user},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-    })  # fmt: skip
+    user = k8s.user_with_cluster_role("user", [{"apiGroups": [""], "resources": ["nodes"], "verbs": verbs}])
     return k8s.kubeconfig_for(user)
 
 

@@ -174,17 +174,8 @@ def requester_kubeconfig(k8s: TestEnv) -> str:
     (role,) = [
         d for d in yaml.safe_load_all((ROOT / "kustomize/requester/clusterrole.yaml").read_text()) if d
     ]
-    user = k8s.unique("requester")
-    role["metadata"] = {"name": user}
-    rbac = "/apis/rbac.authorization.k8s.io/v1"
-    k8s.kube().create(f"{rbac}/clusterroles", role)
-    k8s.kube().create(f"{rbac}/clusterrolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": user},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-    })  # fmt: skip
-    config = k8s.kubeconfig_for(user)
+    assert set(role) == {"apiVersion", "kind", "metadata", "rules"}
+    config = k8s.kubeconfig_for(k8s.user_with_cluster_role("requester", role["rules"]))
     client = Kube.from_kubeconfig(config)
     assert wait_until(lambda: requester.may_patch(client, "any") is True), "the binding never took effect"
     return config

@@ -191,6 +191,26 @@ class ObjectHelpers:
 
     # -- RBAC ----------------------------------------------------------------------------------------------
 
+    def user_with_cluster_role(self, prefix: str, rules: list[Obj]) -> str:
+        """A new user (``prefix``, made unique) bound to a ClusterRole of its own name with ``rules``.
+
+        Returns the user's name (:meth:`~pykured_dev.testenv.cluster.Cluster.kubeconfig_for` makes its
+        kubeconfig).
+        """
+        user = self.unique(prefix)
+        rbac = "/apis/rbac.authorization.k8s.io/v1"
+        self.kube().create(f"{rbac}/clusterroles", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": user},
+            "rules": rules,
+        })  # fmt: skip
+        self.kube().create(f"{rbac}/clusterrolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": user},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        })  # fmt: skip
+        return user
+
     def apply_rbac_kured(self, namespace: str = "kube-system", ds_name: str = "kured") -> str:
         """kured's exact RBAC for ServiceAccount ``namespace/kured``; returns the cluster role's name."""
         self.ensure_namespace(namespace)
