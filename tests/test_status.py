@@ -102,6 +102,7 @@ def fleet_states(k8s: TestEnv, tmp_path_factory: pytest.TempPathFactory) -> Iter
             return check
 
         assert fleet.wait_for(idle(names[0]), timeout=30), fleet.log_text(names[0])
+        time.sleep(1.1)  # the roll below begins after n1's reboot (second-precision times): n1 is not in it
         k8s.kube().request(
             "PATCH",
             f"/apis/apps/v1/namespaces/{ns}/daemonsets/kured",
