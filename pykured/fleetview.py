@@ -75,8 +75,9 @@ def _blocked_by(view: NodeState, status: agentstatus.AgentStatus | None, holders
         return f"window closed until {format_rfc3339(status.window_opens)}"
     if status.blocked:
         return status.blocked_by or status.blocked
-    if status.step == "acquire" and status.lock_holders:
-        return "lock held by " + ",".join(status.lock_holders)
+    if status.step == "acquire" and status.lock_wait:
+        others = [h for h in holders if h != view.name]
+        return "lock held by " + ",".join(others) if others else "waiting for the lock"
     if backoff is not None and status.needs_reboot and status.step == "wait":
         return f"back-off until {format_rfc3339(backoff)}"
     return ""
@@ -113,7 +114,7 @@ def _step(view: NodeState, status: agentstatus.AgentStatus | None, holding: bool
     names = _AGENT_STEPS.get(status.step)
     if names is None:
         return status.step or "-"
-    flag = bool(status.lock_holders) if status.step == "acquire" else status.needs_reboot
+    flag = status.lock_wait if status.step == "acquire" else status.needs_reboot
     return names[flag]
 
 

@@ -32,7 +32,7 @@ def test_round_trip_and_compact() -> None:
         blocked="alerts",
         blocked_by="Reboot blocked: 1 active alerts: [X]",
         window_opens=NOW,
-        lock_holders=("n1",),
+        lock_wait=True,
     )
     text = st.encode(status)
     assert text == json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
@@ -75,7 +75,14 @@ def test_a_boot_id_change_is_recorded_as_the_last_reboot() -> None:
 def test_decode_never_raises() -> None:
     for text in (None, "", "x", "[]", '{"lockHolders": 3, "request": 1}'):
         result = st.decode(text)
-        assert result is None or result.lock_holders == ()
+        assert result is None or not result.lock_wait
+
+
+def test_a_wait_for_the_lock_does_not_name_the_holders_and_old_statuses_still_read() -> None:
+    text = st.encode(build(step="acquire", lock_wait=True))
+    assert '"lockWait":true' in text and "lockHolders" not in text  # no rewrite at each hand-over
+    old = st.decode('{"bootID":"b","step":"acquire","lockHolders":["n1"],"v":"0.0.9"}')
+    assert old is not None and old.lock_wait
 
 
 def test_waiting_since_starts_when_a_reboot_is_needed_and_is_kept_until_the_boot_changes() -> None:

@@ -80,7 +80,7 @@ def test_a_request_naming_another_boot_is_not_shown_as_pending() -> None:
 
 def test_table_and_lock_lines() -> None:
     view = NodeState.from_obj({
-        "metadata": {"name": "n", "annotations": {S: status(step="acquire", lock_holders=("m",)), R: req()}},
+        "metadata": {"name": "n", "annotations": {S: status(step="acquire", lock_wait=True), R: req()}},
         "status": {"nodeInfo": {"bootID": "b1"}},
     })  # fmt: skip
     locks = [fleetview.LockInfo("annotation", ("m",)), fleetview.LockInfo("lease", error="forbidden (403)")]

@@ -120,7 +120,7 @@ def fleet_states(k8s: TestEnv, tmp_path_factory: pytest.TempPathFactory) -> Iter
         k8s.kube().patch_node(names[4], {"spec": {"unschedulable": True}})
 
         def waiting(node: str) -> Callable[[], bool]:
-            return lambda: (st := agent_status(k8s, node)) is not None and st.lock_holders == ("manual",)
+            return lambda: (st := agent_status(k8s, node)) is not None and st.lock_wait
 
         assert fleet.wait_for(waiting(names[1]), timeout=30), fleet.log_text(names[1])
         assert fleet.wait_for(waiting(names[2]), timeout=30), fleet.log_text(names[2])

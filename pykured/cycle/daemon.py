@@ -141,7 +141,7 @@ class Daemon:
         self._turns = RollTurns(parts.queue, parts.lock, settings.node) if parts.queue else None
         """``--resume-rolls``: the node's turn in the roll (cycle.turns)."""
         self._sentinel = False
-        self._lock_holders: tuple[str, ...] = ()
+        self._waiting_for_lock = False
         self._dispatch: dict[Step, StepMethod] = {
             Step.WAIT: self._wait,
             Step.SYNC_TAINT: self._sync_taint,
@@ -237,7 +237,7 @@ class Daemon:
             blocked=action.blocked.kind if action.blocked else "",
             blocked_by=action.blocked.message if action.blocked else "",
             window_opens=None if obs.in_window else obs.next_window,
-            lock_holders=self._lock_holders if action.step is Step.ACQUIRE else (),
+            lock_wait=self._waiting_for_lock and action.step is Step.ACQUIRE,
             resume_rolls=self._turns is not None,
             now=now,
         )
@@ -316,12 +316,12 @@ class Daemon:
             if not turn.go:
                 self.p.metrics.lock_waiting(True)
                 self.p.metrics.set_blocked("lock")
-                self._lock_holders = ()
+                self._waiting_for_lock = True
                 return self._wait_for_lock(turn.wait_s)
         result = self.p.lock.acquire(unschedulable=obs.node.unschedulable, now_ns=unix_ns(now))
         self.p.metrics.lock_waiting(not result.acquired)
         self.p.metrics.lock_holders(self.p.lock.backend, len(result.holders))
-        self._lock_holders = tuple(h.node_id for h in result.holders) if not result.acquired else ()
+        self._waiting_for_lock = not result.acquired
         if not result.acquired:
             logger.warning("Lock already held: %s", result.holder_names)
             self.p.metrics.set_blocked("lock")

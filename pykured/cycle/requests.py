@@ -20,7 +20,6 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
-from collections.abc import Sequence
 
 from pykured import agentstatus, errors, rebootrequest
 from pykured.cycle.state import NodeState
@@ -177,7 +176,7 @@ class RequestKeeper:
         blocked: str = "",
         blocked_by: str = "",
         window_opens: datetime.datetime | None = None,
-        lock_holders: Sequence[str] = (),
+        lock_wait: bool = False,
         resume_rolls: bool = False,
         now: datetime.datetime,
     ) -> bool:
@@ -196,7 +195,7 @@ class RequestKeeper:
             blocked=blocked,
             blocked_by=blocked_by,
             window_opens=window_opens,
-            lock_holders=lock_holders,
+            lock_wait=lock_wait,
             resume_rolls=resume_rolls,
             now=now,
         )
