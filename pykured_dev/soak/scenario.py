@@ -82,6 +82,7 @@ class Report:
     events: int
     sigterm_exit_max: float
     window: str
+    extra_args: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -104,7 +105,8 @@ class Report:
             f"  window closed (UTC): {self.window}",
             f"  observed events {self.events}, watch re-lists {self.relists}",
             f"  result: {'OK' if self.ok else 'FAILED'}"
-            f"  (replay: --seed {self.seed} --lock-backend {self.backend})",
+            f"  (replay: --seed {self.seed} --lock-backend {self.backend}"
+            f"{''.join(f' --agent-arg={a}' for a in self.extra_args)})",
         ]
         return "\n".join(lines)
 
@@ -390,6 +392,7 @@ class Soak:
                     events=observer.events,
                     sigterm_exit_max=faults.sigterm_exit_max,
                     window=f"{_hhmm(window[0])}–{_hhmm(window[1])}",
+                    extra_args=opts.extra_args,
                 )
         finally:
             for proxy in self.proxies.values():
