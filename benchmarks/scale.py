@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TextIO
 
 from pykured import errors
 from pykured_dev.testenv import Cluster
@@ -170,6 +171,49 @@ def table(rates: dict[tuple[str, str], float], unit: str, limit: int = 14) -> li
     return [f"    {verb:<7} {res:<28} {value:10.2f} {unit}" for (verb, res), value in rows]
 
 
+def idle_phase(
+    cluster: Cluster,
+    fleet: Fleet,
+    opts: argparse.Namespace,
+    background: dict[tuple[str, str], float],
+    base_watches: dict[str, float],
+    out: TextIO,
+) -> None:
+    """The same fleet idle for ``--idle-minutes``: requests per agent per hour, watches, CPU."""
+    time.sleep(5)
+    i0, _, _ = scrape(cluster)
+    idle_cpu0 = sum(cpu_seconds(s.proc.pid) for s in fleet.slots.values() if s.proc)
+    time.sleep(opts.idle_minutes * 60)
+    i1, watches_end, _ = scrape(cluster)
+    idle_cpu1 = sum(cpu_seconds(s.proc.pid) for s in fleet.slots.values() if s.proc)
+    seconds = opts.idle_minutes * 60
+    idle = {
+        k: (v / seconds - background.get(k, 0.0)) * 3600 / opts.nodes
+        for k, v in by_verb_resource(delta(i1, i0)).items()
+    }
+    # the harness's own watches (the simulated kubelet's pods, this script's nodes)
+    idle = {k: v for k, v in idle.items() if v > 0.05 and k not in (("WATCH", "pods"), ("WATCH", "nodes"))}
+    print(
+        f"  idle {opts.idle_minutes:g} min: requests per agent per hour (background subtracted): "
+        f"total {sum(idle.values()):.1f}",
+        file=out,
+    )
+    for line in table(idle, "req/agent/h"):
+        print(line, file=out)
+    idle_watches = {
+        res: value - base_watches.get(res, 0.0)
+        for res, value in watches_end.items()
+        if value - base_watches.get(res, 0.0) > 0
+    }
+    print(f"  agents' open watches while idle: {idle_watches or 'none'}", file=out)
+    print(
+        f"  agents' CPU while idle: {(idle_cpu1 - idle_cpu0) / seconds * 100:.2f} % of one core "
+        f"for all {opts.nodes}",
+        file=out,
+    )
+    print(f"  load average at the end {loadavg()}", file=out, flush=True)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--nodes", type=int, default=100)
@@ -304,41 +348,8 @@ def main(argv: list[str]) -> int:
             )
             print(f"  load average after the roll {loadavg()}", file=out, flush=True)
 
-            # idle: the same fleet, nothing to do
-            time.sleep(5)
-            i0, _, _ = scrape(cluster)
-            idle_cpu0 = sum(cpu_seconds(s.proc.pid) for s in fleet.slots.values() if s.proc)
-            time.sleep(opts.idle_minutes * 60)
-            i1, watches_end, _ = scrape(cluster)
-            idle_cpu1 = sum(cpu_seconds(s.proc.pid) for s in fleet.slots.values() if s.proc)
-            seconds = opts.idle_minutes * 60
-            idle = {
-                k: (v / seconds - background.get(k, 0.0)) * 3600 / opts.nodes
-                for k, v in by_verb_resource(delta(i1, i0)).items()
-            }
-            # the harness's own watches (the simulated kubelet's pods, this script's nodes)
-            idle = {
-                k: v for k, v in idle.items() if v > 0.05 and k not in (("WATCH", "pods"), ("WATCH", "nodes"))
-            }
-            print(
-                f"  idle {opts.idle_minutes:g} min: requests per agent per hour (background subtracted): "
-                f"total {sum(idle.values()):.1f}",
-                file=out,
-            )
-            for line in table(idle, "req/agent/h"):
-                print(line, file=out)
-            idle_watches = {
-                res: value - base_watches.get(res, 0.0)
-                for res, value in watches_end.items()
-                if value - base_watches.get(res, 0.0) > 0
-            }
-            print(f"  agents' open watches while idle: {idle_watches or 'none'}", file=out)
-            print(
-                f"  agents' CPU while idle: {(idle_cpu1 - idle_cpu0) / seconds * 100:.2f} % of one core "
-                f"for all {opts.nodes}",
-                file=out,
-            )
-            print(f"  load average at the end {loadavg()}", file=out, flush=True)
+            if opts.idle_minutes > 0:
+                idle_phase(cluster, fleet, opts, background, base_watches, out)
         return 0 if rolled == opts.nodes else 1
     finally:
         cluster.stop()
