@@ -395,9 +395,12 @@ class Kube:
         """LIST Nodes (needs ``list`` on nodes, which kured's RBAC does not grant)."""
         return self.request("GET", "/api/v1/nodes", query={"labelSelector": label_selector})
 
-    def watch_nodes(self, *, resource_version: str, timeout_seconds: int = 60) -> Iterator[Obj]:
-        """WATCH Nodes from ``resource_version`` (central FleetLock's id index; needs ``watch`` on nodes)."""
-        query = {"resourceVersion": resource_version}
+    def watch_nodes(
+        self, *, resource_version: str, field_selector: str | None = None, timeout_seconds: int = 60
+    ) -> Iterator[Obj]:
+        """WATCH Nodes from ``resource_version`` (central FleetLock's id index; an agent's own Node with
+        ``field_selector=metadata.name=<node>``, as the kubelet watches it); needs ``watch`` on nodes."""
+        query = {"resourceVersion": resource_version, "fieldSelector": field_selector}
         return self.watch("/api/v1/nodes", query=query, timeout_seconds=timeout_seconds)
 
     def patch_node(self, name: str, patch: Any, *, patch_type: str = STRATEGIC_MERGE_PATCH) -> Obj:

@@ -26,6 +26,7 @@ from pykured.blockers import Blocker, first_block
 from pykured.cycle.book import NodeBook
 from pykured.cycle.policy import Action, Observation, Policy, Step, decide, needs_blockers
 from pykured.cycle.requests import RequestKeeper
+from pykured.cycle.requestwatch import RequestWatch
 from pykured.cycle.state import NodeState, unix_ns
 from pykured.cycle.steps import Behaviour, Hands, Steps
 from pykured.cycle.turns import RollTurns
@@ -163,6 +164,10 @@ class Daemon:
         """Reconcile until :meth:`stop`."""
         metric_thread = threading.Thread(target=self._metric_loop, name="reboot-required-metric", daemon=True)
         metric_thread.start()
+        watch = RequestWatch(self.p.kube, self.requests, on_request=self.wake.set, clock=self._clock)
+        threading.Thread(
+            target=watch.run, args=(self.stopping,), name="reboot-request-watch", daemon=True
+        ).start()
         try:
             self.p.sentinel.start()
         except errors.PykuredError as exc:
@@ -188,8 +193,6 @@ class Daemon:
     def _metric_loop(self) -> None:
         """kured refreshes ``kured_reboot_required`` every minute, whatever the loop is doing."""
         while not self.stopping.wait(METRIC_REFRESH):
-            if self.requests.poll(self._clock()):  # a reboot request appeared: start a pass now
-                self.wake.set()
             self._refresh_metric()
 
     def _refresh_metric(self) -> bool:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 from pykured import agentstatus, errors, rebootrequest
 from pykured.cycle.state import NodeState
@@ -97,17 +99,22 @@ class RequestKeeper:
         if found.state is rebootrequest.RequestState.SATISFIED:
             self._satisfy(view, found, now)
 
+    def see(self, node: Mapping[str, Any], now: datetime.datetime) -> bool:
+        """Look at a fresh copy of the Node (from its watch, or a poll): ``True`` if a new request became
+        pending."""
+        before = self.pending
+        found = classify(NodeState.from_obj(node), now)
+        self._remember(found)
+        return found.pending and (before is None or not before.same_intent(found.request or before))
+
     def poll(self, now: datetime.datetime) -> bool:
-        """Re-read the Node (the metric loop, once a minute): ``True`` if a new request became pending."""
+        """Re-read the Node: ``True`` if a new request became pending (never raises)."""
         try:
-            view = NodeState.from_obj(self._kube.get_node(self.node))
+            node = self._kube.get_node(self.node)
         except errors.KubeError as exc:
             logger.debug("cannot read node %s for reboot requests: %s", self.node, exc)
             return False
-        before = self.pending
-        found = classify(view, now)
-        self._remember(found)
-        return found.pending and (before is None or not before.same_intent(found.request or before))
+        return self.see(node, now)
 
     def _remember(self, found: rebootrequest.Classified) -> None:
         with self._mutex:

@@ -242,9 +242,11 @@ class Fleet:
             slot.proc.wait(timeout=10)
 
     def restart(self, node: str) -> None:
-        """A pod restart: kill and start again (the node does not reboot)."""
-        self.kill(node)
-        self.start(node)
+        """A pod restart: kill and start again (the node does not reboot). Serialised with a simulated reboot
+        of the same host, so the two never both start an agent."""
+        with self._lock:
+            self.kill(node)
+            self.start(node)
 
     def signal(self, node: str, signum: int) -> subprocess.Popen[bytes] | None:
         """Send ``signum`` to ``node``'s running agent (not while its host reboots); returns that process."""
