@@ -78,6 +78,8 @@ class RollQueue:
         self._present: bool | None = None
         """Whether our entry is set (None: not known since the start)."""
         self._held_back: tuple[frozenset[str], int] | None = None
+        self._failed: int | None = None
+        """The HTTP status of the last failed write (its warning is not repeated)."""
 
     # -- our entry ------------------------------------------------------------------------------------------
 
@@ -90,8 +92,13 @@ class RollQueue:
         try:
             self._write(member, value, now_ns)
         except KubeError as exc:
-            logger.warning("Could not update the lock queue entry %s/%s: %s", self._namespace, self.name, exc)
+            # once per kind of failure (a missing RBAC rule would otherwise repeat it at every pass)
+            level = logging.DEBUG if self._failed == exc.status else logging.WARNING
+            self._failed = exc.status
+            where = f"{self._namespace}/{self.name}"
+            logger.log(level, "Could not update the lock queue entry %s: %s", where, exc)
             return
+        self._failed = None
         self._written = (value, now_ns)
         self._present = True
 
