@@ -164,7 +164,13 @@ class Daemon:
         """Reconcile until :meth:`stop`."""
         metric_thread = threading.Thread(target=self._metric_loop, name="reboot-required-metric", daemon=True)
         metric_thread.start()
-        watch = RequestWatch(self.p.kube, self.requests, on_request=self.wake.set, clock=self._clock)
+        watch = RequestWatch(
+            self.p.kube,
+            self.requests,
+            on_request=self.wake.set,
+            clock=self._clock,
+            poll_seconds=self.s.period,
+        )
         threading.Thread(
             target=watch.run, args=(self.stopping,), name="reboot-request-watch", daemon=True
         ).start()

@@ -4,8 +4,9 @@ The agent watches its Node as the kubelet does (``fieldSelector=metadata.name=<n
 resourceVersion of one GET, and hands every new copy to :meth:`RequestKeeper.see`; a request that became
 pending wakes the loop. An idle agent then costs the API server one long-running watch, re-opened about every
 half hour, instead of a GET a minute. The watch needs ``watch`` on nodes, which kured's RBAC (``get``,
-``patch``) does not grant: on 403 the agent re-reads its Node every minute instead, and tries the watch
-again after an hour (the RBAC may have changed). Never raises; other failures back off up to a minute.
+``patch``) does not grant: on 403 the agent re-reads its Node every ``--period`` instead (as kured checks
+its sentinel; the loop's own pass reads the Node then too), and tries the watch again after an hour (the
+RBAC may have changed). Never raises; other failures back off up to a minute.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pykured.kube import Kube, Obj
 logger = logging.getLogger(__name__)
 
 WATCH_SECONDS = 1800
-POLL_SECONDS = 60.0
+POLL_SECONDS = 3600.0
 RETRY_WATCH_AFTER = 3600.0
 MAX_BACKOFF = 60.0
 
@@ -95,7 +96,7 @@ class RequestWatch:
                 self._seen(obj)
 
     def _poll(self, stopping: threading.Event) -> None:
-        """kured's RBAC: re-read the Node every ``poll_seconds``, for an hour."""
+        """kured's RBAC: re-read the Node every ``poll_seconds`` (``--period``), for about an hour."""
         for _ in range(max(int(RETRY_WATCH_AFTER / self._poll_seconds), 1)):
             if stopping.wait(self._poll_seconds):
                 return
