@@ -46,7 +46,7 @@ KURED_ROLE_RULES = [
     {"apiGroups": ["apps"], "resources": ["daemonsets"], "resourceNames": ["kured"], "verbs": ["update"]},
 ]
 BASE_CLUSTER_RULES = [
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch", "watch"]},  # watch: its own Node
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "get", "delete"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"]},
