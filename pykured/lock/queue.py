@@ -78,6 +78,8 @@ class RollQueue:
         self._present: bool | None = None
         """Whether our entry is set (None: not known since the start)."""
         self._held_back: tuple[frozenset[str], int] | None = None
+        self._lease: Obj | None = None
+        """Our entry as we last wrote it (its resourceVersion makes the next write one PUT)."""
         self._failed: int | None = None
         """The HTTP status of the last failed write (its warning is not repeated)."""
 
@@ -103,20 +105,25 @@ class RollQueue:
         self._present = True
 
     def _write(self, member: Member, value: str, now_ns: int) -> None:
+        """Write our entry on top of the copy we last wrote (one PUT); read it first only when that copy is
+        unknown or stale (409, or the Lease is gone)."""
         since = member.waiting_since.timestamp() if member.waiting_since else now_ns / _NS
+        base, known = self._lease, self._lease is not None
         for _ in range(3):
-            try:
-                base: Obj | None = self._kube.get_lease(self._namespace, self.name)
-            except NotFoundError:
-                base = None
+            if not known:
+                try:
+                    base = self._kube.get_lease(self._namespace, self.name)
+                except NotFoundError:
+                    base = None
+            known = False
             body = self._body(base, self.node, now_ns, acquired_ns=int(since * _NS))
             body["metadata"]["annotations"][turns.ENTRY_ANNOTATION] = value
             try:
                 if base is None:
-                    self._kube.create_lease(self._namespace, body)
+                    self._lease = self._kube.create_lease(self._namespace, body)
                 else:
-                    self._kube.replace_lease(self._namespace, self.name, body)
-            except ConflictError:
+                    self._lease = self._kube.replace_lease(self._namespace, self.name, body)
+            except (ConflictError, NotFoundError):
                 continue
             return
 
@@ -149,6 +156,7 @@ class RollQueue:
             return
         self._present = False
         self._written = None
+        self._lease = None
 
     # -- the turn -------------------------------------------------------------------------------------------
 
@@ -179,9 +187,9 @@ class RollQueue:
         except KubeError as exc:
             logger.warning("Cannot read the lock queue, taking a turn anyway: %s", exc)
             return turns.Turn(True)
-        free = frozenset(holders)
-        if self._held_back is None or self._held_back[0] != free:
-            self._held_back = (free, now)
+        held = frozenset(holders)
+        if self._held_back is None or self._held_back[0] != held:
+            self._held_back = (held, now)
         turn = turns.decide(
             member,
             entries,
