@@ -250,9 +250,13 @@ def test_a_before_reboot_hook_that_never_answers_aborts_without_reboot(
     )
     assert fleet.wait_for(lambda: lock_value(k8s, ns) is None, timeout=30)
     assert fleet.slots[node].reboots == 0
+    # the slot is released first, then the cycle's marks are cleared (cycle.steps): wait for the label to go
+    def unlabelled() -> bool:
+        return "pykured.dev/before-reboot" not in node_obj(k8s, node)["metadata"].get("labels", {})
+
+    assert fleet.wait_for(unlabelled, timeout=10)
     obj = node_obj(k8s, node)
     assert not obj["spec"].get("unschedulable")  # never cordoned
-    assert "pykured.dev/before-reboot" not in obj["metadata"].get("labels", {})
     assert any(e["reason"] == "RebootHookTimeout" and e["type"] == "Warning" for e in events(k8s, node))
 
 
