@@ -250,6 +250,7 @@ def test_a_before_reboot_hook_that_never_answers_aborts_without_reboot(
     )
     assert fleet.wait_for(lambda: lock_value(k8s, ns) is None, timeout=30)
     assert fleet.slots[node].reboots == 0
+
     # the slot is released first, then the cycle's marks are cleared (cycle.steps): wait for the label to go
     def unlabelled() -> bool:
         return "pykured.dev/before-reboot" not in node_obj(k8s, node)["metadata"].get("labels", {})
