@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pykured.gocompat.goflags import Duration
-from pykured.kube import Kube
+from pykured.kube.client import Kube
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.base import Lock
 from pykured.lock.lease import LeaseLock

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from pykured import errors
+from pykured.core import errors
 from pykured_dev.testenv import Cluster
 from pykured_dev.testenv.fleet import Fleet
 

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from pykured.sentinel import FileSentinel
+from pykured.host.sentinel import FileSentinel
 
 
 def percentile(values: list[float], fraction: float) -> float:

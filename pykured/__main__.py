@@ -7,7 +7,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     """Run pykured; returns the process exit code."""
-    from pykured.cli import main as cli_main
+    from pykured.cli.agent import main as cli_main
 
     return cli_main(sys.argv[1:] if argv is None else argv)
 

@@ -27,11 +27,11 @@ import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from pykured.errors import ConfigError, KubeError, PykuredError
+from pykured.core.errors import ConfigError, KubeError, PykuredError
+from pykured.core.model import Reason
 from pykured.gocompat.goflags import GoValueError
 from pykured.gocompat.goregexp import compile_re2
-from pykured.kube import Kube
-from pykured.model import Reason
+from pykured.kube.client import Kube
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def compile_alert_filter(expression: str) -> re.Pattern[str]:
     """Compile ``--alert-filter-regexp`` as Go RE2 (:func:`pykured.gocompat.goregexp.compile_re2`).
 
     An expression Go rejects, or one pykured cannot mirror faithfully, raises
-    :class:`~pykured.errors.ConfigError`, as kured's flag parser rejects it at startup.
+    :class:`~pykured.core.errors.ConfigError`, as kured's flag parser rejects it at startup.
     """
     try:
         return compile_re2(expression)

@@ -14,31 +14,31 @@ from dataclasses import dataclass, field
 
 from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
 from pykured.config import Config
+from pykured.core.errors import KubeError, NotFoundError
 from pykured.cycle.book import NodeBook
-from pykured.cycle.daemon import Daemon, Parts, Settings
-from pykured.cycle.policy import Policy
+from pykured.cycle.decide import Policy
 from pykured.cycle.steps import Behaviour
+from pykured.daemon import Daemon, Parts, Settings
 from pykured.drain import Drainer
-from pykured.errors import KubeError, NotFoundError
-from pykured.events import EventRecorder
 from pykured.fleetlock import FleetLockServer
 from pykured.gates.cycle import CycleGates
 from pykured.gates.settle import NodesReadyGate, PdbGate, PodsReadyGate, PromQueryGate
-from pykured.host import NSENTER
-from pykured.kube import Kube
+from pykured.host.guard import NSENTER
+from pykured.host.reboot import CommandRebooter, Rebooter, SignalRebooter, ZincatiHandoff
+from pykured.host.sentinel import CommandSentinel, FileSentinel, Sentinel
+from pykured.kube.client import Kube
+from pykured.kube.events import EventRecorder
+from pykured.kube.taints import PreferNoScheduleTaint
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.base import Lock
 from pykured.lock.lease import LeaseLock
 from pykured.lock.paced import GroupPacedLock, node_label_lookup
-from pykured.lock.queue import RollQueue
 from pykured.lock.switch import GuardedLock
 from pykured.metrics import Metrics
 from pykured.notify import KuredMessages, Notifier
 from pykured.policy.maintenance import Window
 from pykured.policy.source import FreezeBlocker, PolicySource, PolicyWindow
-from pykured.reboot import CommandRebooter, Rebooter, SignalRebooter, ZincatiHandoff
-from pykured.sentinel import CommandSentinel, FileSentinel, Sentinel
-from pykured.taints import PreferNoScheduleTaint
+from pykured.roll.queue import RollQueue
 
 logger = logging.getLogger(__name__)
 

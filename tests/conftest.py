@@ -13,7 +13,7 @@ import pytest
 
 from tests.testenv import TestEnv
 
-# Nothing in the test run may reboot or signal this machine: pykured.reboot refuses to in safe mode.
+# Nothing in the test run may reboot or signal this machine: pykured.host.reboot refuses to in safe mode.
 os.environ["PYKURED_SAFE_MODE"] = "1"
 
 

@@ -1,6 +1,6 @@
 """In-memory fakes for pure-logic tests of the reboot cycle: FakeKube, FakeClock, a notifier, a sample Node.
 
-``FakeKube`` implements the part of :class:`pykured.kube.Kube` the cycle uses (Nodes, Pods, DaemonSets,
+``FakeKube`` implements the part of :class:`pykured.kube.client.Kube` the cycle uses (Nodes, Pods, DaemonSets,
 Events) with the API server's rules that matter to it: every write bumps a global ``resourceVersion``; a
 ``PUT`` with a stale ``resourceVersion`` fails with 409 Conflict; merge patches (RFC 7386) delete on
 ``null``; JSON patches (RFC 6902) support ``add``/``remove``/``replace``/``test`` and answer 422 when a
@@ -16,8 +16,8 @@ import datetime
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pykured import errors
-from pykured.kube import JSON_PATCH, Obj
+from pykured.core import errors
+from pykured.kube.client import JSON_PATCH, Obj
 
 Failure = Callable[[str, str, Any], errors.KubeError | None]
 """``(method, path, body) -> error or None``: an injected failure for one matching request."""

@@ -16,9 +16,9 @@ from typing import Any, cast
 import pytest
 
 from pykured import blockers
-from pykured.errors import ConfigError, KubeError
-from pykured.kube import Kube
-from pykured.model import Reason
+from pykured.core.errors import ConfigError, KubeError
+from pykured.core.model import Reason
+from pykured.kube.client import Kube
 from tests.testenv import TestEnv
 
 NOW = datetime.datetime(2026, 1, 1, 0, 0, 0, 500000, tzinfo=datetime.UTC)

@@ -2,7 +2,8 @@
 metric, every node annotation and every ``configuration.*`` value of kured's Helm chart.
 
 The lists come from the code (``pykured.config.flags``, ``pykured.metrics``, ``pykured.cycle.state``,
-``pykured.rebootrequest``, ``pykured.agentstatus``), so a new flag, metric or annotation without a row fails
+``pykured.requests.record``, ``pykured.status.agent``), so a new flag, metric or annotation without a row
+fails
 here. The chart keys are kured's Helm chart 6.1.0 ``values.yaml``. Each case is one parametrized test whose id
 names the missing item.
 """
@@ -15,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from pykured import agentstatus, rebootrequest
 from pykured.config.flags import FLAGS
 from pykured.cycle import state as nodeinfo
 from pykured.metrics import Metrics
+from pykured.requests import record as rebootrequest
+from pykured.status import agent as agentstatus
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "COMPATIBILITY.md"
@@ -159,7 +161,7 @@ def _last_cell(row: str) -> str:
 
 def test_every_table_says_what_was_checked_against_the_kured_binary() -> None:
     """Each table's last column tells whether the row was run against kured 1.23.0's binary (the start-up
-    differential, tests/config/test_startup_kured.py; the window oracle, tests/test_window_kured.py) or
+    differential, tests/config/test_startup_kured.py; the window oracle, tests/policy/test_weekly_kured.py) or
     settled by reading kured's source."""
     tables = _tables()
     assert len(tables) > 20

@@ -1,430 +1,615 @@
-"""The reboot cycle end to end: real pykured agent processes on simulated nodes of the real apiserver.
+"""The daemon in process, one row per step and transition, on a fake API server and a fake clock.
 
-Each agent is ``python -m pykured`` in safe mode with a shim nsenter; "reboots" are done by the fleet
-supervisor (agent killed, sentinel gone, new bootID, agent restarted). Nothing touches this machine.
+Each row sets the scene (sentinel, lock, Node annotations, clock), runs ONE pass of the real
+:class:`~pykured.daemon.Daemon` with the real lock, book, drainer, taint and Event recorder over
+:class:`tests.fakes.FakeKube`, and checks the decision taken and what it wrote. The real API server and real
+agents are exercised by tests/test_daemon.py; these rows reach the paths that are slow or hard to provoke
+there (GIVE_UP, CLEANUP, RETRY_REBOOT, a failed drain) without a wall clock.
 """
 
 from __future__ import annotations
 
-import json
-import signal
+import dataclasses
+import datetime
 import threading
 import time
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
-from pykured_dev.testenv.fleet import Fleet
-from tests.fleets import MakeFleet, fleet_factory, since_last_start
-from tests.testenv import TestEnv
+from pykured.core import errors
+from pykured.core.model import Reason
+from pykured.cycle import state
+from pykured.cycle.book import NodeBook
+from pykured.cycle.decide import Policy, Step
+from pykured.cycle.steps import Behaviour
+from pykured.daemon import Daemon, Parts, Settings
+from pykured.drain import Drainer
+from pykured.gocompat.goflags import Duration
+from pykured.kube.events import EventRecorder
+from pykured.kube.taints import PreferNoScheduleTaint
+from pykured.lock.annotation import AnnotationLock
+from pykured.lock.record import LockEntry, encode_entry
+from pykured.metrics import Metrics
+from pykured.policy.weekly import TimeWindow
+from pykured.status import agent as agentstatus
+from tests.fakes import FakeClock, FakeKube, RecordingNotifier
 
-pytestmark = [pytest.mark.k8s, pytest.mark.slow]
+NODE = "n1"
+NS = "kube-system"
+DS = "kured"
 LOCK = "weave.works/kured-node-lock"
-BACKING_OFF = "backing off after a reboot that did not clear the sentinel"  # the loop's decision (debug log)
+TAINT = "weave.works/kured-node-reboot"
+T0 = datetime.datetime(2026, 6, 30, 12, 0, tzinfo=datetime.UTC)
+MIN = datetime.timedelta(minutes=1)
+PERIOD = 3600.0
 
 
-@pytest.fixture
-def make_fleet(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeFleet]:
-    with fleet_factory(k8s, tmp_path, period="10s") as make:
-        yield make
+class Sentinel:
+    def __init__(self) -> None:
+        self.present = True
 
+    def required(self) -> bool:
+        return self.present
 
-def node_obj(k8s: TestEnv, node: str) -> dict[str, Any]:
-    obj: dict[str, Any] = k8s.kube().get_node(node)
-    return obj
+    def start(self) -> None:
+        pass
 
-
-def pykured_annotations(k8s: TestEnv, node: str) -> dict[str, str]:
-    annotations = node_obj(k8s, node)["metadata"].get("annotations", {})
-    return {
-        k: v
-        for k, v in annotations.items()
-        if k.startswith("pykured.dev/") and k not in ("pykured.dev/simulated", "pykured.dev/status")
-    }
-
-
-def settled(k8s: TestEnv, fleet: Fleet, node: str, reboots: int = 1) -> Callable[[], bool]:
-    def check() -> bool:
-        obj = node_obj(k8s, node)
-        return (
-            fleet.slots[node].reboots >= reboots
-            and not obj["spec"].get("unschedulable")
-            and not pykured_annotations(k8s, node)
-        )
-
-    return check
-
-
-def lock_value(k8s: TestEnv, ns: str) -> str | None:
-    value = k8s.kube().get_daemonset(ns, "kured")["metadata"].get("annotations", {}).get(LOCK)
-    return None if value is None else str(value)
-
-
-@pytest.mark.parametrize("method", ["command", "signal", "zincati"])
-def test_full_cycle_for_each_reboot_method(k8s: TestEnv, make_fleet: MakeFleet, method: str) -> None:
-    fleet, ns, (node,) = make_fleet(
-        method=method, args=("--annotate-nodes", "--post-reboot-node-labels=rebooted=yes")
-    )
-    k8s.create_pod(k8s.new_namespace(), "app", node=node)
-    fleet.touch(node)
-    assert fleet.wait_for(settled(k8s, fleet, node), timeout=60), fleet.log_text(node)
-    obj = node_obj(k8s, node)
-    assert fleet.slots[node].reboots == 1
-    assert obj["metadata"]["labels"]["rebooted"] == "yes"
-    assert "weave.works/kured-reboot-in-progress" not in obj["metadata"]["annotations"]
-    assert "weave.works/kured-most-recent-reboot-needed" in obj["metadata"]["annotations"]
-    assert lock_value(k8s, ns) is None
-    log = fleet.log_text(node)
-    assert "Triggering reboot for node" in log and "Uncordoned node" in log
-    if method == "zincati":
-        assert not fleet.slots[node].marker.exists(), "the hand-off marker is removed after the reboot"
-    events = k8s.kube().get(
-        "/api/v1/namespaces/default/events", query={"fieldSelector": f"involvedObject.name={node}"}
-    )["items"]
-    reasons = {e["reason"] for e in events}
-    assert {"LockAcquired", "Draining", "Rebooting", "Uncordoned"} <= reasons, reasons
-
-
-def test_prefer_no_schedule_taint_while_waiting_for_the_lock(k8s: TestEnv, make_fleet: MakeFleet) -> None:
-    key = "weave.works/kured-node-reboot"
-    fleet, _ns, (first, second) = make_fleet(2, args=(f"--prefer-no-schedule-taint={key}",))
-
-    def tainted(node: str) -> bool:
-        taints = node_obj(k8s, node)["spec"].get("taints") or []
-        return any(t["key"] == key and t["effect"] == "PreferNoSchedule" for t in taints)
-
-    fleet.paused.add(first)
-    fleet.touch(first)
-    assert fleet.wait_for(lambda: fleet.requests(first) == 1, timeout=30), fleet.log_text(first)
-    fleet.touch(second)
-    assert fleet.wait_for(lambda: tainted(second), timeout=30), fleet.log_text(second)
-    assert "Lock already held: " + first in fleet.log_text(second)
-    fleet.paused.discard(first)
-    assert fleet.wait_for(settled(k8s, fleet, second), timeout=60), fleet.log_text(second)
-    assert not tainted(second)
-    assert not tainted(first)
-
-
-def test_an_administrators_cordon_is_kept(k8s: TestEnv, make_fleet: MakeFleet) -> None:
-    fleet, _ns, (node,) = make_fleet()
-    k8s.kube().patch_node(node, {"spec": {"unschedulable": True}})
-    fleet.touch(node)
-    assert fleet.wait_for(
-        lambda: fleet.slots[node].reboots == 1 and not pykured_annotations(k8s, node), timeout=60
-    ), fleet.log_text(node)
-    fleet.wait_for(lambda: "Leaving node" in fleet.log_text(node), timeout=30)  # its decision, logged
-    assert node_obj(k8s, node)["spec"]["unschedulable"] is True
-    assert "Leaving node" in fleet.log_text(node)
-
-
-def test_concurrency_one_never_drains_two_nodes_at_once(k8s: TestEnv, make_fleet: MakeFleet) -> None:
-    fleet, _ns, nodes = make_fleet(3, args=("--lock-backend=lease",))
-    most = 0
-    for node in nodes:
-        fleet.touch(node)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not all(s.reboots for s in fleet.slots.values()):
-        down = sum(1 for n in nodes if node_obj(k8s, n)["spec"].get("unschedulable"))
-        most = max(most, down)
-        time.sleep(0.05)
-    assert all(fleet.slots[n].reboots == 1 for n in nodes)
-    assert most == 1
-
-
-def test_pod_restart_while_waiting_for_the_reboot_does_not_reboot_twice(
-    k8s: TestEnv, make_fleet: MakeFleet
-) -> None:
-    fleet, _ns, (node,) = make_fleet(args=("--reboot-retry-delay=30s",))
-    fleet.paused.add(node)  # the host takes its time to go down
-    fleet.touch(node)
-    assert fleet.wait_for(lambda: fleet.requests(node) == 1, timeout=30), fleet.log_text(node)
-    fleet.restart(node)
-    fleet.wait_for(lambda: "Waiting for reboot" in since_last_start(fleet, node), timeout=30)
-    assert fleet.requests(node) == 1, "a restarted agent must not trigger the reboot again at once"
-    assert "Waiting for reboot" in fleet.log_text(node).split("Kubernetes Reboot Daemon")[-1]
-    fleet.paused.discard(node)
-    assert fleet.wait_for(settled(k8s, fleet, node), timeout=30), fleet.log_text(node)
-    assert fleet.requests(node) == 1
-
-
-def test_pod_restart_during_a_blocked_drain_finishes_the_cycle(k8s: TestEnv, make_fleet: MakeFleet) -> None:
-    fleet, _ns, (node,) = make_fleet()
-    apps = k8s.new_namespace()
-    k8s.create_pod(apps, "guarded", node=node, labels={"app": "guarded"})
-    k8s.create_pdb(apps, "guard", {"app": "guarded"}, min_available=1)
-    k8s.set_pdb_status(apps, "guard", disruptions_allowed=0)
-    fleet.touch(node)
-    assert fleet.wait_for(lambda: node_obj(k8s, node)["spec"].get("unschedulable") is True, timeout=30)
-    fleet.restart(node)
-    # The restarted agent resumes the drain and meets the PodDisruptionBudget.
-    fleet.wait_for(lambda: "error when evicting pods" in since_last_start(fleet, node), timeout=30)
-    assert fleet.slots[node].reboots == 0
-    k8s.set_pdb_status(apps, "guard", disruptions_allowed=1)
-    assert fleet.wait_for(settled(k8s, fleet, node), timeout=60), fleet.log_text(node)
-    assert fleet.slots[node].reboots == 1
-
-
-def test_pod_restart_during_the_release_delay_keeps_the_release_time(
-    k8s: TestEnv, make_fleet: MakeFleet
-) -> None:
-    fleet, ns, (node,) = make_fleet(args=("--lock-release-delay=6s",))
-    fleet.touch(node)
-    assert fleet.wait_for(lambda: "pykured.dev/release-after" in pykured_annotations(k8s, node), timeout=60)
-    release_after = pykured_annotations(k8s, node)["pykured.dev/release-after"]
-    assert lock_value(k8s, ns) is not None
-    fleet.restart(node)
-    assert fleet.wait_for(lambda: lock_value(k8s, ns) is None, timeout=30), fleet.log_text(node)
-    assert node_obj(k8s, node)["spec"].get("unschedulable") is not True
-    assert release_after  # the stored time, not a delay restarted in memory, decided the release
-    assert fleet.slots[node].reboots == 1
-
-
-@pytest.mark.parametrize("force", [False, True], ids=["no-force", "force-reboot"])
-def test_pdb_blocked_drain(k8s: TestEnv, make_fleet: MakeFleet, force: bool) -> None:
-    args = ("--drain-timeout=3s", *(("--force-reboot",) if force else ()))
-    fleet, ns, (node,) = make_fleet(args=args)
-    apps = k8s.new_namespace()
-    k8s.create_pod(apps, "guarded", node=node, labels={"app": "guarded"})
-    k8s.create_pdb(apps, "guard", {"app": "guarded"}, min_available=1)
-    k8s.set_pdb_status(apps, "guard", disruptions_allowed=0)
-    fleet.touch(node)
-    if force:
-        assert fleet.wait_for(lambda: fleet.slots[node].reboots == 1, timeout=60), fleet.log_text(node)
-        assert fleet.wait_for(settled(k8s, fleet, node), timeout=30)
-    else:
-        assert fleet.wait_for(lambda: "Unable to cordon or drain" in fleet.log_text(node), timeout=60)
-        assert fleet.wait_for(
-            lambda: lock_value(k8s, ns) is None and not node_obj(k8s, node)["spec"].get("unschedulable"),
-            timeout=30,
-        )
-        assert fleet.slots[node].reboots == 0
-
-
-def test_pod_blocker_blocks(k8s: TestEnv, make_fleet: MakeFleet) -> None:
-    fleet, ns, (node,) = make_fleet(args=("--blocking-pod-selector=app=blocker",))
-    k8s.create_pod(k8s.new_namespace(), "blocker", node=node, labels={"app": "blocker"})
-    fleet.touch(node)
-    assert fleet.wait_for(
-        lambda: "Reboot blocked: matching pods: [blocker]" in fleet.log_text(node), timeout=30
-    )
-    assert lock_value(k8s, ns) is None
-    assert fleet.slots[node].reboots == 0
-
-
-class _Prometheus(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        body = {
-            "status": "success",
-            "data": {
-                "resultType": "vector",
-                "result": [
-                    {
-                        "metric": {"__name__": "ALERTS", "alertname": "NodeDown", "alertstate": "firing"},
-                        "value": [0, "1"],
-                    }
-                ],
-            },
-        }
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
+    def stop(self) -> None:
         pass
 
 
-def test_prometheus_alert_blocks(k8s: TestEnv, make_fleet: MakeFleet) -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Prometheus)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        fleet, _ns, (node,) = make_fleet(args=(f"--prometheus-url=http://127.0.0.1:{server.server_port}",))
-        fleet.touch(node)
-        assert fleet.wait_for(
-            lambda: "Reboot blocked: 1 active alerts: [NodeDown]" in fleet.log_text(node), timeout=30
-        ), fleet.log_text(node)
-        assert fleet.slots[node].reboots == 0
-    finally:
-        server.shutdown()
-        server.server_close()
+class Rebooter:
+    def __init__(self, *, hands_off: bool = False, fail: bool = False) -> None:
+        self.hands_off = hands_off
+        self.fail = fail
+        self.reboots = 0
+        self.withdrawn = 0
+
+    def reboot(self) -> None:
+        self.reboots += 1
+        if self.fail:
+            raise errors.RebootError("reboot command failed")
+
+    def withdraw(self) -> None:
+        self.withdrawn += 1
 
 
-def test_sentinel_still_present_after_reboot_backs_off(k8s: TestEnv, make_fleet: MakeFleet) -> None:
-    fleet, ns, (node,) = make_fleet(args=("--log-level=debug",))
-    fleet.keep_sentinel = True  # kured #976: `! needs-restarting` without the binary stays true forever
-    fleet.touch(node)
-    assert fleet.wait_for(lambda: "kured #976" in fleet.log_text(node), timeout=60), fleet.log_text(node)
-    fleet.wait_for(lambda: BACKING_OFF in fleet.log_text(node), timeout=30)  # the next pass decided to wait
-    assert fleet.slots[node].reboots == 1
-    assert lock_value(k8s, ns) is None
-    assert "pykured.dev/backoff-until" in node_obj(k8s, node)["metadata"]["annotations"]
+class Blocker:
+    def __init__(self) -> None:
+        self.reason: Reason | None = None
+
+    def check(self, *, now: datetime.datetime) -> Reason | None:
+        return self.reason
 
 
-def test_reboot_that_never_happens_is_retried_once_then_given_up(k8s: TestEnv, make_fleet: MakeFleet) -> None:
-    fleet, ns, (node,) = make_fleet(args=("--log-level=debug",))
-    fleet.paused.add(node)  # the reboot command "succeeds" but the host never reboots
-    fleet.touch(node)
-    assert fleet.wait_for(lambda: "giving up this cycle" in fleet.log_text(node), timeout=60), fleet.log_text(
-        node
+class Lock(AnnotationLock):
+    """kured's annotation lock on the fake API; waiting for a change returns at once (or blocks, if told)."""
+
+    waits = 0
+    block: threading.Event | None = None
+
+    def wait_for_change(self, timeout: float) -> None:
+        self.waits += 1
+        if self.block is not None:
+            self.block.wait(timeout)
+
+
+@dataclasses.dataclass
+class Rig:
+    kube: FakeKube
+    clock: FakeClock
+    sentinel: Sentinel
+    rebooter: Rebooter
+    notifier: RecordingNotifier
+    blocker: Blocker
+    metrics: Metrics
+    lock: Lock
+    daemon: Daemon
+
+    # -- the scene -----------------------------------------------------------------------------------------
+
+    def hold(self, node: str = NODE, *, unschedulable: bool = False) -> None:
+        """``node`` holds the lock (written as kured writes it)."""
+        entry = LockEntry(node_id=node, unschedulable=unschedulable, created_ns=int(T0.timestamp()) * 10**9)
+        ds = self.kube.daemonsets[(NS, DS)]
+        ds["metadata"]["annotations"] = {LOCK: encode_entry(entry)}
+
+    def remember(self, **changes: object) -> None:
+        """Write the cycle's memory on the Node."""
+        patch = state.state_patch(**changes)  # type: ignore[arg-type]
+        self.kube.patch_node(NODE, {"metadata": {"annotations": patch}})
+
+    def cordon(self) -> None:
+        self.kube.patch_node(NODE, {"spec": {"unschedulable": True}})
+
+    def taint(self) -> None:
+        self.kube.nodes[NODE]["spec"]["taints"] = [{"key": TAINT, "effect": "PreferNoSchedule"}]
+
+    # -- what happened -------------------------------------------------------------------------------------
+
+    def step(self) -> Step:
+        assert self.daemon.last_action is not None
+        return self.daemon.last_action.step
+
+    def holders(self) -> list[str]:
+        return [e.node_id for e in self.lock.holders(now_ns=int(self.clock.now.timestamp()) * 10**9)]
+
+    def memory(self) -> dict[str, str]:
+        """The cycle's memory on the Node (the agent's published status is not memory)."""
+        annotations = self.kube.annotations(NODE).items()
+        return {
+            k: v
+            for k, v in annotations
+            if k.startswith(state.PYKURED_PREFIX) and k != agentstatus.STATUS_ANNOTATION
+        }
+
+    def sample(self, name: str, **labels: str) -> float:
+        return self.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def make_rig(
+    *, policy: Policy | None = None, behaviour: Behaviour | None = None, rebooter: Rebooter | None = None
+) -> Rig:
+    kube = FakeKube()
+    kube.add_node(NODE)
+    kube.add_node("other")
+    kube.add_daemonset(NS, DS)
+    clock = FakeClock(T0)
+    lock = Lock(
+        kube,  # type: ignore[arg-type]
+        namespace=NS, ds_name=DS, annotation=LOCK, node_id=NODE, concurrency=1, ttl=Duration(0),
+        liveness_interval=None, sleep=lambda _s: None,
+    )  # fmt: skip
+    sentinel, notifier, blocker = Sentinel(), RecordingNotifier(), Blocker()
+    rebooter = rebooter or Rebooter()
+    metrics = Metrics(process_collectors=False)
+    parts = Parts(
+        kube=kube,  # type: ignore[arg-type]
+        lock=lock,
+        book=NodeBook(kube, node=NODE),  # type: ignore[arg-type]
+        drainer=Drainer(kube, node=NODE, poll_interval=0.0),  # type: ignore[arg-type]
+        rebooter=rebooter,
+        sentinel=sentinel,
+        window=TimeWindow.parse(["su", "mo", "tu", "we", "th", "fr", "sa"], "0:00", "23:59:59", "UTC"),
+        notifier=notifier,  # type: ignore[arg-type]
+        events=EventRecorder(kube, node=NODE),  # type: ignore[arg-type]
+        metrics=metrics,
+        taint=PreferNoScheduleTaint(kube, node=NODE, key=TAINT),  # type: ignore[arg-type]
+        blockers=[blocker],
     )
-    assert fleet.requests(node) == 2
-    assert fleet.wait_for(
-        lambda: lock_value(k8s, ns) is None and not node_obj(k8s, node)["spec"].get("unschedulable"),
-        timeout=10,
+    settings = Settings(
+        node=NODE,
+        period=PERIOD,
+        behaviour=behaviour or Behaviour(),
+        policy=policy or Policy(taint=True, reboot_retry_delay=10 * MIN, sentinel_loop_backoff=60 * MIN),
     )
-    fleet.wait_for(lambda: BACKING_OFF in fleet.log_text(node), timeout=30)  # the next pass decided to wait
-    assert fleet.requests(node) == 2, "backing off: no third attempt"
+    daemon = Daemon(parts, settings, clock=clock)
+    return Rig(kube, clock, sentinel, rebooter, notifier, blocker, metrics, lock, daemon)
 
 
-def test_kured_rbac_with_the_charts_default_arguments(k8s: TestEnv, make_fleet: MakeFleet) -> None:
-    """The "swap the image in kured's Helm chart" path: kured's RBAC, the chart's default render."""
-    holder: dict[str, str] = {}
+@pytest.fixture
+def rig() -> Rig:
+    return make_rig()
 
-    def kubeconfig(_node: str) -> str:
-        return holder["path"]
 
-    fleet, ns, (node,) = make_fleet(
-        kubeconfig=kubeconfig,
-        start=False,
-        args=(
-            "--ds-name=kured",
-            "--metrics-port=0",
-            "--reboot-command=/bin/systemctl reboot",
-            "--log-format=text",
-            "--concurrency=1",
-        ),
+def rebooting(rig: Rig, *, attempts: int = 1, ago: datetime.timedelta = MIN) -> None:
+    """Holding the lock, cordoned by us, reboot triggered ``ago`` and the bootID not changed yet."""
+    rig.hold()
+    rig.cordon()
+    rig.remember(
+        unschedulable_before=False,
+        reboot_boot_id="boot-1",
+        reboot_triggered_at=T0 - ago,
+        reboot_attempts=attempts,
     )
-    k8s.apply_rbac_kured(ns)
-    holder["path"] = k8s.kubeconfig_for(*k8s.kured_identity(ns))
-    fleet.start(node)
-    fleet.touch(node)
-    # The fleet's reboot command comes after the chart's on the command line, so it wins (last value wins, as
-    # in pflag); everything else is the chart's default render, and only kured's RBAC is granted.
-    assert fleet.wait_for(settled(k8s, fleet, node), timeout=60), fleet.log_text(node)
-    assert fleet.slots[node].reboots == 1
-    assert lock_value(k8s, ns) is None
 
 
-def test_api_server_outage_mid_cycle_resumes_without_a_second_reboot(
-    k8s: TestEnv, make_fleet: MakeFleet
-) -> None:
-    import os
-    import signal
-
-    fleet, ns, (node,) = make_fleet(args=("--reboot-retry-delay=2m",))
-    fleet.paused.add(node)
-    fleet.touch(node)
-    assert fleet.wait_for(lambda: fleet.requests(node) == 1, timeout=30), fleet.log_text(node)
-    apiserver = k8s.procs["kube-apiserver"].popen.pid  # our own child process, never this machine's
-    seen = len(fleet.log_text(node))
-    os.kill(apiserver, signal.SIGSTOP)
-    try:
-        # Until the agent's next request has timed out (the client's 30 s read timeout) and it logged so:
-        # it sees errors, not a hang.
-        fleet.wait_for(lambda: "Read timed out" in fleet.log_text(node)[seen:], timeout=90)
-    finally:
-        os.kill(apiserver, signal.SIGCONT)
-    fleet.paused.discard(node)
-    assert fleet.wait_for(settled(k8s, fleet, node), timeout=90), fleet.log_text(node)
-    assert fleet.requests(node) == 1
-    assert fleet.slots[node].starts == 2, "the agent never crashed: one start before the reboot, one after"
-    assert lock_value(k8s, ns) is None
+def rebooted(rig: Rig) -> None:
+    rebooting(rig)
+    rig.kube.reboot(NODE, "boot-2")
 
 
-def test_a_corrupt_lock_annotation_blocks_safely_and_does_not_crash(
-    k8s: TestEnv, make_fleet: MakeFleet
-) -> None:
-    fleet, ns, (node,) = make_fleet(start=False)
-    ds = k8s.kube().get_daemonset(ns, "kured")
-    ds["metadata"]["annotations"][LOCK] = '{"nodeID": 42, broken'
-    k8s.kube().replace_daemonset(ns, "kured", ds)
-    fleet.start(node)
-    fleet.touch(node)
-    assert fleet.wait_for(lambda: "Lock already held" in fleet.log_text(node), timeout=30), fleet.log_text(
-        node
+# -- one row per step and transition -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    name: str
+    given: Callable[[Rig], object]
+    step: Step
+    then: Callable[[Rig, float], None]
+
+
+def _nothing(rig: Rig) -> None:
+    pass
+
+
+def _not_required(rig: Rig) -> None:
+    rig.sentinel.present = False
+
+
+def then_waits_a_period(rig: Rig, pause: float) -> None:
+    assert pause == PERIOD
+    assert rig.memory() == {} and rig.holders() == [] and rig.kube.event_reasons() == []
+
+
+def then_untainted(rig: Rig, pause: float) -> None:
+    assert rig.kube.nodes[NODE]["spec"].get("taints") == []
+
+
+def then_blocked(rig: Rig, pause: float) -> None:
+    assert pause == PERIOD and rig.holders() == []
+    assert rig.kube.event_reasons() == ["RebootBlocked"]
+    assert rig.sample("pykured_blocked", reason="prometheus") == 1
+
+
+def then_acquired(rig: Rig, pause: float) -> None:
+    assert rig.holders() == [NODE]
+    assert rig.memory() == {state.UNSCHEDULABLE_BEFORE_ANNOTATION: "false"}
+    assert rig.kube.event_reasons() == ["LockAcquired"]
+
+
+def then_waits_for_the_lock(rig: Rig, pause: float) -> None:
+    assert rig.holders() == ["other"] and rig.memory() == {}
+    assert rig.kube.nodes[NODE]["spec"]["taints"][0]["key"] == TAINT
+    assert rig.sample("pykured_blocked", reason="lock") == 1
+    assert pause == 60.0
+    rig.daemon._lock_waiter.join(1)  # type: ignore[union-attr]
+    assert rig.lock.waits == 1
+
+
+def then_rebooted_once(rig: Rig, pause: float) -> None:
+    assert rig.rebooter.reboots == 1 and rig.kube.cordoned(NODE)
+    memory = rig.memory()
+    assert memory[state.REBOOT_BOOT_ID_ANNOTATION] == "boot-1"
+    assert memory[state.REBOOT_ATTEMPTS_ANNOTATION] == "1"
+    assert memory[state.UNSCHEDULABLE_BEFORE_ANNOTATION] == "false"
+    assert rig.notifier.sent == ["drain", "reboot"]
+    assert rig.kube.event_reasons() == ["Draining", "Rebooting"]
+    assert rig.sample("pykured_reboots_total", outcome="triggered") == 1
+
+
+def then_waits_for_the_reboot(rig: Rig, pause: float) -> None:
+    assert rig.rebooter.reboots == 0 and pause == pytest.approx(9 * 60)
+
+
+def then_retried(rig: Rig, pause: float) -> None:
+    assert rig.rebooter.reboots == 1
+    assert rig.memory()[state.REBOOT_ATTEMPTS_ANNOTATION] == "2"
+    assert rig.kube.event_reasons() == ["RebootRetry", "Rebooting"]
+
+
+def then_gave_up(rig: Rig, pause: float) -> None:
+    assert rig.rebooter.reboots == 0 and rig.holders() == [] and not rig.kube.cordoned(NODE)
+    assert rig.memory() == {state.BACKOFF_UNTIL_ANNOTATION: "2026-06-30T13:00:00Z"}
+    assert rig.kube.event_reasons() == ["RebootLoopBackoff"]
+    assert rig.sample("pykured_reboots_total", outcome="failed") == 1
+
+
+def then_finished_the_reboot(rig: Rig, pause: float) -> None:
+    assert not rig.kube.cordoned(NODE) and rig.holders() == [NODE]
+    assert rig.memory()[state.RELEASE_AFTER_ANNOTATION] == "2026-06-30T12:00:00Z"
+    assert rig.notifier.sent == ["uncordon"]
+    assert rig.kube.event_reasons() == ["Uncordoned"]
+    assert rig.sample("pykured_reboots_total", outcome="completed") == 1
+
+
+def _release_due(rig: Rig) -> None:
+    rebooted(rig)
+    rig.kube.patch_node(NODE, {"spec": {"unschedulable": None}})
+    rig.remember(release_after=T0)
+
+
+def then_released(rig: Rig, pause: float) -> None:
+    assert rig.holders() == [] and rig.memory() == {}
+
+
+def then_released_and_backs_off(rig: Rig, pause: float) -> None:
+    assert rig.holders() == []
+    assert rig.memory() == {state.BACKOFF_UNTIL_ANNOTATION: "2026-06-30T13:00:00Z"}
+    assert rig.kube.event_reasons() == ["RebootLoopBackoff"]
+
+
+def then_aborted(rig: Rig, pause: float) -> None:
+    assert rig.holders() == [] and rig.memory() == {} and not rig.kube.cordoned(NODE)
+    assert rig.rebooter.reboots == 0
+
+
+def then_admin_cordon_kept(rig: Rig, pause: float) -> None:
+    assert rig.holders() == [] and rig.memory() == {} and rig.kube.cordoned(NODE)
+
+
+def then_cleaned_up(rig: Rig, pause: float) -> None:
+    assert rig.memory() == {} and not rig.kube.cordoned(NODE) and rig.notifier.sent == []
+
+
+def then_cleaned_up_after_the_reboot(rig: Rig, pause: float) -> None:
+    assert rig.memory() == {} and not rig.kube.cordoned(NODE)
+    assert rig.notifier.sent == ["uncordon"] and rig.kube.event_reasons() == ["Uncordoned"]
+
+
+def then_hands_off(rig: Rig, pause: float) -> None:
+    # the scene's mark, then only the agent's published status: nothing of the cycle is touched
+    assert rig.kube.requests.count(("PATCH", f"/api/v1/nodes/{NODE}")) == 2
+    assert set(rig.memory()) == {state.FLEETLOCK_ID_ANNOTATION} and not rig.kube.cordoned(NODE)
+    assert rig.holders() == [] and pause == PERIOD
+
+
+def _lost_lock_mid_drain(rig: Rig) -> None:
+    rig.cordon()
+    rig.remember(unschedulable_before=False)
+
+
+def _lost_lock_after_reboot(rig: Rig) -> None:
+    rebooted(rig)
+    rig.kube.daemonsets[(NS, DS)]["metadata"]["annotations"] = {}
+
+
+def _admin_cordon_lost_lock(rig: Rig) -> None:
+    rig.cordon()
+    rig.remember(unschedulable_before=True)
+
+
+def _aborting_admin_cordon(rig: Rig) -> None:
+    rig.sentinel.present = False
+    rig.hold(unschedulable=True)
+    rig.cordon()
+    rig.remember(unschedulable_before=True)
+
+
+def both(*scenes: Callable[[Rig], object]) -> Callable[[Rig], None]:
+    def given(rig: Rig) -> None:
+        for scene in scenes:
+            scene(rig)
+
+    return given
+
+
+def _holding(rig: Rig) -> None:
+    rig.hold()
+    rig.remember(unschedulable_before=False)
+
+
+def _holding_cordoned(rig: Rig) -> None:
+    _holding(rig)
+    rig.cordon()
+
+
+ROWS = [
+    Row("idle, reboot not required: wait a period", _not_required, Step.WAIT, then_waits_a_period),
+    Row(
+        "idle, leftover taint: remove it",
+        both(_not_required, Rig.taint),
+        Step.SYNC_TAINT,
+        then_untainted,
+    ),
+    Row(
+        "idle, required, blocked",
+        lambda r: setattr(r.blocker, "reason", Reason("prometheus", "1 active alerts: [Down]")),
+        Step.BLOCKED,
+        then_blocked,
+    ),
+    Row("idle, required: acquire the lock", _nothing, Step.ACQUIRE, then_acquired),
+    Row(
+        "idle, lock held by another: taint and wait",
+        lambda r: r.hold("other"),
+        Step.ACQUIRE,
+        then_waits_for_the_lock,
+    ),
+    Row(
+        "holding: drain and reboot",
+        _holding,
+        Step.DRAIN_AND_REBOOT,
+        then_rebooted_once,
+    ),
+    Row(
+        "holding, memory not yet written (restart): record, drain, reboot",
+        lambda r: r.hold(),
+        Step.DRAIN_AND_REBOOT,
+        then_rebooted_once,
+    ),
+    Row(
+        "rebooting, bootID unchanged: wait for the retry delay",
+        rebooting,
+        Step.WAIT,
+        then_waits_for_the_reboot,
+    ),
+    Row(
+        "rebooting, retry delay passed: retry once",
+        lambda r: rebooting(r, ago=11 * MIN),
+        Step.RETRY_REBOOT,
+        then_retried,
+    ),
+    Row(
+        "rebooting, retried already: give up",
+        lambda r: rebooting(r, attempts=2, ago=11 * MIN),
+        Step.GIVE_UP,
+        then_gave_up,
+    ),
+    Row(
+        "rebooted: uncordon and set the release time",
+        both(rebooted, _not_required),
+        Step.POST_REBOOT,
+        then_finished_the_reboot,
+    ),
+    Row(
+        "release time passed: release and forget",
+        both(_release_due, _not_required),
+        Step.RELEASE,
+        then_released,
+    ),
+    Row(
+        "release time passed, sentinel back: release and back off",
+        _release_due,
+        Step.RELEASE,
+        then_released_and_backs_off,
+    ),
+    Row(
+        "holding, sentinel gone: abort",
+        both(_not_required, _holding_cordoned),
+        Step.ABORT,
+        then_aborted,
+    ),
+    Row(
+        "holding, sentinel gone, admin's cordon: abort, keep it",
+        _aborting_admin_cordon,
+        Step.ABORT,
+        then_admin_cordon_kept,
+    ),
+    Row("lock lost mid-drain: uncordon, forget", _lost_lock_mid_drain, Step.CLEANUP, then_cleaned_up),
+    Row(
+        "lock lost after the reboot: finish it, forget",
+        _lost_lock_after_reboot,
+        Step.CLEANUP,
+        then_cleaned_up_after_the_reboot,
+    ),
+    Row(
+        "lock lost, admin's cordon: forget only",
+        _admin_cordon_lost_lock,
+        Step.CLEANUP,
+        then_admin_cordon_kept,
+    ),
+    Row(
+        "FleetLock runs the cycle: hands off",
+        lambda r: r.remember(fleetlock_id="zid"),
+        Step.WAIT,
+        then_hands_off,
+    ),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
+def test_one_pass(rig: Rig, row: Row) -> None:
+    row.given(rig)
+    rig.kube.events.clear()
+    pause = rig.daemon.run_once()
+    assert rig.step() is row.step, rig.daemon.last_action
+    row.then(rig, pause)
+
+
+# -- transitions that need more than one pass or another configuration ---------------------------------------
+
+
+def test_a_failed_drain_releases_uncordons_and_retries_after_a_period(rig: Rig) -> None:
+    rig.hold()
+    rig.remember(unschedulable_before=False)
+    rig.kube.fail_next(
+        lambda m, p, body: errors.KubeError("boom") if m == "PATCH" and "spec" in body else None
     )
-    # Its next attempt (after waiting for a lock change, at most --period): it lived through the first.
-    fleet.wait_for(lambda: fleet.log_text(node).count("Lock already held") >= 2, timeout=30)
-    assert fleet.requests(node) == 0
-    assert not node_obj(k8s, node)["spec"].get("unschedulable")
-    proc = fleet.slots[node].proc
-    assert proc is not None and proc.poll() is None, "still running"
-    assert lock_value(k8s, ns) == '{"nodeID": 42, broken', "never overwritten"
+    assert rig.daemon.run_once() == PERIOD
+    assert rig.step() is Step.DRAIN_AND_REBOOT
+    assert rig.rebooter.reboots == 0 and rig.holders() == [] and rig.memory() == {}
+    assert rig.kube.event_reasons() == ["Draining", "DrainFailed"]
+    rig.daemon.run_once()
+    assert rig.daemon.last_action is not None
+    assert (rig.step(), rig.daemon.last_action.until) == (Step.WAIT, T0 + datetime.timedelta(seconds=PERIOD))
 
 
-@pytest.mark.parametrize("backend", ["daemonset", "lease"])
-def test_sigterm_while_waiting_for_the_lock_exits_within_the_grace_period(
-    k8s: TestEnv, make_fleet: MakeFleet, backend: str
-) -> None:
-    # Found by the soak: the lock wait (up to min(--period, 60 s)) ran in the loop's thread, so a pod deleted
-    # while its agent waited for the lock outlived the 30 s grace period and was killed.
-    fleet, _ns, (first, second) = make_fleet(2, args=(f"--lock-backend={backend}", "--period=1h"))
-    fleet.paused.add(first)
-    fleet.touch(first)
-    assert fleet.wait_for(lambda: fleet.requests(first) == 1, timeout=90), fleet.log_text(first)
-    fleet.touch(second)
-    assert fleet.wait_for(lambda: "Lock already held" in since_last_start(fleet, second), timeout=90)
-    proc = fleet.signal(second, signal.SIGTERM)
-    assert proc is not None
-    began = time.monotonic()
-    proc.wait(timeout=60)
-    assert time.monotonic() - began < 10, "the agent waited for the lock instead of stopping"
-
-
-def _revision_of_first(k8s: TestEnv, path: str, since: str, matches: Callable[[dict[str, Any]], bool]) -> int:
-    """The resourceVersion (etcd revision) of the first watch event since ``since`` that ``matches``."""
-    for event in k8s.kube().watch(path, query={"resourceVersion": since}, timeout_seconds=3):
-        obj = event.get("object") or {}
-        if event.get("type") in ("ADDED", "MODIFIED") and matches(obj):
-            return int(obj["metadata"]["resourceVersion"])
-    raise AssertionError(f"no matching event on {path} since {since}")
-
-
-def test_a_failed_drain_uncordons_before_it_releases_the_lock(k8s: TestEnv, make_fleet: MakeFleet) -> None:
-    # Found by the soak: releasing first let another node cordon while this one still was (three nodes
-    # unschedulable at --concurrency=2). The API server's revisions order the two writes.
-    fleet, ns, (node,) = make_fleet(args=("--drain-timeout=3s",))
-    apps = k8s.new_namespace()
-    k8s.create_pod(apps, "guarded", node=node, labels={"app": "guarded"})
-    k8s.create_pdb(apps, "guard", {"app": "guarded"}, min_available=1)
-    k8s.set_pdb_status(apps, "guard", disruptions_allowed=0)
-    since = str(k8s.kube().get_node(node)["metadata"]["resourceVersion"])
-    fleet.touch(node)
-    assert fleet.wait_for(
-        lambda: (
-            "Unable to cordon or drain" in fleet.log_text(node)
-            and lock_value(k8s, ns) is None
-            and not node_obj(k8s, node)["spec"].get("unschedulable")
-        ),
-        timeout=90,
-    ), fleet.log_text(node)
-    cordoned = _revision_of_first(
-        k8s,
-        "/api/v1/nodes",
-        since,
-        lambda o: o["metadata"]["name"] == node and bool(o["spec"].get("unschedulable")),
+def test_force_reboot_reboots_after_a_failed_drain() -> None:
+    rig = make_rig(policy=Policy(force_reboot=True))
+    rig.hold()
+    rig.kube.fail_next(
+        lambda m, p, body: errors.KubeError("boom") if m == "PATCH" and "spec" in body else None
     )
-    uncordoned = _revision_of_first(
-        k8s,
-        "/api/v1/nodes",
-        str(cordoned),
-        lambda o: o["metadata"]["name"] == node and not o["spec"].get("unschedulable"),
-    )
-    taken = _revision_of_first(
-        k8s,
-        f"/apis/apps/v1/namespaces/{ns}/daemonsets",
-        since,
-        lambda o: bool((o["metadata"].get("annotations") or {}).get(LOCK)),
-    )
-    released = _revision_of_first(
-        k8s,
-        f"/apis/apps/v1/namespaces/{ns}/daemonsets",
-        str(taken),
-        lambda o: not (o["metadata"].get("annotations") or {}).get(LOCK),
-    )
-    assert uncordoned < released, (uncordoned, released)
+    rig.daemon.run_once()
+    assert rig.rebooter.reboots == 1 and rig.holders() == [NODE]
+
+
+def test_a_failed_reboot_is_logged_counted_and_retried_later(rig: Rig) -> None:
+    rig = make_rig(rebooter=Rebooter(fail=True))
+    rig.hold()
+    rig.daemon.run_once()
+    assert rig.kube.event_reasons()[-1] == "RebootFailed"
+    assert rig.sample("pykured_reboots_total", outcome="failed") == 1
+    rig.daemon.run_once()
+    assert rig.step() is Step.WAIT  # the retry delay decides, as for a reboot that did not happen
+
+
+def test_annotate_nodes_annotates_first_and_removes_after_the_reboot() -> None:
+    rig = make_rig(policy=Policy(annotate_nodes=True))
+    rig.daemon.run_once()
+    assert rig.step() is Step.ANNOTATE
+    assert rig.kube.annotations(NODE)[state.IN_PROGRESS_ANNOTATION] == "2026-06-30T12:00:00Z"
+    rebooted(rig)
+    rig.sentinel.present = False
+    rig.daemon.run_once()
+    assert rig.step() is Step.POST_REBOOT
+    assert state.IN_PROGRESS_ANNOTATION not in rig.kube.annotations(NODE)
+    assert state.MOST_RECENT_REBOOT_NEEDED_ANNOTATION in rig.kube.annotations(NODE)
+
+
+def test_a_hand_off_is_counted_and_withdrawn_when_the_node_is_back() -> None:
+    rig = make_rig(rebooter=Rebooter(hands_off=True))
+    rig.hold()
+    rig.daemon.run_once()
+    assert rig.sample("pykured_reboots_total", outcome="handoff") == 1
+    assert rig.sample("pykured_handoff_state", state="allowed") == 1
+    rig.kube.reboot(NODE, "boot-2")
+    rig.daemon.run_once()
+    assert rig.step() is Step.POST_REBOOT and rig.rebooter.withdrawn == 1
+    assert rig.sample("pykured_handoff_state", state="none") == 1
+
+
+def test_release_delay_is_kept_on_the_node() -> None:
+    rig = make_rig(policy=Policy(release_delay=5 * MIN))
+    rebooted(rig)
+    rig.daemon.run_once()
+    assert rig.memory()[state.RELEASE_AFTER_ANNOTATION] == "2026-06-30T12:05:00Z"
+    rig.daemon.run_once()
+    assert (rig.step(), rig.holders()) == (Step.WAIT, [NODE])
+    rig.clock.advance(5 * MIN)
+    rig.daemon.run_once()
+    assert (rig.step(), rig.holders()) == (Step.RELEASE, [])
+
+
+def test_the_delays_are_waits_on_the_stop_event() -> None:
+    rig = make_rig(behaviour=Behaviour(drain_delay_s=30.0, reboot_delay_s=30.0))
+    rig.hold()
+    rig.daemon.stopping.set()
+    started = time.monotonic()
+    rig.daemon.run_once()
+    assert time.monotonic() - started < 1.0
+    assert not rig.kube.cordoned(NODE)  # stopped before the drain began: nothing cordoned
+
+
+def test_a_whole_cycle_pass_by_pass(rig: Rig) -> None:
+    steps = []
+    for _ in range(3):
+        rig.daemon.run_once()
+        steps.append(rig.step())
+    rig.kube.reboot(NODE, "boot-2")
+    rig.sentinel.present = False
+    for _ in range(3):
+        rig.daemon.run_once()
+        steps.append(rig.step())
+    assert steps == [
+        Step.ACQUIRE, Step.DRAIN_AND_REBOOT, Step.WAIT, Step.POST_REBOOT, Step.RELEASE, Step.WAIT,
+    ]  # fmt: skip
+    assert rig.memory() == {} and rig.holders() == [] and not rig.kube.cordoned(NODE)
+    assert rig.notifier.sent == ["drain", "reboot", "uncordon"]
+    assert rig.kube.event_reasons() == ["LockAcquired", "Draining", "Rebooting", "Uncordoned"]
+
+
+def test_an_api_error_mid_step_is_retried_on_the_next_pass(rig: Rig) -> None:
+    rig.kube.fail_next(lambda m, p, body: errors.KubeError("down") if m == "PATCH" else None)
+    assert rig.daemon.run_once() == 5.0  # the lock was taken, the memory not written
+    assert rig.holders() == [NODE] and rig.memory() == {}
+    rig.daemon.run_once()  # the holder resumes: records what it had not, then drains and reboots
+    assert rig.step() is Step.DRAIN_AND_REBOOT and rig.rebooter.reboots == 1
+    assert rig.memory()[state.UNSCHEDULABLE_BEFORE_ANNOTATION] == "false"
+
+
+def test_stop_ends_a_lock_wait_at_once(rig: Rig) -> None:
+    rig.hold("other")
+    rig.lock.block = threading.Event()  # a wait that would last its whole timeout (60 s)
+    thread = threading.Thread(target=rig.daemon.run)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while rig.lock.waits == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    rig.daemon.stop()
+    thread.join(5)
+    assert not thread.is_alive() and time.monotonic() - started < 1.0
+    rig.lock.block.set()

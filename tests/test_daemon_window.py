@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from pykured.cycle.book import NodeBook
-from pykured.cycle.daemon import Daemon, Parts, Settings
-from pykured.cycle.policy import Policy
+from pykured.cycle.decide import Policy
+from pykured.daemon import Daemon, Parts, Settings
 from pykured.drain import Drainer
-from pykured.events import EventRecorder
 from pykured.gocompat.goflags import Duration
+from pykured.host.sentinel import FileSentinel
+from pykured.kube.events import EventRecorder
 from pykured.lock.annotation import AnnotationLock
 from pykured.notify import Notifier
-from pykured.sentinel import FileSentinel
-from pykured.window import TimeWindow
+from pykured.policy.weekly import TimeWindow
 from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.k8s

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pykured.core.errors import DrainError, NotFoundError
 from pykured.drain import (
     DAEMONSET_WARNING,
     LOCAL_STORAGE_WARNING,
@@ -19,9 +20,8 @@ from pykured.drain import (
     select_pods,
 )
 from pykured.drain.filters import aggregate, deleted_longer_than, retry_delay_for
-from pykured.errors import DrainError, NotFoundError
 from pykured.gocompat.goflags import Duration
-from pykured.kube import MERGE_PATCH, Kube
+from pykured.kube.client import MERGE_PATCH, Kube
 
 NOW = datetime.datetime(2026, 6, 30, 12, 0, 0, tzinfo=datetime.UTC)
 RS_OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "r1", "controller": True}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pykured import errors
-from pykured.kube import JSON_PATCH, MERGE_PATCH
+from pykured.core import errors
+from pykured.kube.client import JSON_PATCH, MERGE_PATCH
 from tests.fakes import FakeKube
 
 

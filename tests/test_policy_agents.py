@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from pykured import fleetview, roll
+from pykured.core.errors import KubeError
 from pykured.cycle.state import NodeState
-from pykured.errors import KubeError
-from pykured.kube import Obj
-from pykured.lock import turns
+from pykured.kube.client import Obj
 from pykured.lock.lease import LOCK_LABEL, lease_entry
 from pykured.policy import command as freezecmd
 from pykured.policy.source import configmaps_path
+from pykured.roll import order as roll
+from pykured.roll import rule as turns
+from pykured.status import fleet as fleetview
 from pykured_dev.testenv.fleet import Fleet
 from tests.fleets import MakeFleet, fleet_factory
 from tests.testenv import TestEnv

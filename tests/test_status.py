@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from pykured import agentstatus, requestcli, requester
-from pykured.kube import Kube
+from pykured.cli import requests as requestcli
+from pykured.kube.client import Kube
+from pykured.requests import requester
+from pykured.status import agent as agentstatus
 from pykured_dev.testenv.fleet import Fleet
 from tests.testenv import TestEnv
 

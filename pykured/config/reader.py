@@ -35,7 +35,7 @@ from typing import Any
 import configargparse
 
 from pykured.config.flags import BY_NAME, FLAGS, FlagSpec, Kind, usage
-from pykured.errors import ConfigError
+from pykured.core.errors import ConfigError
 from pykured.gocompat.gocsv import parse_string_slice
 from pykured.gocompat.goflags import (
     Duration,

@@ -9,7 +9,8 @@ defaults < ``--config`` file < command line < ``KURED_*`` env.
 Field names are the flag names with ``_`` for ``-``; durations are
 :class:`~pykured.gocompat.goflags.Duration`;
 ``stringSlice``/``stringArray`` flags are tuples; ``alert_filter_regexp`` is None when unset. Errors are
-:class:`~pykured.errors.ConfigError` with kured's text and exit code (2: flag syntax; 1: env and validation;
+:class:`~pykured.core.errors.ConfigError` with kured's text and exit code (2: flag syntax; 1: env and
+validation;
 0: ``--help``, whose message is the usage text). For exit code 2 the CLI prints the message, then
 :func:`usage`. Warnings (deprecated flags, ignored env vars) are returned in ``Config.warnings`` for the CLI
 to log.
@@ -25,12 +26,12 @@ from pykured.config import checks
 from pykured.config.flags import FLAGS, Kind
 from pykured.config.flags import usage as _usage
 from pykured.config.reader import HelpRequested
-from pykured.errors import ConfigError
+from pykured.core.errors import ConfigError
 from pykured.gocompat.goflags import Duration
 from pykured.gocompat.goregexp import compile_re2
 from pykured.notify.redact import redact_password, redact_url
 from pykured.policy.maintenance import MaintenancePolicy
-from pykured.window import TimeWindow
+from pykured.policy.weekly import TimeWindow
 
 __all__ = ["Config", "ConfigError", "HelpRequested", "typed", "usage"]
 

@@ -17,13 +17,14 @@ checks, in this order (each fatal is one log line, exit code 1, after the lines 
    rejects or a signal below 1;
 8. ``Sentinel checker is (privileged) user provided command: X`` or ``… (unprivileged) testing for the
    presence of: X``, then ``Failed to build reboot checker: …`` (fatal) for a command shlex rejects;
-9. the in-cluster configuration (not here: the CLI loads it through :mod:`pykured.kube`; outside a cluster
+9. the in-cluster configuration (not here: the CLI loads it through :mod:`pykured.kube.client`; outside a
+cluster
    ``unable to load in-cluster configuration, KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be
    defined``);
 10. :func:`lock_records`: ``Lock Annotation: <ns>/<ds>:<annotation>``, the lock TTL and release delay lines.
 
 :func:`settle` runs steps 2–8 on the values :func:`~pykured.config.reader.read_flags` produced and hands each
-line to a ``log(level, message)`` callback as it goes, raising :class:`~pykured.errors.ConfigError` where
+line to a ``log(level, message)`` callback as it goes, raising :class:`~pykured.core.errors.ConfigError` where
 kured dies, so the CLI prints exactly kured's lines before the fatal one. :func:`parse` is the same without
 logging. pykured's own additions: a label without ``=`` is fatal at step 4 (kured panics when it applies it),
 a signal above 64 at step 7 (kured fails only at reboot time), ``Zincati marker file: X`` after ``Reboot
@@ -42,13 +43,13 @@ from pykured.config import checks
 from pykured.config.flags import FLAGS
 from pykured.config.reader import FlagValues, read_flags
 from pykured.config.settings import REBOOT_METHODS, Config, typed
-from pykured.errors import ConfigError
+from pykured.core.errors import ConfigError
 from pykured.gocompat import goshlex
 from pykured.gocompat.goflags import GoValueError
 from pykured.policy.blackout import BlackoutError, parse_blackouts
 from pykured.policy.maintenance import MaintenancePolicy
 from pykured.policy.recurrence import CalendarWindow, WindowError
-from pykured.window import TimeWindow
+from pykured.policy.weekly import TimeWindow
 
 Log = Callable[[int, str], None]
 """Receives each start-up line as ``(logging level, message)``."""

@@ -4,7 +4,7 @@ Modules:
 
 * ``state`` — every annotation key of the cycle, :class:`~pykured.cycle.state.NodeState` (the one type for
   a node's state: the Node plus its lock entry) and the patches that write it. Pure.
-* ``policy`` — :func:`~pykured.cycle.policy.decide` and the rules it and FleetLock use ("rebooted?", "was
+* ``decide`` — :func:`~pykured.cycle.decide.decide` and the rules it and FleetLock use ("rebooted?", "was
   this our cordon?", which back-off, ``--force-reboot``). Pure, ``now`` passed in.
 * ``book`` — the only writer of the cycle's annotations and labels on a Node.
 * ``steps`` — the steps both drivers run: begin, drain, reboot or hand-off, finish, uncordon, release,

@@ -1,14 +1,15 @@
 """Node bookkeeping: the only writer of the cycle's annotations and of the pre/post reboot labels.
 
 Concept: everything the reboot cycle writes on a Node except ``spec.unschedulable`` (:mod:`pykured.drain`)
-and the taint (:mod:`pykured.taints`): kured's reboot annotations, the labels, pykured's ``pykured.dev/*``
+and the taint (:mod:`pykured.kube.taints`): kured's reboot annotations, the labels, pykured's
+``pykured.dev/*``
 memory, the back-off and FleetLock's mark. Reading returns a :class:`~pykured.cycle.state.NodeState`.
 
 Invariants:
 * Every write is a patch of only the keys concerned (never the whole object), so it cannot clobber
   concurrent edits by others and does not conflict on ``resourceVersion``; several keys change in one merge
   patch, atomically.
-* Errors are :class:`pykured.errors.KubeError` (the caller logs them and retries on its next pass).
+* Errors are :class:`pykured.core.errors.KubeError` (the caller logs them and retries on its next pass).
 
 kured mirrored (kured 1.23.0's ``cmd/kured/main.go``): ``--annotate-nodes`` writes
 ``weave.works/kured-reboot-in-progress`` and ``weave.works/kured-most-recent-reboot-needed`` together; the
@@ -23,7 +24,7 @@ import datetime
 import logging
 from collections.abc import Mapping
 
-from pykured import errors
+from pykured.core import errors
 from pykured.cycle.state import (
     IN_PROGRESS_ANNOTATION,
     KEEP,
@@ -35,7 +36,7 @@ from pykured.cycle.state import (
     reboot_annotations,
     state_patch,
 )
-from pykured.kube import JSON_PATCH, MERGE_PATCH, Kube, Obj
+from pykured.kube.client import JSON_PATCH, MERGE_PATCH, Kube, Obj
 from pykured.lock.record import LockEntry
 
 logger = logging.getLogger(__name__)

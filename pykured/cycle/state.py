@@ -27,9 +27,9 @@ import enum
 from collections.abc import Mapping
 from typing import Any, Final
 
+from pykured.kube.node import PYKURED_PREFIX as PYKURED_PREFIX  # noqa: PLC0414 (re-exported: every key here)
+from pykured.kube.node import NodeView, Taint, format_rfc3339, parse_rfc3339
 from pykured.lock.record import LockEntry
-from pykured.nodeinfo import PYKURED_PREFIX as PYKURED_PREFIX  # noqa: PLC0414 (re-exported: every key here)
-from pykured.nodeinfo import NodeView, Taint, format_rfc3339, parse_rfc3339
 
 # -- every annotation key of the cycle ----------------------------------------------------------------------
 

@@ -2,16 +2,16 @@
 
 Concept: each step is one small, idempotent piece of work against the Node, the lock, notifications, Events
 and metrics — begin, drain (cordon + drain), reboot or hand-off, finish (post-reboot), uncordon, release,
-forget. :mod:`pykured.cycle.daemon` and :mod:`pykured.fleetlock.service` string them together; neither
+forget. :mod:`pykured.daemon` and :mod:`pykured.fleetlock.service` string them together; neither
 writes a step of its own. The steps decide nothing: whether the cordon is ours, whether to remove kured's
-in-progress annotation and which back-off to write come in as arguments from :mod:`pykured.cycle.policy`.
+in-progress annotation and which back-off to write come in as arguments from :mod:`pykured.cycle.decide`.
 
 Invariants:
 * The slot is released before the cycle's memory is cleared from the Node, so a crash in between leaves
   stale memory that the next pass cleans up, never a slot nobody will free.
 * ``--drain-delay`` and ``--reboot-delay`` are waits on the cancel event: a stop (SIGTERM) ends them at once.
 * Nothing here reboots anything but :meth:`Steps.reboot`, through the configured
-  :class:`~pykured.reboot.Rebooter` (whose every path is guarded by :mod:`pykured.host`).
+  :class:`~pykured.host.reboot.Rebooter` (whose every path is guarded by :mod:`pykured.host.guard`).
 
 kured mirrored (``rebootAsRequired`` in kured 1.23.0's ``cmd/kured/main.go``): pre-reboot labels, drain
 delay, drain notification, cordon and drain, reboot delay, reboot notification and command; after the
@@ -27,24 +27,24 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from pykured import errors
+from pykured.core import errors
 from pykured.cycle.book import NodeBook
 from pykured.cycle.state import KEEP, Keep, NodeState
 from pykured.drain import Drainer
-from pykured.events import EventRecorder
 from pykured.gates.cycle import CycleGates
+from pykured.host.reboot import Rebooter
+from pykured.kube.events import EventRecorder
+from pykured.kube.taints import PreferNoScheduleTaint
 from pykured.lock.base import Lock
 from pykured.metrics import Metrics, NullMetrics
 from pykured.notify import Notifier
-from pykured.reboot import Rebooter
-from pykured.taints import PreferNoScheduleTaint
 
 logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Behaviour:
-    """kured's flags that shape what the steps do (the decisions: :class:`~pykured.cycle.policy.Policy`)."""
+    """kured's flags that shape what the steps do (the decisions: :class:`~pykured.cycle.decide.Policy`)."""
 
     drain_delay_s: float = 0.0
     reboot_delay_s: float = 0.0

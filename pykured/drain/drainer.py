@@ -15,7 +15,7 @@ Invariants:
   pods instead of one GET per pod and second), or when it has been terminating longer than the skip-wait
   timeout.
 * ``timeout`` (0 = none) bounds the whole drain; ``cancel`` (a ``threading.Event``) stops it early. Both raise
-  :class:`pykured.errors.DrainError`; a timeout uses kubectl's texts
+  :class:`pykured.core.errors.DrainError`; a timeout uses kubectl's texts
   (``error when evicting pods/"x" -n "ns": global timeout reached: 1m0s``).
 * Log lines follow kubectl's output: ``evicting pod ns/name``, ``pod/name evicted``, ``WARNING: …``.
 """
@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
-from pykured import errors
+from pykured.core import errors
 from pykured.drain.filters import (
     PodRef,
     PodSelection,
@@ -45,8 +45,8 @@ from pykured.drain.filters import (
     select_pods,
 )
 from pykured.gocompat.goflags import Duration, format_duration
-from pykured.kube import Kube, Obj
-from pykured.nodeinfo import NodeView
+from pykured.kube.client import Kube, Obj
+from pykured.kube.node import NodeView
 
 logger = logging.getLogger(__name__)
 

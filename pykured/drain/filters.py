@@ -22,8 +22,8 @@ import datetime
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from pykured.model import Reason
-from pykured.nodeinfo import parse_rfc3339
+from pykured.core.model import Reason
+from pykured.kube.node import parse_rfc3339
 
 DAEMONSET_WARNING = "ignoring DaemonSet-managed Pods"
 LOCAL_STORAGE_WARNING = "deleting Pods with local storage"

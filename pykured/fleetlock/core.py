@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from pykured import errors
+from pykured.core import errors
 from pykured.cycle.state import NodeState, unix_ns
 from pykured.fleetlock.ops import NodeOps
 from pykured.fleetlock.worker import Worker, Workers

@@ -27,7 +27,7 @@ import datetime
 import enum
 from typing import Final
 
-from pykured.cycle.policy import rebooted
+from pykured.cycle.decide import rebooted
 from pykured.cycle.state import NodeState
 
 

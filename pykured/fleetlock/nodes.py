@@ -21,12 +21,12 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from pykured import errors
+from pykured.core import errors
 from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION
 from pykured.fleetlock.appid import app_specific_id, normalize_id, read_machine_id
 
 if TYPE_CHECKING:
-    from pykured.kube import Kube, Obj
+    from pykured.kube.client import Kube, Obj
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ of a slot together with the mark, and the ``cycle`` outcome counters. Every step
 method, the very code the daemon runs.
 
 Invariants:
-* A node is uncordoned only when :func:`~pykured.cycle.policy.cordon_was_ours` says so: an administrator's
+* A node is uncordoned only when :func:`~pykured.cycle.decide.cordon_was_ours` says so: an administrator's
   cordon is never undone.
 * The slot is released before FleetLock's memory is cleared from the Node, so a crash in between leaves a
   ``STALE`` node that the reconcile loop cleans up, never a slot nobody will free.
@@ -22,11 +22,11 @@ import threading
 from collections.abc import Callable
 
 from pykured.cycle.book import NodeBook
-from pykured.cycle.policy import Policy, cordon_was_ours, lost_lock
+from pykured.cycle.decide import Policy, cordon_was_ours, lost_lock
 from pykured.cycle.state import NodeState
 from pykured.cycle.steps import Behaviour, Hands, Steps
 from pykured.drain import Drainer
-from pykured.events import EventRecorder
+from pykured.kube.events import EventRecorder
 from pykured.lock.base import Lock
 from pykured.lock.record import LockEntry
 from pykured.metrics import Metrics, NullMetrics

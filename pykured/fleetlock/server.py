@@ -25,17 +25,17 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from pykured import errors
+from pykured.core import errors
 from pykured.cycle.book import NodeBook
-from pykured.cycle.policy import Policy
+from pykured.cycle.decide import Policy
 from pykured.cycle.steps import Behaviour
-from pykured.events import EventRecorder
 from pykured.fleetlock import protocol as p
 from pykured.fleetlock.cycle import DEFAULT_TIMING, Timing
 from pykured.fleetlock.nodes import LocalResolver, NodeIndex, Resolver
 from pykured.fleetlock.ops import DrainerFactory, NodeOps
 from pykured.fleetlock.service import Blockers, FleetLockService
-from pykured.kube import Kube
+from pykured.kube.client import Kube
+from pykured.kube.events import EventRecorder
 from pykured.lock.base import Lock
 from pykured.metrics import Metrics
 from pykured.notify import Notifier

@@ -25,8 +25,8 @@ import datetime
 import logging
 from collections.abc import Callable, Sequence
 
-from pykured import errors
 from pykured.blockers import Blocker, first_block
+from pykured.core import errors
 from pykured.cycle.state import NodeState, unix_ns
 from pykured.fleetlock import protocol as p
 from pykured.fleetlock.core import Core, utcnow

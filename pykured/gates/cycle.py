@@ -26,7 +26,7 @@ from pykured.gates.phase import Gate, GatePhase, GateResult, Verdict, evaluate
 from pykured.gates.settle import DRAINED_PDBS_ANNOTATION, record_drained_pdbs
 
 if TYPE_CHECKING:
-    from pykured.kube import Kube
+    from pykured.kube.client import Kube
 
 SETTLE_SINCE_ANNOTATION = "pykured.dev/settle-since"
 _OPEN = GateResult(Verdict.OPEN)

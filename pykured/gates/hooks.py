@@ -19,10 +19,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pykured.blockers import go_list
-from pykured.model import Reason
+from pykured.core.model import Reason
 
 if TYPE_CHECKING:
-    from pykured.kube import Kube
+    from pykured.kube.client import Kube
 
 MERGE_PATCH = "application/merge-patch+json"
 PHASES = ("before", "after")

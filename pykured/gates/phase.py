@@ -22,7 +22,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from pykured.model import Reason
+from pykured.core.model import Reason
 
 
 class Gate(Protocol):

@@ -25,11 +25,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pykured.blockers import PromQueryError, go_list, instant_query
-from pykured.errors import NotFoundError
-from pykured.model import Reason
+from pykured.core.errors import NotFoundError
+from pykured.core.model import Reason
 
 if TYPE_CHECKING:
-    from pykured.kube import Kube
+    from pykured.kube.client import Kube
 
 DRAINED_PDBS_ANNOTATION = "pykured.dev/drained-pdbs"
 _FINISHED = ("Succeeded", "Failed")

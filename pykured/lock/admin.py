@@ -11,7 +11,7 @@ left by a node that never came back — is visible and fixable without editing J
   its Leases. An unreadable annotation is deleted (its old text is printed first). Exit 0 if something was
   released, 1 if the node held nothing, 2 on errors.
 
-An L4 module (it composes both backends); the lead wires it into ``pykured.cli``.
+An L4 module (it composes both backends); the lead wires it into ``pykured.cli.agent``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from pykured.errors import KubeError, LockError, NotFoundError
+from pykured.core.errors import KubeError, LockError, NotFoundError
 from pykured.gocompat.goflags import Duration, format_duration
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.base import Lock, forbidden
@@ -28,7 +28,7 @@ from pykured.lock.lease import LeaseLock
 from pykured.lock.record import LockEntry, decode, format_go_time, ttl_expired
 
 if TYPE_CHECKING:
-    from pykured.kube import Kube
+    from pykured.kube.client import Kube
 
 logger = logging.getLogger(__name__)
 

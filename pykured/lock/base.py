@@ -17,7 +17,7 @@ Invariants every implementation keeps:
   means the lock's own node.
 * ``wait_for_change`` blocks until the lock may have changed or ``timeout`` passed (a watch for Leases, a
   GET poll for the annotation, as kured's RBAC grants no watch); it never raises.
-* API failures that outlast the backend's retries raise :class:`~pykured.errors.LockError`.
+* API failures that outlast the backend's retries raise :class:`~pykured.core.errors.LockError`.
 * Implementations may be shared between threads (FleetLock serves requests concurrently): every decision is
   made on freshly read state and written conditionally; the cached ``resourceVersion`` used to start a
   watch is only a hint.
@@ -29,7 +29,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Protocol
 
-from pykured.errors import ForbiddenError
+from pykured.core.errors import ForbiddenError
 from pykured.lock.record import LockEntry
 
 

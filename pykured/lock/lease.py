@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pykured.errors import ConflictError, KubeError, LockError
+from pykured.core.errors import ConflictError, KubeError, LockError
 from pykured.gocompat.goflags import Duration
 from pykured.lock.base import AcquireResult, GoneHolderHook
 from pykured.lock.liveness import HolderLiveness
@@ -35,7 +35,7 @@ from pykured.lock.record import GO_ZERO_TIME_NS, LockEntry, find, live, parse_go
 from pykured.lock.retry import read_until_deadline
 
 if TYPE_CHECKING:
-    from pykured.kube import Kube, Obj
+    from pykured.kube.client import Kube, Obj
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from pykured.errors import KubeError, NotFoundError
+from pykured.core.errors import KubeError, NotFoundError
 from pykured.lock.base import GoneHolderHook
 from pykured.lock.record import MANUAL_HOLDER, UNKNOWN_HOLDER, LockEntry
 
@@ -29,7 +29,7 @@ NEVER_FREED = frozenset({"", MANUAL_HOLDER, UNKNOWN_HOLDER})
 
 
 class NodeReader(Protocol):
-    """The one call liveness needs (``pykured.kube.Kube`` has it)."""
+    """The one call liveness needs (``pykured.kube.client.Kube`` has it)."""
 
     def get_node(self, name: str) -> dict[str, Any]: ...
 

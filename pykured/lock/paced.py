@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pykured.errors import ConflictError, KubeError, NotFoundError
+from pykured.core.errors import ConflictError, KubeError, NotFoundError
 from pykured.lock.base import AcquireResult, Lock
 from pykured.lock.groups import (
     DEFAULT_GRACE_NS,
@@ -27,7 +27,7 @@ from pykured.lock.lease import lease_body, lease_entry
 from pykured.lock.record import LockEntry
 
 if TYPE_CHECKING:
-    from pykured.kube import Kube, Obj
+    from pykured.kube.client import Kube, Obj
 
 logger = logging.getLogger(__name__)
 

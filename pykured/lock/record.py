@@ -13,7 +13,8 @@ Pure and standard-library only. Mirrors kured 1.23.0's ``pkg/daemonsetlock/daemo
 
 Decoding is as lenient as Go's ``encoding/json``: unknown keys are ignored, missing keys and ``null`` are
 zero values, keys match case-insensitively, the last duplicate wins. A value of the wrong JSON type, invalid
-JSON or a malformed timestamp raises :class:`~pykured.errors.LockError`; the backends then count the lock as
+JSON or a malformed timestamp raises :class:`~pykured.core.errors.LockError`; the backends then count the
+lock as
 held by :data:`UNKNOWN_HOLDER` until an operator runs ``pykured lock release``.
 
 Invariants and where pykured consciously differs from kured (both are listed in COMPATIBILITY.md §2):
@@ -37,7 +38,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from pykured.errors import LockError
+from pykured.core.errors import LockError
 
 MANUAL_HOLDER = "manual"
 """The node id kured's documentation uses for a manual lock (held forever, never freed automatically)."""

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from pykured.errors import ForbiddenError, KubeError, LockError
+from pykured.core.errors import ForbiddenError, KubeError, LockError
 
 T = TypeVar("T")
 

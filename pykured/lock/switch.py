@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from pykured.errors import LockError
+from pykured.core.errors import LockError
 from pykured.lock.base import AcquireResult, Lock, forbidden
 from pykured.lock.record import LockEntry
 

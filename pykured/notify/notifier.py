@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from pykured.errors import ConfigError, NotifyError
+from pykured.core.errors import ConfigError, NotifyError
 from pykured.gocompat.gofmt import sprintf
 from pykured.notify import shoutrrr
 from pykured.notify.redact import REDACTED, redact_url

@@ -9,7 +9,8 @@ A blackout is ``START/END`` (an ISO 8601 interval) optionally followed by a reas
 Each end is ``YYYY-MM-DD``, ``YYYY-MM-DDTHH:MM`` or ``YYYY-MM-DDTHH:MM:SS``, local time in the blackout's
 zone (``--time-zone``) unless it carries ``Z`` or an offset. A date alone means midnight at its start, so
 ``2027-03-01/2027-03-02`` is all of 1 March. The start is included, the end is not; the end must be after
-the start. Wall times follow :mod:`pykured.window`'s DST rules (a gap moves forward, a fold takes the first).
+the start. Wall times follow :mod:`pykured.policy.weekly`'s DST rules (a gap moves forward, a fold takes the
+first).
 
 Blackouts come from ``--blackout`` (repeatable) and from the ``blackouts`` key of the policy ConfigMap (one
 per line, ``#`` starts a comment line); see :mod:`pykured.policy.document`.

@@ -13,13 +13,13 @@ import datetime
 import json
 from typing import IO, TYPE_CHECKING
 
-from pykured.errors import KubeError, NotFoundError
+from pykured.core.errors import KubeError, NotFoundError
 from pykured.policy.document import FREEZE_KEY, PolicyMapError, parse_policy_map
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.source import configmaps_path
 
 if TYPE_CHECKING:
-    from pykured.kube import Kube
+    from pykured.kube.client import Kube
 
 MERGE_PATCH = "application/merge-patch+json"
 

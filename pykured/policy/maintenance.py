@@ -6,7 +6,7 @@ window takes part unless it is kured's default (every day, 0:00–23:59:59, i.e.
 windows are configured: then only the calendar windows count, as an operator who wrote "the second Tuesday"
 means. Without calendar windows and blackouts this is exactly kured's window.
 
-The object offers the daemon the same ``contains``/``next_open`` as :class:`pykured.window.TimeWindow`.
+The object offers the daemon the same ``contains``/``next_open`` as :class:`pykured.policy.weekly.TimeWindow`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Protocol
 
 from pykured.policy.blackout import Blackout, active_blackout
 from pykured.policy.recurrence import CalendarWindow
-from pykured.window import TimeWindow
+from pykured.policy.weekly import TimeWindow
 
 _ALL_DAYS = frozenset(range(7))
 _MIDNIGHT = datetime.time(0, 0)

@@ -19,7 +19,8 @@ DST: occurrences are wall-clock times in the zone (01:00 stays 01:00 local acros
 window ends at the wall-clock time ``start + DURATION`` (nominal, as RFC 5545 counts days): "01:00 for 4h"
 ends at 05:00 local on DST nights too (3 or 5 real hours), "Saturday 00:00 for 48h" ends Monday 00:00. A
 wall time in a spring-forward gap is moved forward by the gap; an ambiguous one is its first occurrence
-(the same rules as :mod:`pykured.window`). Instants are compared in UTC. The start is included, the end is
+(the same rules as :mod:`pykured.policy.weekly`). Instants are compared in UTC. The start is included, the
+end is
 not.
 """
 

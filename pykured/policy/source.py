@@ -23,13 +23,13 @@ import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pykured.errors import KubeError
-from pykured.model import Reason
+from pykured.core.errors import KubeError
+from pykured.core.model import Reason
 from pykured.policy.document import PolicyDoc, PolicyMapError, parse_policy_map
 from pykured.policy.maintenance import MaintenancePolicy
 
 if TYPE_CHECKING:
-    from pykured.kube import Kube
+    from pykured.kube.client import Kube
 
 logger = logging.getLogger(__name__)
 

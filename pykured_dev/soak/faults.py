@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
-from pykured import errors
-from pykured.kube import MERGE_PATCH
+from pykured.core import errors
+from pykured.kube.client import MERGE_PATCH
 
 if TYPE_CHECKING:
     import random

@@ -28,8 +28,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from pykured import errors
-from pykured.kube import Kube, Obj
+from pykured.core import errors
+from pykured.kube.client import Kube, Obj
 from pykured.lock.record import decode
 
 logger = logging.getLogger(__name__)

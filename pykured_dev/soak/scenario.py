@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from pykured import errors
-from pykured.kube import MERGE_PATCH
+from pykured.core import errors
+from pykured.kube.client import MERGE_PATCH
 from pykured_dev.soak.faults import Faults
 from pykured_dev.soak.observer import Observer
 from pykured_dev.soak.proxy import FaultProxy

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pykured import errors
-from pykured.kube import Kube, Obj
+from pykured.core import errors
+from pykured.kube.client import Kube, Obj
 from pykured_dev.testenv import objects, pki
 from pykured_dev.testenv.kubelet import SimulatedKubelet
 from pykured_dev.testenv.procs import CORE, Proc, TestEnvError, find_binaries, free_port

@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any
 
-from pykured import errors
-from pykured.kube import Kube, Obj
+from pykured.core import errors
+from pykured.kube.client import Kube, Obj
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ import threading
 import time
 import uuid
 
-from pykured import errors
-from pykured.kube import Kube, Obj
+from pykured.core import errors
+from pykured.kube.client import Kube, Obj
 
 logger = logging.getLogger(__name__)
 KEEP_PENDING = "pykured.dev/test-keep-pending"

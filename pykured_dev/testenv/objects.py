@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
-from pykured.kube import Kube, Obj
+from pykured.kube.client import Kube, Obj
 
 if TYPE_CHECKING:
     from pykured_dev.testenv.kubelet import SimulatedKubelet

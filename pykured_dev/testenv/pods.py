@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pykured import errors
-from pykured.kube import Kube, Obj
+from pykured.core import errors
+from pykured.kube.client import Kube, Obj
 from pykured_dev.testenv.procs import TestEnvError
 from pykured_dev.testenv.sandbox import SandboxSpec
 

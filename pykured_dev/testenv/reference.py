@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pykured.kube import Obj
+from pykured.kube.client import Obj
 from pykured_dev.testenv.procs import TestEnvError, cache_dir, run_build
 
 KURED_VERSION = "1.23.0"

@@ -8,7 +8,7 @@ import zoneinfo
 import pytest
 
 from pykured.config.checks import local_zone, parse_labels, resolve_notify_url, strip_quotes
-from pykured.errors import ConfigError
+from pykured.core.errors import ConfigError
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pykured.config.reader import HelpRequested, read_flags
-from pykured.errors import ConfigError
+from pykured.core.errors import ConfigError
 from pykured.gocompat.goflags import Duration
 
 H = Duration.parse("1h")

@@ -18,7 +18,7 @@ from pykured.config import settings as config
 from pykured.config.flags import FLAGS, KURED_FLAGS, Kind
 from pykured.config.reader import read_flags
 from pykured.config.startup import settle
-from pykured.errors import ConfigError
+from pykured.core.errors import ConfigError
 from pykured.gocompat.goflags import Duration
 
 NODE = {"KURED_NODE_ID": "node-1"}

@@ -9,7 +9,7 @@ import pytest
 from pykured.config import parse
 from pykured.config.reader import read_flags
 from pykured.config.startup import go_slice, settle, startup_lines, startup_records
-from pykured.errors import ConfigError
+from pykured.core.errors import ConfigError
 
 NODE = {"KURED_NODE_ID": "node-1"}
 

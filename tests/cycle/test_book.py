@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from pykured.core.errors import NotFoundError
 from pykured.cycle.book import NodeBook
 from pykured.cycle.state import (
     IN_PROGRESS_ANNOTATION,
@@ -15,7 +16,6 @@ from pykured.cycle.state import (
     json_pointer_escape,
     reboot_annotations,
 )
-from pykured.errors import NotFoundError
 
 STATE_FIELDS = (
     "unschedulable_before",

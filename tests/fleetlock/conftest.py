@@ -18,16 +18,16 @@ import pytest
 from pykured.cycle.book import NodeBook
 from pykured.cycle.state import RELEASE_AFTER_ANNOTATION
 from pykured.drain import Drainer
-from pykured.events import EventRecorder
 from pykured.fleetlock import FleetLockServer
 from pykured.fleetlock.appid import app_specific_id
 from pykured.fleetlock.cycle import Timing
 from pykured.gocompat.goflags import Duration
-from pykured.kube import Kube
+from pykured.kube.client import Kube
+from pykured.kube.events import EventRecorder
+from pykured.kube.node import parse_rfc3339
 from pykured.lock.annotation import AnnotationLock
 from pykured.metrics import Metrics
-from pykured.nodeinfo import parse_rfc3339
-from pykured.window import TimeWindow
+from pykured.policy.weekly import TimeWindow
 from tests.testenv import TestEnv
 
 ANNOTATION = "weave.works/kured-node-lock"

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pykured.core.model import Reason
 from pykured.cycle.state import (
     FLEETLOCK_ID_ANNOTATION,
     REBOOT_BOOT_ID_ANNOTATION,
@@ -15,8 +16,7 @@ from pykured.cycle.state import (
     UNSCHEDULABLE_BEFORE_ANNOTATION,
 )
 from pykured.fleetlock.cycle import Timing
-from pykured.kube import Obj
-from pykured.model import Reason
+from pykured.kube.client import Obj
 from tests.fleetlock.conftest import Rig, zincati, zincati_id
 from tests.lock.conftest import History, annotation_history
 
@@ -189,7 +189,7 @@ def test_unknown_ids(rig: Rig) -> None:
 
 
 def test_node_local_refuses_a_non_loopback_address(rig: Rig) -> None:
-    from pykured.errors import ConfigError
+    from pykured.core.errors import ConfigError
 
     (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
     with pytest.raises(ConfigError, match="loopback"):

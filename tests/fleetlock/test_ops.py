@@ -10,17 +10,17 @@ from __future__ import annotations
 import datetime
 import threading
 
+from pykured.core.errors import KubeError
 from pykured.cycle import state
 from pykured.cycle.book import NodeBook
-from pykured.cycle.policy import Policy
+from pykured.cycle.decide import Policy
 from pykured.cycle.steps import Behaviour
 from pykured.drain import Drainer
-from pykured.errors import KubeError
-from pykured.events import EventRecorder
 from pykured.fleetlock.core import Core
 from pykured.fleetlock.ops import NodeOps
 from pykured.fleetlock.worker import Worker
 from pykured.gocompat.goflags import Duration
+from pykured.kube.events import EventRecorder
 from pykured.lock.annotation import AnnotationLock
 from pykured.metrics import Metrics
 from tests.fakes import FakeKube, RecordingNotifier

@@ -1,5 +1,5 @@
 from pykured.gates.settle import covering_pdbs, selector_matches
-from pykured.kube import Obj
+from pykured.kube.client import Obj
 
 
 def pod(ns: str, name: str, **labels: str) -> Obj:

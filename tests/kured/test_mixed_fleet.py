@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from pykured.kube import STRATEGIC_MERGE_PATCH
+from pykured.kube.client import STRATEGIC_MERGE_PATCH
 from pykured_dev.testenv.history import Change, Roll, shape
 from pykured_dev.testenv.pods import PodTemplate
 from tests.kured.support import (

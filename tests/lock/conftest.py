@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from pykured.errors import KubeError
+from pykured.core.errors import KubeError
 from pykured.gocompat.goflags import Duration
-from pykured.kube import Kube, Obj
+from pykured.kube.client import Kube, Obj
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.base import Lock
 from pykured.lock.lease import LOCK_LABEL, LeaseLock, lease_entry

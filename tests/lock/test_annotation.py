@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from pykured.errors import ConflictError, KubeError, LockError
+from pykured.core.errors import ConflictError, KubeError, LockError
 from pykured.gocompat.goflags import Duration
-from pykured.kube import Kube
+from pykured.kube.client import Kube
 from pykured.lock.record import UNKNOWN_HOLDER
 from pykured_dev.testenv.objects import ObjectHelpers
 from tests.lock.conftest import (

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from pykured.errors import ForbiddenError, KubeError, LockError
+from pykured.core.errors import ForbiddenError, KubeError, LockError
 from pykured.lock.base import AcquireResult, Lock, forbidden
 from pykured.lock.record import LockEntry
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from pykured import errors
-from pykured.kube import Kube
+from pykured.core import errors
+from pykured.kube.client import Kube
 from tests.lock.conftest import (
     ANNOTATION,
     annotation_history,

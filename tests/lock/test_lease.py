@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pykured.errors import KubeError, LockError
+from pykured.core.errors import KubeError, LockError
 from pykured.gocompat.goflags import Duration
 from pykured.lock.lease import (
     LOCK_LABEL,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pykured.errors import ForbiddenError, KubeError, NotFoundError
+from pykured.core.errors import ForbiddenError, KubeError, NotFoundError
 from pykured.lock.liveness import HolderLiveness
 from pykured.lock.record import MANUAL_HOLDER, UNKNOWN_HOLDER, LockEntry
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pykured.errors import KubeError
+from pykured.core.errors import KubeError
 from pykured.lock.lease import lease_entry
 from pykured.lock.paced import GroupPacedLock, node_label_lookup
 from tests.lock.conftest import make_lease_lock

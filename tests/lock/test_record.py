@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pykured.errors import LockError
+from pykured.core.errors import LockError
 from pykured.lock.record import (
     GO_ZERO_TIME_NS,
     LockEntry,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pykured.errors import ForbiddenError, KubeError, LockError
+from pykured.core.errors import ForbiddenError, KubeError, LockError
 from pykured.lock.retry import read_until_deadline
 
 LOG = logging.getLogger("tests.lock.retry")

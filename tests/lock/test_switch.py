@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pykured.errors import ForbiddenError, LockError
+from pykured.core.errors import ForbiddenError, LockError
 from pykured.lock.base import AcquireResult
 from pykured.lock.record import LockEntry
 from pykured.lock.switch import GuardedLock

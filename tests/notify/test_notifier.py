@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import requests
 
-from pykured.errors import ConfigError
+from pykured.core.errors import ConfigError
 from pykured.notify import KuredMessages, Notifier, notify_test
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pykured.errors import ConfigError
+from pykured.core.errors import ConfigError
 from pykured.notify.redact import redact_url as redact
 from pykured.notify.shoutrrr import (
     AppriseTarget,

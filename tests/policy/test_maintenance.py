@@ -4,7 +4,7 @@ import zoneinfo
 from pykured.policy.blackout import parse_blackouts
 from pykured.policy.maintenance import MaintenancePolicy, always_open
 from pykured.policy.recurrence import CalendarWindow
-from pykured.window import TimeWindow
+from pykured.policy.weekly import TimeWindow
 
 UTC = datetime.UTC
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")

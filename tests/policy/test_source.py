@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from pykured.errors import KubeError
+from pykured.core.errors import KubeError
 from pykured.policy import command as freezecmd
 from pykured.policy.maintenance import MaintenancePolicy
 from pykured.policy.source import FreezeBlocker, PolicySource, PolicyWindow, configmaps_path
-from pykured.window import TimeWindow
+from pykured.policy.weekly import TimeWindow
 from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.k8s

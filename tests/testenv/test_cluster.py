@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pykured import errors
-from pykured.kube import Kube
+from pykured.core import errors
+from pykured.kube.client import Kube
 from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.k8s

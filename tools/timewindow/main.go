@@ -1,5 +1,5 @@
 // Command timewindow answers, with kured 1.23.0's own pkg/timewindow, whether instants fall inside reboot
-// windows. It is the oracle of pykured's window tests (tests/test_window_kured.py); build it with
+// windows. It is the oracle of pykured's window tests (tests/policy/test_weekly_kured.py); build it with
 // `tools/kured-build timewindow`.
 //
 // Protocol: one case per line on stdin, fields separated by tabs:

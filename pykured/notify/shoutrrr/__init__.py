@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pykured.errors import ConfigError
+from pykured.core.errors import ConfigError
 from pykured.gocompat.gourl import GoURL
 from pykured.notify.shoutrrr import chat, push
 from pykured.notify.shoutrrr.common import not_convertible, parse

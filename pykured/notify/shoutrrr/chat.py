@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from pykured.errors import ConfigError
+from pykured.core.errors import ConfigError
 from pykured.gocompat.gourl import GoURL
 from pykured.notify.shoutrrr.common import check_keys, enc, flag, not_convertible, query, split_list
 from pykured.notify.shoutrrr.destination import AppriseTarget, Destination, NativeRequest

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from urllib.parse import quote, urlencode
 
-from pykured.errors import ConfigError
+from pykured.core.errors import ConfigError
 from pykured.gocompat import gourl
 from pykured.gocompat.goflags import GoValueError
 from pykured.gocompat.gourl import GoURL

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 
-from pykured.errors import ConfigError
+from pykured.core.errors import ConfigError
 from pykured.gocompat.gourl import GoURL
 from pykured.notify.shoutrrr.common import (
     check_keys,

@@ -1,0 +1,261 @@
+"""The command lines of ``pykured request-reboot``, ``pykured rollout`` and ``pykured status``.
+
+Each returns an exit code: 0 done, 1 a failure told in one line on stderr (no traceback), 2 a usage error
+(argparse). The work is in :mod:`pykured.requests.requester`; rendering in :mod:`pykured.status.fleet` and
+:mod:`pykured.requests.rollout`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import secrets
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TextIO
+
+from pykured.core import errors
+from pykured.gocompat import logrus
+from pykured.requests import record as rebootrequest
+from pykured.requests import requester, rollout
+from pykured.status import fleet as fleetview
+
+if TYPE_CHECKING:
+    from pykured.kube.client import Kube
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _kube(kubeconfig: str) -> Kube:
+    from pykured.kube.client import Kube
+
+    return Kube.auto(kubeconfig=kubeconfig or None)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", default=os.environ.get("KURED_KUBECONFIG", ""))
+
+
+def _fail(prog: str, message: str, err: TextIO) -> int:
+    err.write(f"{prog}: error: {message}\n")
+    return 1
+
+
+def _run(prog: str, err: TextIO, body: Callable[[], int]) -> int:
+    try:
+        return body()
+    except KeyboardInterrupt:
+        return 130
+    except errors.PykuredError as exc:
+        return _fail(prog, str(exc), err)
+
+
+# -- request-reboot ------------------------------------------------------------------------------------------
+
+
+def request_reboot_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    prog = "pykured request-reboot"
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Ask pykured to reboot nodes once: a request bound to each node's current bootID.",
+    )
+    parser.add_argument(
+        "nodes", nargs="*", metavar="NODE", help="default inside an agent's pod: KURED_NODE_ID"
+    )
+    parser.add_argument("--selector", "-l", default="", help="a label selector")
+    parser.add_argument("--all", action="store_true", dest="all_nodes", help="every node")
+    parser.add_argument("--reason", default="", help="why (shown in Events, notifications and status)")
+    parser.add_argument("--cancel", action="store_true", help="withdraw the request instead")
+    _common(parser)
+    opts = parser.parse_args(list(argv))
+    names = list(opts.nodes)
+    if not names and not opts.selector and not opts.all_nodes and os.environ.get("KURED_NODE_ID"):
+        names = [os.environ["KURED_NODE_ID"]]
+    if sum(bool(x) for x in (names, opts.selector, opts.all_nodes)) != 1:
+        parser.error("give NODE..., --selector SELECTOR or --all (exactly one)")
+    if not opts.cancel and not opts.reason.strip():
+        parser.error("--reason TEXT is required")
+    logrus.configure("text", "warning")
+
+    def body() -> int:
+        kube = _kube(opts.kubeconfig)
+        views = requester.nodes(kube, names=names, selector=opts.selector, all_nodes=opts.all_nodes)
+        if opts.cancel:
+            outcomes = requester.cancel(kube, views)
+        else:
+            who = requester.whoami(kube)
+            outcomes = requester.request_reboot(kube, views, reason=opts.reason, requested_by=who, now=_now())
+        for o in outcomes:
+            out.write(_describe(o, opts.reason) + "\n")
+        return 0
+
+    return _run(prog, err, body)
+
+
+def _describe(o: requester.Outcome, reason: str) -> str:
+    if o.action == "requested":
+        return f"{o.node}: reboot requested for bootID {o.boot_id}: {rebootrequest.clean_reason(reason)}"
+    if o.action == "unchanged":
+        return f"{o.node}: already requested for bootID {o.boot_id} (unchanged)"
+    if o.action == "cancelled":
+        return f"{o.node}: request withdrawn"
+    return f"{o.node}: no request"
+
+
+# -- rollout -------------------------------------------------------------------------------------------------
+
+
+def rollout_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    args = list(argv)
+    if args and args[0] == "status":
+        return _rollout_status(args[1:], out=out, err=err)
+    if args and args[0] == "cancel":
+        return _rollout_cancel(args[1:], out=out, err=err)
+    prog = "pykured rollout"
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Request a reboot of every matching node; the lock's concurrency paces them. "
+        "Subcommands: 'rollout status [ID]', 'rollout cancel ID'.",
+    )
+    parser.add_argument("--selector", "-l", default="", help="a label selector (or --all)")
+    parser.add_argument("--all", action="store_true", dest="all_nodes")
+    parser.add_argument("--reason", required=True)
+    parser.add_argument("--id", default="", help="the rollout id (default: r<UTC date>-<time>-<random>)")
+    _common(parser)
+    opts = parser.parse_args(args)
+    if bool(opts.selector) == bool(opts.all_nodes):
+        parser.error("give --selector SELECTOR or --all (exactly one)")
+    if opts.id and not rebootrequest.valid_rollout_id(opts.id):
+        parser.error(f"invalid --id {opts.id!r}: lower-case letters, digits, '-' and '.', at most 63")
+    logrus.configure("text", "warning")
+
+    def body() -> int:
+        kube = _kube(opts.kubeconfig)
+        now = _now()
+        rid = opts.id or rebootrequest.new_rollout_id(now, secrets.token_hex(2))
+        views = requester.nodes(kube, selector=opts.selector, all_nodes=opts.all_nodes)
+        who = requester.whoami(kube)
+        outcomes = requester.request_reboot(
+            kube, views, reason=opts.reason, requested_by=who, now=now, rollout_id=rid
+        )
+        out.write(f"rollout {rid}: reboot requested on {len(outcomes)} node(s)\n")
+        for o in outcomes:
+            out.write(_describe(o, opts.reason) + "\n")
+        out.write(f"follow it with: pykured rollout status {rid} --watch\n")
+        return 0
+
+    return _run(prog, err, body)
+
+
+def _rollout_status(argv: list[str], *, out: TextIO, err: TextIO) -> int:
+    prog = "pykured rollout status"
+    parser = argparse.ArgumentParser(prog=prog, description="A rollout's progress (the newest by default).")
+    parser.add_argument("id", nargs="?", default="")
+    parser.add_argument("--selector", "-l", default="")
+    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    parser.add_argument("--watch", "-w", action="store_true", help="refresh until every node rebooted")
+    parser.add_argument("--interval", type=float, default=2.0)
+    _common(parser)
+    opts = parser.parse_args(argv)
+    logrus.configure("text", "warning")
+
+    def body() -> int:
+        kube = _kube(opts.kubeconfig)
+        while True:
+            prog_ = requester.rollout_progress(kube, opts.id, opts.selector)
+            if opts.output == "json":
+                out.write(json.dumps(rollout.to_json(prog_), sort_keys=True) + "\n")
+            else:
+                out.write(rollout.render(prog_))
+            out.flush()
+            if not opts.watch or prog_.complete:
+                return 0
+            time.sleep(opts.interval)
+
+    return _run(prog, err, body)
+
+
+def _rollout_cancel(argv: list[str], *, out: TextIO, err: TextIO) -> int:
+    prog = "pykured rollout cancel"
+    parser = argparse.ArgumentParser(prog=prog, description="Withdraw a rollout's pending requests.")
+    parser.add_argument("id")
+    _common(parser)
+    opts = parser.parse_args(argv)
+    logrus.configure("text", "warning")
+
+    def body() -> int:
+        kube = _kube(opts.kubeconfig)
+        prog_ = requester.rollout_progress(kube, opts.id)
+        pending = [n.node for n in prog_.nodes if n.progress is rollout.Progress.PENDING]
+        if not pending:
+            out.write(f"rollout {opts.id}: nothing pending\n")
+            return 0
+        for o in requester.cancel(kube, requester.nodes(kube, names=pending)):
+            out.write(_describe(o, "") + "\n")
+        return 0
+
+    return _run(prog, err, body)
+
+
+# -- status --------------------------------------------------------------------------------------------------
+
+
+def status_main(
+    argv: Sequence[str],
+    *,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    now: Callable[[], datetime.datetime] = _now,
+) -> int:
+    prog = "pykured status"
+    parser = argparse.ArgumentParser(
+        prog=prog, description="The fleet's reboot state, read from the API server."
+    )
+    parser.add_argument("nodes", nargs="*", metavar="NODE", help="only these (get, not list: kured's RBAC)")
+    parser.add_argument("--selector", "-l", default="")
+    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    parser.add_argument("--watch", "-w", action="store_true", help="refresh every --interval seconds")
+    parser.add_argument("--interval", type=float, default=2.0)
+    parser.add_argument("--ds-namespace", default=os.environ.get("KURED_DS_NAMESPACE", "kube-system"))
+    parser.add_argument("--ds-name", default=os.environ.get("KURED_DS_NAME", "kured"))
+    parser.add_argument(
+        "--lock-annotation", default=os.environ.get("KURED_LOCK_ANNOTATION", "weave.works/kured-node-lock")
+    )
+    parser.add_argument("--lease-prefix", default=os.environ.get("KURED_LEASE_PREFIX", ""))
+    _common(parser)
+    opts = parser.parse_args(list(argv))
+    logrus.configure("text", "error")
+
+    def body() -> int:
+        kube = _kube(opts.kubeconfig)
+        while True:
+            if opts.nodes:
+                views = requester.nodes(kube, names=opts.nodes)
+            else:
+                views = requester.all_nodes(kube, opts.selector)
+            locks = requester.lock_holders(
+                kube,
+                namespace=opts.ds_namespace,
+                ds_name=opts.ds_name,
+                annotation=opts.lock_annotation,
+                lease_prefix=opts.lease_prefix or f"{opts.ds_name}-lock",
+            )
+            moment = now()
+            table = fleetview.rows(views, locks, now=moment)
+            if opts.output == "json":
+                out.write(json.dumps(fleetview.to_json(table, locks), sort_keys=True) + "\n")
+            else:
+                if opts.watch:
+                    out.write("\x1b[H\x1b[2J")
+                out.write(fleetview.render_table(table, locks, now=moment))
+            out.flush()
+            if not opts.watch:
+                return 0
+            time.sleep(opts.interval)
+
+    return _run(prog, err, body)

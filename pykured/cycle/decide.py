@@ -1,0 +1,266 @@
+"""The reboot cycle as a pure decision: what one pass does next, and every rule the steps act on.
+
+kured's cycle lives in two ``for range tick`` loops whose state is the program counter, so a pod restart at
+the wrong moment loses it (nodes left cordoned, #63/#955; reboot loops, #44/#976). pykured keeps the state
+where it survives a restart — the lock entry and ``pykured.dev/*`` annotations on the Node — and every pass
+derives the next step from it afresh. Each step is small and idempotent, so repeating one after a crash is
+harmless. The steps (:mod:`pykured.cycle.steps`) only act: whether the node rebooted, whose cordon it is,
+which back-off to write and what a failed drain means are decided here, with ``now`` passed in.
+
+The phases, as the state reads them::
+
+    idle ──acquire──▶ holding ──drain+reboot──▶ rebooting ──new bootID──▶ rebooted ──delay──▶ release ─▶ idle
+                         │                          │ same bootID after --reboot-retry-delay: retry once,
+                         │ sentinel gone / window   │ then give up (uncordon, release, back off)
+                         └──────────▶ abort ◀───────┘
+
+Invariants:
+* A node is uncordoned only when pykured (or kured, per the lock entry) recorded that it was schedulable
+  before the cordon (:func:`cordon_was_ours`): an administrator's cordon is never undone.
+* The holder always finishes its own cycle, even after its lock TTL expired (``holding`` ignores TTL).
+* A reboot is triggered at most ``max_attempts`` times per boot, and a sentinel still present right after a
+  completed reboot backs off (kured #976) instead of rebooting again at once.
+* Every action has a reason (it is what the daemon logs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+
+from pykured.core.model import Reason
+from pykured.cycle.state import NodeState
+
+
+class Step(enum.Enum):
+    """The next action of a reconcile pass."""
+
+    WAIT = "wait"
+    """Nothing to do until ``until`` (or a sentinel/lock event, or the next period)."""
+    SYNC_TAINT = "sync-taint"
+    """Remove the PreferNoSchedule taint (the node does not need a reboot, or the window is closed)."""
+    ANNOTATE = "annotate"
+    """Add kured's reboot-in-progress / most-recent-reboot-needed annotations (``--annotate-nodes``)."""
+    BLOCKED = "blocked"
+    """A blocker (Prometheus alerts, pods) holds the reboot back: log ``Reboot blocked: …`` and wait."""
+    ACQUIRE = "acquire"
+    """Take a lock slot (or, failing that, taint and wait for the lock)."""
+    DRAIN_AND_REBOOT = "drain-and-reboot"
+    """Record memory, pre-reboot labels, cordon, drain, then trigger the reboot."""
+    RETRY_REBOOT = "retry-reboot"
+    """The bootID did not change after the retry delay: notify and trigger the reboot once more."""
+    GIVE_UP = "give-up"
+    """The reboot never happened: uncordon if we cordoned, release, back off."""
+    POST_REBOOT = "post-reboot"
+    """The node came back with a new bootID: uncordon if we cordoned, post labels, notify, set the release."""
+    RELEASE = "release"
+    """The release delay passed: free the slot and clear pykured's memory on the Node."""
+    ABORT = "abort"
+    """Holding the lock but no reboot is wanted any more: uncordon if we cordoned and release."""
+    CLEANUP = "cleanup"
+    """pykured's memory is on the Node but the lock is gone (expired and taken, or freed by hand)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Action:
+    """What to do, and why (the reason is logged); the other fields are the decisions the step carries out."""
+
+    step: Step
+    reason: str
+    until: datetime.datetime | None = None
+    """For ``WAIT``: when to look again at the latest (``None``: the next period)."""
+    blocked: Reason | None = None
+    uncordon: bool = False
+    """The cordon is ours: uncordon (and apply the post-reboot labels) when the cycle ends."""
+    unschedulable_before: bool | None = None
+    """For ``DRAIN_AND_REBOOT``: the value to record first (``None``: already recorded)."""
+    post_reboot: bool = False
+    """For ``CLEANUP``: the node rebooted, so finish the reboot (uncordon if ours, labels, notify)."""
+    settle_cordon: bool = False
+    """For ``CLEANUP``: the cycle ended mid-way: uncordon if ours (else leave the cordon, and say so)."""
+    remove_in_progress: bool = False
+    """Remove kured's reboot-in-progress annotation after the reboot."""
+    release_after: datetime.datetime | None = None
+    """For ``POST_REBOOT``: when the slot may be released (``--lock-release-delay``)."""
+    backoff_until: datetime.datetime | None = None
+    """For ``GIVE_UP`` and ``RELEASE``: no new cycle before this time (``None``: clear the back-off)."""
+    reboot_if_drain_fails: bool = False
+    """For ``DRAIN_AND_REBOOT``: reboot even when cordon or drain fails (``--force-reboot``)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Observation:
+    """One pass's view of the world."""
+
+    required: bool
+    in_window: bool
+    node: NodeState
+    next_window: datetime.datetime | None = None
+    has_taint: bool = False
+    """The node carries the configured PreferNoSchedule taint."""
+    retry_at: datetime.datetime | None = None
+    """After a failed drain: no new cycle before this time (kept in memory, as kured)."""
+    blocked: Reason | None = None
+    """Evaluated only when the decision depends on it (see :func:`needs_blockers`)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Policy:
+    """The configuration the decisions depend on."""
+
+    annotate_nodes: bool = False
+    taint: bool = False
+    reboot_retry_delay: datetime.timedelta = datetime.timedelta(minutes=10)
+    max_attempts: int = 2
+    release_delay: datetime.timedelta = datetime.timedelta(0)
+    sentinel_loop_backoff: datetime.timedelta = datetime.timedelta(hours=1)
+    force_reboot: bool = False
+
+
+# -- the rules ----------------------------------------------------------------------------------------------
+
+
+def rebooted(node: NodeState) -> bool:
+    """The node runs a boot other than the one its reboot was triggered (or granted) in."""
+    return node.reboot_boot_id is not None and bool(node.boot_id) and node.boot_id != node.reboot_boot_id
+
+
+def cordon_was_ours(node: NodeState) -> bool:
+    """The node was schedulable before the cycle (pykured's record, else kured's lock entry says so)."""
+    before = node.unschedulable_before
+    if before is None:
+        before = node.entry_unschedulable
+    return before is False
+
+
+def unschedulable_to_record(node: NodeState) -> bool | None:
+    """What to record as "unschedulable before" when the cycle starts (``None``: already recorded)."""
+    if node.unschedulable_before is not None:
+        return None
+    return node.entry_unschedulable if node.entry_unschedulable is not None else node.unschedulable
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LostLock:
+    """What is left to do when a node's memory is on the Node but its slot is gone."""
+
+    post_reboot: bool
+    """The node rebooted and the reboot was not finished: finish it (uncordon if ours, labels, notify)."""
+    settle_cordon: bool
+    """The cycle ended before the reboot: uncordon if ours (else leave the cordon, and say so)."""
+    uncordon: bool
+    """The cordon is ours."""
+
+
+def lost_lock(node: NodeState) -> LostLock:
+    """The plan for a cycle whose slot is gone (expired and taken, freed by hand, a crash mid-way)."""
+    unfinished = node.release_after is None
+    return LostLock(
+        post_reboot=unfinished and rebooted(node),
+        settle_cordon=unfinished and not rebooted(node),
+        uncordon=cordon_was_ours(node),
+    )
+
+
+def _backoff(obs: Observation) -> datetime.datetime | None:
+    stored = obs.node.backoff_until
+    if stored is None or obs.retry_at is None:
+        return stored or obs.retry_at
+    return max(stored, obs.retry_at)
+
+
+def needs_blockers(obs: Observation, *, now: datetime.datetime) -> bool:
+    """Whether :func:`decide` would look at blockers: the node is idle and a reboot is due."""
+    backoff = _backoff(obs)
+    return (
+        obs.node.fleetlock_id is None
+        and not obs.node.holding
+        and not _stale_memory(obs.node)
+        and obs.in_window
+        and obs.required
+        and not (backoff and now < backoff)
+    )
+
+
+def _stale_memory(node: NodeState) -> bool:
+    return node.cycle_started or node.reboot_boot_id is not None or node.release_after is not None
+
+
+def _retry_due(node: NodeState, policy: Policy) -> datetime.datetime:
+    started = node.reboot_triggered_at or datetime.datetime.min.replace(tzinfo=datetime.UTC)
+    return started + policy.reboot_retry_delay
+
+
+def _remove_in_progress(obs: Observation, policy: Policy) -> bool:
+    return policy.annotate_nodes and not obs.required and obs.node.in_progress
+
+
+def _decide_holding(obs: Observation, policy: Policy, now: datetime.datetime) -> Action:
+    node = obs.node
+    ours = cordon_was_ours(node)
+    if node.release_after is not None:
+        if now >= node.release_after:
+            backoff = now + policy.sentinel_loop_backoff if obs.required else None
+            return Action(Step.RELEASE, "lock release delay passed", backoff_until=backoff)
+        return Action(Step.WAIT, "waiting for the lock release delay", until=node.release_after)
+    if node.reboot_boot_id is not None:
+        if rebooted(node):
+            return Action(
+                Step.POST_REBOOT, "node rebooted (bootID changed)", uncordon=ours,
+                remove_in_progress=_remove_in_progress(obs, policy), release_after=now + policy.release_delay,
+            )  # fmt: skip
+        due = _retry_due(node, policy)
+        if now < due:
+            return Action(Step.WAIT, "Waiting for reboot", until=due)
+        if node.reboot_attempts < policy.max_attempts:
+            return Action(Step.RETRY_REBOOT, f"bootID unchanged {policy.reboot_retry_delay} after the reboot")
+        return Action(
+            Step.GIVE_UP, f"bootID unchanged after {node.reboot_attempts} reboot attempts", uncordon=ours,
+            backoff_until=now + policy.sentinel_loop_backoff,
+        )  # fmt: skip
+    if obs.required and obs.in_window:
+        record = unschedulable_to_record(node)
+        return Action(
+            Step.DRAIN_AND_REBOOT, "Reboot required", unschedulable_before=record,
+            uncordon=(record if record is not None else node.unschedulable_before) is False,
+            reboot_if_drain_fails=policy.force_reboot,
+        )  # fmt: skip
+    why = "reboot no longer required" if not obs.required else "outside the maintenance window"
+    return Action(Step.ABORT, why, uncordon=ours)
+
+
+def decide(obs: Observation, *, policy: Policy, now: datetime.datetime) -> Action:
+    """The next step of the reboot cycle. Pure: everything it needs is passed in."""
+    node = obs.node
+    if node.fleetlock_id is not None:
+        return Action(Step.WAIT, "FleetLock (Zincati) runs this node's reboot cycle")
+    if node.holding:
+        return _decide_holding(obs, policy, now)
+    if _stale_memory(node):
+        if node.reboot_boot_id is not None and not rebooted(node) and node.release_after is None:
+            due = _retry_due(node, policy)
+            if now < due:
+                return Action(Step.WAIT, "Waiting for reboot (lock no longer held)", until=due)
+        plan = lost_lock(node)
+        return Action(
+            Step.CLEANUP, "the lock is no longer held by this node", post_reboot=plan.post_reboot,
+            settle_cordon=plan.settle_cordon, uncordon=plan.uncordon,
+            remove_in_progress=_remove_in_progress(obs, policy),
+        )  # fmt: skip
+    if not obs.in_window:
+        if obs.has_taint and policy.taint:
+            return Action(Step.SYNC_TAINT, "outside the maintenance window")
+        return Action(Step.WAIT, "outside the maintenance window", until=obs.next_window)
+    if not obs.required:
+        if obs.has_taint and policy.taint:
+            return Action(Step.SYNC_TAINT, "Reboot not required")
+        return Action(Step.WAIT, "Reboot not required")
+    backoff = _backoff(obs)
+    if backoff and now < backoff:
+        return Action(Step.WAIT, "backing off after a reboot that did not clear the sentinel", until=backoff)
+    if policy.annotate_nodes and not node.in_progress:
+        return Action(Step.ANNOTATE, "Reboot required")
+    if obs.blocked is not None:
+        return Action(Step.BLOCKED, str(obs.blocked), blocked=obs.blocked)
+    return Action(Step.ACQUIRE, "Reboot required")

@@ -1,0 +1,281 @@
+"""Operator side of reboot requests: ``request-reboot``, ``rollout`` and ``status`` against the API server.
+
+Concept: the thin adapter between the pure modules (:mod:`pykured.requests.record`,
+:mod:`pykured.requests.rollout`,
+:mod:`pykured.status.fleet`) and the API server. It runs from an operator's machine (kubeconfig) or inside an
+agent's pod (in-cluster, kured's RBAC: ``get``/``patch`` on its own Node).
+
+Invariants:
+* Validate, then write: every node is read (it exists, it reports a bootID) and the caller's right to
+  ``patch`` it is checked (SelfSubjectAccessReview) before the first write, so a refusal changes nothing.
+* A request is written with a JSON Patch that ``test``s ``/status/nodeInfo/bootID``: it is bound to the boot
+  that was read, even if the node rebooted in between (then it is read again and bound to the new boot).
+* Writing the same request again (same boot, reason and rollout) makes no API call: idempotent.
+* Every failure is a :class:`RequestError` with one operator-facing line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+from collections.abc import Sequence
+
+from pykured.core import errors
+from pykured.cycle.state import NodeState
+from pykured.gocompat.goflags import Duration
+from pykured.kube.client import JSON_PATCH, MERGE_PATCH, Kube, Obj
+from pykured.lock.annotation import AnnotationLock
+from pykured.lock.base import forbidden
+from pykured.lock.lease import LeaseLock
+from pykured.lock.record import decode
+from pykured.requests import record as rebootrequest
+from pykured.requests import rollout
+from pykured.status import fleet as fleetview
+
+logger = logging.getLogger(__name__)
+
+_UNPROCESSABLE = 422
+SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+SELF_SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
+class RequestError(errors.PykuredError):
+    """A request could not be made; the message is the one line the operator sees."""
+
+
+# -- who and what --------------------------------------------------------------------------------------------
+
+
+def whoami(kube: Kube) -> str:
+    """The caller's user name (a SelfSubjectReview, ``authentication.k8s.io/v1``); ``unknown`` if refused."""
+    body: Obj = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    try:
+        answer = kube.create(SELF_SUBJECT_REVIEWS, body)
+    except errors.KubeError as exc:
+        logger.debug("SelfSubjectReview failed: %s", exc)
+        return "unknown"
+    user = answer.get("status", {}).get("userInfo", {}).get("username")
+    return str(user) if user else "unknown"
+
+
+def may_patch(kube: Kube, node: str) -> bool | None:
+    """Whether the caller may ``patch`` this Node (SelfSubjectAccessReview); ``None`` if the review failed."""
+    body: Obj = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "patch", "resource": "nodes", "name": node}},
+    }
+    try:
+        answer = kube.create(SELF_SUBJECT_ACCESS_REVIEWS, body)
+    except errors.KubeError as exc:
+        logger.debug("SelfSubjectAccessReview failed: %s", exc)
+        return None
+    return answer.get("status", {}).get("allowed") is True
+
+
+def nodes(
+    kube: Kube, *, names: Sequence[str] = (), selector: str = "", all_nodes: bool = False
+) -> list[NodeState]:
+    """The Nodes named, or matching ``selector``, or all; a missing one or a refused read is an error."""
+    if names:
+        out = []
+        for name in dict.fromkeys(names):
+            try:
+                out.append(NodeState.from_obj(kube.get_node(name)))
+            except errors.NotFoundError:
+                raise RequestError(f'node "{name}" not found') from None
+            except errors.ForbiddenError as exc:
+                raise RequestError(f"forbidden: {_message(exc)}") from None
+            except errors.KubeError as exc:
+                raise RequestError(f'cannot read node "{name}": {exc}') from None
+        return out
+    if not selector and not all_nodes:
+        raise RequestError("name the nodes, or give --selector or --all")
+    try:
+        items = kube.list_nodes(label_selector=selector or None).get("items", [])
+    except errors.ForbiddenError as exc:
+        raise RequestError(f"forbidden: {_message(exc)}") from None
+    except errors.KubeError as exc:
+        raise RequestError(f"cannot list nodes: {exc}") from None
+    found = [NodeState.from_obj(item) for item in items]
+    if not found:
+        raise RequestError(
+            f"no node matches the selector {selector!r}" if selector else "the cluster has no nodes"
+        )
+    return sorted(found, key=lambda v: v.name)
+
+
+def _message(exc: errors.KubeError) -> str:
+    text = str(exc)
+    return text.removesuffix(f" (HTTP {exc.status})") if exc.status else text
+
+
+def _check_patch(kube: Kube, views: Sequence[NodeState]) -> None:
+    denied = [v.name for v in views if may_patch(kube, v.name) is False]
+    if denied:
+        who = whoami(kube)
+        shown = ", ".join(denied[:5]) + (f" and {len(denied) - 5} more" if len(denied) > 5 else "")
+        raise RequestError(
+            f'forbidden: user "{who}" may not patch nodes ({shown}); nothing was changed '
+            "(bind the pykured-reboot-requester ClusterRole)"
+        )
+
+
+# -- request and cancel --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Outcome:
+    node: str
+    action: str
+    """``requested``, ``unchanged``, ``cancelled`` or ``none``."""
+    boot_id: str = ""
+
+
+def _existing(view: NodeState) -> rebootrequest.RebootRequest | None:
+    raw = view.annotations.get(rebootrequest.REQUEST_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        return rebootrequest.parse_request(raw)
+    except ValueError:
+        return None
+
+
+def _write(kube: Kube, view: NodeState, req: rebootrequest.RebootRequest) -> None:
+    patch = rebootrequest.bind_patch(req, has_annotations=bool(view.annotations))
+    try:
+        kube.patch_node(view.name, patch, patch_type=JSON_PATCH)
+    except errors.ForbiddenError as exc:
+        raise RequestError(f"forbidden: {_message(exc)}") from None
+    except errors.NotFoundError:
+        raise RequestError(f'node "{view.name}" not found') from None
+
+
+def request_reboot(
+    kube: Kube,
+    views: Sequence[NodeState],
+    *,
+    reason: str,
+    requested_by: str,
+    now: datetime.datetime,
+    rollout_id: str = "",
+) -> list[Outcome]:
+    """Put a request for its current boot on every node of ``views`` (read just before)."""
+    missing = [v.name for v in views if not v.boot_id]
+    if missing:
+        raise RequestError(
+            f"node(s) {', '.join(missing)} report no status.nodeInfo.bootID; nothing was changed"
+        )
+    _check_patch(kube, views)
+    out = []
+    for view in views:
+        current = view
+        for _attempt in range(3):
+            req = rebootrequest.make_request(
+                boot_id=current.boot_id, reason=reason, requested_by=requested_by, now=now, rollout=rollout_id
+            )
+            old = _existing(current)
+            if old is not None and old.same_intent(req):
+                out.append(Outcome(view.name, "unchanged", current.boot_id))
+                break
+            try:
+                _write(kube, current, req)
+            except errors.KubeError as exc:
+                if exc.status != _UNPROCESSABLE:  # the bootID test failed: the node rebooted, read it again
+                    raise RequestError(f'cannot write the request on node "{view.name}": {exc}') from None
+                current = nodes(kube, names=[view.name])[0]
+                if not current.boot_id:
+                    raise RequestError(f'node "{view.name}" reports no status.nodeInfo.bootID') from None
+                continue
+            out.append(Outcome(view.name, "requested", current.boot_id))
+            break
+        else:
+            raise RequestError(f'node "{view.name}" keeps changing its bootID; request not written')
+    return out
+
+
+def cancel(kube: Kube, views: Sequence[NodeState]) -> list[Outcome]:
+    """Withdraw the request of every node of ``views`` (no call for a node without one)."""
+    with_request = [v for v in views if rebootrequest.REQUEST_ANNOTATION in v.annotations]
+    _check_patch(kube, with_request)
+    out = [Outcome(v.name, "none") for v in views if v not in with_request]
+    for view in with_request:
+        patch = {"metadata": {"annotations": {rebootrequest.REQUEST_ANNOTATION: None}}}
+        try:
+            kube.patch_node(view.name, patch, patch_type=MERGE_PATCH)
+        except errors.ForbiddenError as exc:
+            raise RequestError(f"forbidden: {_message(exc)}") from None
+        except errors.KubeError as exc:
+            raise RequestError(f'cannot remove the request from node "{view.name}": {exc}') from None
+        out.append(Outcome(view.name, "cancelled", view.boot_id))
+    return sorted(out, key=lambda o: o.node)
+
+
+# -- reading the fleet ---------------------------------------------------------------------------------------
+
+
+def all_nodes(kube: Kube, selector: str = "") -> list[NodeState]:
+    """LIST the Nodes (``list`` on nodes: not in kured's agent RBAC)."""
+    try:
+        items = kube.list_nodes(label_selector=selector or None).get("items", [])
+    except errors.ForbiddenError as exc:
+        raise RequestError(
+            f"forbidden: {_message(exc)} (list on nodes is needed, or name the nodes: pykured status NODE...)"
+        ) from None
+    except errors.KubeError as exc:
+        raise RequestError(f"cannot list nodes: {exc}") from None
+    return [NodeState.from_obj(item) for item in items]
+
+
+def lock_holders(
+    kube: Kube, *, namespace: str, ds_name: str, annotation: str, lease_prefix: str
+) -> list[fleetview.LockInfo]:
+    """The holders of both lock backends; what the caller may not read is reported, not raised."""
+    zero = Duration(0)
+    ann = AnnotationLock(kube, namespace=namespace, ds_name=ds_name, annotation=annotation, node_id="",
+                         concurrency=0, ttl=zero, retry_interval=1.0, retry_timeout=5.0)  # fmt: skip
+    lease = LeaseLock(kube, namespace=namespace, prefix=lease_prefix, node_id="", concurrency=1, ttl=zero,
+                      retry_timeout=5.0)  # fmt: skip
+    out = []
+    try:
+        raw = ann.raw_value()
+    except (errors.LockError, errors.KubeError) as exc:
+        out.append(fleetview.LockInfo("annotation", error=_lock_error(exc)))
+    else:
+        try:
+            holders = tuple(e.node_id for e in decode(raw).entries) if raw is not None else ()
+            out.append(fleetview.LockInfo("annotation", holders))
+        except errors.LockError as exc:
+            out.append(fleetview.LockInfo("annotation", error=f"unreadable value, counts as held ({exc})"))
+    try:
+        out.append(fleetview.LockInfo("lease", tuple(sorted(e.node_id for e in lease.entries()))))
+    except (errors.LockError, errors.KubeError) as exc:
+        out.append(fleetview.LockInfo("lease", error=_lock_error(exc)))
+    return out
+
+
+def _lock_error(exc: BaseException) -> str:
+    if forbidden(exc) or isinstance(exc, errors.ForbiddenError):
+        return "forbidden (403) for this user"
+    cause = exc.__cause__
+    if isinstance(cause, errors.NotFoundError) or isinstance(exc, errors.NotFoundError):
+        return "not found (404)"
+    return str(exc)
+
+
+def rollout_progress(kube: Kube, rollout_id: str = "", selector: str = "") -> rollout.RolloutProgress:
+    """A rollout's progress (the newest rollout when ``rollout_id`` is empty)."""
+    views = all_nodes(kube, selector)
+    if not rollout_id:
+        ids = rollout.rollouts(views)
+        if not ids:
+            raise RequestError(
+                "no rollout found (no node carries a request or a satisfied record with a rollout id)"
+            )
+        rollout_id = ids[0]
+    prog = rollout.progress(views, rollout_id)
+    if not prog.nodes:
+        raise RequestError(f"rollout {rollout_id!r} not found on any node")
+    return prog

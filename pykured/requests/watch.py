@@ -1,0 +1,104 @@
+"""Noticing a reboot request at once, for no request while idle: a watch on the agent's own Node.
+
+The agent watches its Node as the kubelet does (``fieldSelector=metadata.name=<node>``), from the
+resourceVersion of one GET, and hands every new copy to :meth:`RequestKeeper.see`; a request that became
+pending wakes the loop. An idle agent then costs the API server one long-running watch, re-opened about every
+half hour, instead of a GET a minute. The watch needs ``watch`` on nodes, which kured's RBAC (``get``,
+``patch``) does not grant: on 403 the agent re-reads its Node every ``--period`` instead (as kured checks
+its sentinel; the loop's own pass reads the Node then too), and tries the watch again after an hour (the
+RBAC may have changed). Never raises; other failures back off up to a minute.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+from collections.abc import Callable
+
+from pykured.core import errors
+from pykured.kube.client import Kube, Obj
+from pykured.requests.keeper import RequestKeeper
+
+logger = logging.getLogger(__name__)
+
+WATCH_SECONDS = 1800
+POLL_SECONDS = 3600.0
+RETRY_WATCH_AFTER = 3600.0
+MAX_BACKOFF = 60.0
+
+
+class RequestWatch:
+    """Follows one Node for reboot requests until ``stopping`` is set."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        keeper: RequestKeeper,
+        *,
+        on_request: Callable[[], None],
+        clock: Callable[[], datetime.datetime],
+        watch_seconds: int = WATCH_SECONDS,
+        poll_seconds: float = POLL_SECONDS,
+    ) -> None:
+        self._kube = kube
+        self._keeper = keeper
+        self._on_request = on_request
+        self._clock = clock
+        self._watch_seconds = watch_seconds
+        self._poll_seconds = poll_seconds
+        self.watching = False
+        """Whether the last attempt held a watch (False: polling, or backing off)."""
+
+    def run(self, stopping: threading.Event) -> None:
+        pause = 0.0
+        while not stopping.wait(pause):
+            try:
+                self._follow(stopping)
+                pause = 0.0
+            except errors.ForbiddenError as exc:
+                self.watching = False
+                logger.info(
+                    "Not allowed to watch node %s: looking for reboot requests every %gs instead",
+                    self._keeper.node,
+                    self._poll_seconds,
+                )
+                logger.debug("node watch refused: %s", exc)
+                self._poll(stopping)
+            except Exception as exc:  # a failed watch never ends the agent
+                self.watching = False
+                pause = min(max(pause * 2, 1.0), MAX_BACKOFF)
+                logger.debug("watching node %s for reboot requests failed, retrying in %gs: %s",
+                             self._keeper.node, pause, exc)  # fmt: skip
+
+    def _seen(self, node: Obj) -> None:
+        if self._keeper.see(node, self._clock()):
+            self._on_request()
+
+    def _follow(self, stopping: threading.Event) -> None:
+        """One GET, then the watch until the server ends it (or it fails, or 410 Gone)."""
+        node = self._kube.get_node(self._keeper.node)
+        self._seen(node)
+        rv = str((node.get("metadata") or {}).get("resourceVersion") or "")
+        events = self._kube.watch_nodes(
+            resource_version=rv,
+            field_selector=f"metadata.name={self._keeper.node}",
+            timeout_seconds=self._watch_seconds,
+        )
+        self.watching = True
+        for event in events:
+            if stopping.is_set():
+                return
+            kind, obj = event.get("type"), event.get("object") or {}
+            if kind == "ERROR":
+                return  # 410 Gone: start again from a GET
+            if kind in ("ADDED", "MODIFIED"):
+                self._seen(obj)
+
+    def _poll(self, stopping: threading.Event) -> None:
+        """kured's RBAC: re-read the Node every ``poll_seconds`` (``--period``), for about an hour."""
+        for _ in range(max(int(RETRY_WATCH_AFTER / self._poll_seconds), 1)):
+            if stopping.wait(self._poll_seconds):
+                return
+            if self._keeper.poll(self._clock()):
+                self._on_request()

@@ -1,0 +1,176 @@
+"""The compact status an agent publishes on its Node, for ``pykured status``.
+
+Concept: only the agent knows its sentinel, its window and its blockers; the fleet view reads them from one
+``pykured.dev/status`` annotation per Node instead of asking every agent. The agent builds the status after
+each pass and writes it only when it differs from what the Node already carries, so a steady state costs
+no write (it holds no timestamps that move by themselves).
+
+The value is compact JSON with sorted keys; absent fields are omitted::
+
+    {"bootID":"…","lastBootID":"…","lastReboot":"2026-11-30T21:40:00Z","lockWait":true,
+     "reason":"Reboot required","request":"kernel 6.12","sentinel":true,"step":"acquire",
+     "blocked":"alerts","blockedBy":"Reboot blocked: 1 active alerts: [KubePodCrashLooping]",
+     "resumeRolls":true,"waitingSince":"2026-11-30T23:10:00Z","windowOpens":"2026-12-01T02:00:00Z","v":"0.1.0"}
+
+``step`` is the decision of :mod:`pykured.cycle.decide` (``wait``, ``blocked``, ``acquire``,
+``drain-and-reboot``, …); ``lastReboot``/``lastBootID`` record the last bootID change the agent saw (its
+previous status named another bootID); ``waitingSince`` is when the node began to need its pending reboot
+(kept from pass to pass while it needs it, on the same boot); ``resumeRolls`` says the agent takes the lock in
+the roll's order (:mod:`pykured.roll.order`). Pure: no I/O, ``now`` is passed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pykured.kube.node import PYKURED_PREFIX, format_rfc3339, parse_rfc3339
+
+STATUS_ANNOTATION = PYKURED_PREFIX + "status"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AgentStatus:
+    """What one agent says about its node."""
+
+    version: str = ""
+    boot_id: str = ""
+    step: str = ""
+    reason: str = ""
+    sentinel: bool = False
+    request: str | None = None
+    """The reason of the pending reboot request, if one names the current boot."""
+    blocked: str = ""
+    """The blocker kind (``alerts``, ``pods``, …) while a blocker holds the reboot back."""
+    blocked_by: str = ""
+    window_opens: datetime.datetime | None = None
+    """When the closed maintenance window opens next (absent while it is open)."""
+    lock_wait: bool = False
+    """The node waits for the lock (held by others, or nodes ahead of it in the roll). Who holds it is not
+    written here: it changes at every hand-over, and a Node write per waiting node per hand-over is what
+    the 100-agent benchmark showed; ``pykured status`` reads the holders from the lock itself."""
+    last_reboot: datetime.datetime | None = None
+    last_boot_id: str = ""
+    waiting_since: datetime.datetime | None = None
+    """When the node began to need its pending reboot (None while it needs none)."""
+    resume_rolls: bool = False
+    """The agent takes the lock in the roll's order (``--resume-rolls``), not in kured's race."""
+
+    @property
+    def needs_reboot(self) -> bool:
+        return self.sentinel or self.request is not None
+
+
+def encode(status: AgentStatus) -> str:
+    """The annotation value."""
+    data: dict[str, Any] = {"v": status.version, "bootID": status.boot_id, "step": status.step}
+    if status.reason:
+        data["reason"] = status.reason
+    if status.sentinel:
+        data["sentinel"] = True
+    if status.request is not None:
+        data["request"] = status.request
+    if status.blocked:
+        data["blocked"] = status.blocked
+        data["blockedBy"] = status.blocked_by
+    if status.window_opens is not None:
+        data["windowOpens"] = format_rfc3339(status.window_opens)
+    if status.lock_wait:
+        data["lockWait"] = True
+    if status.last_reboot is not None:
+        data["lastReboot"] = format_rfc3339(status.last_reboot)
+        data["lastBootID"] = status.last_boot_id
+    if status.waiting_since is not None:
+        data["waitingSince"] = format_rfc3339(status.waiting_since)
+    if status.resume_rolls:
+        data["resumeRolls"] = True
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _s(data: Mapping[str, Any], key: str) -> str:
+    value = data.get(key, "")
+    return value if isinstance(value, str) else ""
+
+
+def decode(text: str | None) -> AgentStatus | None:
+    """Read an annotation value; ``None`` when absent or unreadable (never raises)."""
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    holders = data.get("lockHolders")  # written by earlier pykured versions
+    request = data.get("request")
+    return AgentStatus(
+        version=_s(data, "v"),
+        boot_id=_s(data, "bootID"),
+        step=_s(data, "step"),
+        reason=_s(data, "reason"),
+        sentinel=data.get("sentinel") is True,
+        request=request if isinstance(request, str) else None,
+        blocked=_s(data, "blocked"),
+        blocked_by=_s(data, "blockedBy"),
+        window_opens=parse_rfc3339(_s(data, "windowOpens")),
+        lock_wait=data.get("lockWait") is True or (isinstance(holders, list) and bool(holders)),
+        last_reboot=parse_rfc3339(_s(data, "lastReboot")),
+        last_boot_id=_s(data, "lastBootID"),
+        waiting_since=parse_rfc3339(_s(data, "waitingSince")),
+        resume_rolls=data.get("resumeRolls") is True,
+    )
+
+
+def build(
+    previous: AgentStatus | None,
+    *,
+    version: str,
+    boot_id: str,
+    step: str,
+    reason: str,
+    sentinel: bool,
+    request: str | None,
+    blocked: str = "",
+    blocked_by: str = "",
+    window_opens: datetime.datetime | None = None,
+    lock_wait: bool = False,
+    resume_rolls: bool = False,
+    now: datetime.datetime,
+) -> AgentStatus:
+    """The next status: the facts of this pass, plus the last reboot carried over or detected now.
+
+    A bootID change is detected when the previous status named another (non-empty) bootID; its time is
+    ``now``, i.e. when the agent first saw the new boot. ``waiting_since`` is carried over while the node
+    needs a reboot on the same boot, and starts at ``now`` when it begins to need one.
+    """
+    last_reboot = previous.last_reboot if previous else None
+    last_boot_id = previous.last_boot_id if previous else ""
+    if previous is not None and previous.boot_id and boot_id and previous.boot_id != boot_id:
+        last_reboot = now.astimezone(datetime.UTC).replace(microsecond=0)
+        last_boot_id = previous.boot_id
+    needs = sentinel or request is not None
+    waiting_since = None
+    if needs:
+        same_boot = previous is not None and previous.boot_id == boot_id
+        carried = previous.waiting_since if previous is not None and same_boot else None
+        waiting_since = carried or now.astimezone(datetime.UTC).replace(microsecond=0)
+    return AgentStatus(
+        version=version,
+        boot_id=boot_id,
+        step=step,
+        reason=reason,
+        sentinel=sentinel,
+        request=request,
+        blocked=blocked,
+        blocked_by=blocked_by,
+        window_opens=window_opens,
+        lock_wait=lock_wait,
+        last_reboot=last_reboot,
+        last_boot_id=last_boot_id,
+        waiting_since=waiting_since,
+        resume_rolls=resume_rolls,
+    )

@@ -1,0 +1,237 @@
+"""``pykured status`` as a pure function: Nodes (and the lock holders) in, one row per node out.
+
+Concept: the fleet view reads only what the API server holds — each agent's ``pykured.dev/status``
+(:mod:`pykured.status.agent`), the reboot request (:mod:`pykured.requests.record`), pykured's cycle memory
+(``pykured.dev/*``, :mod:`pykured.kube.node`) and the lock holders — and renders a table or JSON. What the
+caller may not read (Leases under kured's RBAC, say) is passed in as an error and shown, not guessed.
+Pure: no I/O, ``now`` is passed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Sequence
+from typing import Any
+
+from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION, NodeState
+from pykured.kube.node import PYKURED_PREFIX, format_rfc3339, parse_rfc3339
+from pykured.requests import record as rebootrequest
+from pykured.roll import order as roll
+from pykured.status import agent as agentstatus
+
+BACKOFF_UNTIL_ANNOTATION = PYKURED_PREFIX + "backoff-until"
+HEADER = ("NODE", "NEEDS-REBOOT", "REASON", "BLOCKED-BY", "CORDONED", "STEP", "LAST-REBOOT", "ROLL", "AGENT")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LockInfo:
+    """The holders of one lock backend, or why they could not be read."""
+
+    backend: str
+    holders: tuple[str, ...] = ()
+    error: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Row:
+    """One node of the fleet view."""
+
+    node: str
+    needs_reboot: str
+    reason: str
+    blocked_by: str
+    cordoned: str
+    step: str
+    last_reboot: datetime.datetime | None
+    agent: str
+    boot_id: str
+    waiting_since: datetime.datetime | None = None
+    ordered: bool = False
+    """Its agent takes the lock in the roll's order (``--resume-rolls``)."""
+    roll: str = ""
+    """The node's place in the current roll (:meth:`pykured.roll.order.Roll.place`)."""
+
+    def cells(self, now: datetime.datetime) -> tuple[str, ...]:
+        last = rebootrequest.ago(now, self.last_reboot, future="0s ago") if self.last_reboot else "-"
+        return (self.node, self.needs_reboot, self.reason or "-", self.blocked_by or "-", self.cordoned,
+                self.step, last, self.roll or "-", self.agent)  # fmt: skip
+
+
+def _needs(view: NodeState, status: agentstatus.AgentStatus | None, req: rebootrequest.Classified) -> str:
+    parts = []
+    if status is not None and status.sentinel:
+        parts.append("sentinel")
+    if req.pending:
+        parts.append("request")
+    elif req.state is rebootrequest.RequestState.UNBOUND:
+        parts.append("request(no bootID)")
+    return "+".join(parts) if parts else ("no" if status is not None else "?")
+
+
+def _blocked_by(view: NodeState, status: agentstatus.AgentStatus | None, holders: Sequence[str]) -> str:
+    backoff = parse_rfc3339(view.annotations.get(BACKOFF_UNTIL_ANNOTATION, ""))
+    if status is None:
+        return ""
+    if status.window_opens is not None and status.needs_reboot:
+        return f"window closed until {format_rfc3339(status.window_opens)}"
+    if status.blocked:
+        return status.blocked_by or status.blocked
+    if status.step == "acquire" and status.lock_wait:
+        others = [h for h in holders if h != view.name]
+        return "lock held by " + ",".join(others) if others else "waiting for the lock"
+    if backoff is not None and status.needs_reboot and status.step == "wait":
+        return f"back-off until {format_rfc3339(backoff)}"
+    return ""
+
+
+def _cordoned(view: NodeState) -> str:
+    if not view.unschedulable:
+        return "no"
+    if view.unschedulable_before is False:
+        return "pykured"
+    return "yes (not by pykured)"
+
+
+def _memory_step(view: NodeState, holding: bool) -> str:
+    """The step pykured's cycle memory on the Node shows ("" when the node is not in a cycle)."""
+    if FLEETLOCK_ID_ANNOTATION in view.annotations:
+        return "fleetlock (zincati)"
+    if view.release_after is not None:
+        return f"rebooted, lock release after {format_rfc3339(view.release_after)}"
+    if view.reboot_boot_id is not None:
+        return "rebooting" if view.boot_id == view.reboot_boot_id else "rebooted, uncordoning"
+    if view.unschedulable_before is not None:
+        return "draining" if view.unschedulable else "holding lock"
+    return "holding lock" if holding else ""
+
+
+_AGENT_STEPS = {"acquire": ("acquiring lock", "waiting for lock"), "wait": ("idle", "waiting")}
+
+
+def _step(view: NodeState, status: agentstatus.AgentStatus | None, holding: bool) -> str:
+    memory = _memory_step(view, holding)
+    if memory or status is None:
+        return memory or "no agent status"
+    names = _AGENT_STEPS.get(status.step)
+    if names is None:
+        return status.step or "-"
+    flag = status.lock_wait if status.step == "acquire" else status.needs_reboot
+    return names[flag]
+
+
+def node_row(view: NodeState, *, holders: Sequence[str] = (), now: datetime.datetime) -> Row:
+    """One node's row. ``holders``: every node holding a lock slot (any backend)."""
+    status = agentstatus.decode(view.annotations.get(agentstatus.STATUS_ANNOTATION))
+    previous = (status.boot_id,) if status and status.boot_id != view.boot_id else ()
+    req = rebootrequest.classify(view.annotations, view.boot_id, previous_boot_ids=previous, now=now)
+    reason = req.request.reason if req.request and req.state is not rebootrequest.RequestState.STALE else ""
+    last = status.last_reboot if status else None
+    done_text = view.annotations.get(rebootrequest.SATISFIED_ANNOTATION)
+    if done_text:
+        try:
+            done = rebootrequest.parse_satisfied(done_text)
+        except ValueError:
+            done = None
+        if done is not None and (last is None or done.satisfied_at > last):
+            last = done.satisfied_at
+    return Row(
+        node=view.name,
+        needs_reboot=_needs(view, status, req),
+        reason=reason,
+        blocked_by=_blocked_by(view, status, holders),
+        cordoned=_cordoned(view),
+        step=_step(view, status, view.name in holders),
+        last_reboot=last,
+        agent=(status.version or "?") if status else "-",
+        boot_id=view.boot_id,
+        waiting_since=status.waiting_since if status else None,
+        ordered=status.resume_rolls if status else False,
+    )
+
+
+def current_roll(table: Sequence[Row]) -> roll.Roll:
+    """The roll in progress among these nodes (:mod:`pykured.roll.order`)."""
+    return roll.current([roll.Member(r.node, r.last_reboot, r.waiting_since) for r in table])
+
+
+def rows(views: Sequence[NodeState], locks: Sequence[LockInfo], *, now: datetime.datetime) -> list[Row]:
+    """Every node's row, sorted by name, with its place in the current roll."""
+    holders = sorted({h for info in locks for h in info.holders})
+    table = [node_row(v, holders=holders, now=now) for v in sorted(views, key=lambda v: v.name)]
+    current = current_roll(table)
+    return [dataclasses.replace(r, roll=current.place(r.node, numbered=r.ordered)) for r in table]
+
+
+def _ordered(table: Sequence[Row], current: roll.Roll) -> bool:
+    """Every waiting node's agent follows the roll's order (else the lock goes to whoever asks first)."""
+    return bool(current.waiting) and all(r.ordered for r in table if r.node in current.waiting)
+
+
+def _roll_line(table: Sequence[Row], current: roll.Roll) -> str:
+    if current.since is None:
+        return "roll: none in progress"
+    rebooted = f" ({', '.join(current.rebooted)})" if current.rebooted else ""
+    nxt = f" (next: {current.waiting[0]})" if _ordered(table, current) else ""
+    return (
+        f"roll since {format_rfc3339(current.since)}: {len(current.rebooted)} rebooted{rebooted}, "
+        f"{len(current.waiting)} waiting{nxt}"
+    )
+
+
+def _lock_lines(locks: Sequence[LockInfo]) -> list[str]:
+    out = []
+    for info in locks:
+        if info.error:
+            out.append(f"lock ({info.backend}): cannot read: {info.error}")
+        else:
+            held = ", ".join(info.holders) if info.holders else "free"
+            out.append(f"lock ({info.backend}): {held}")
+    return out
+
+
+def render_table(table: Sequence[Row], locks: Sequence[LockInfo], *, now: datetime.datetime) -> str:
+    """The text table, then one line per lock backend."""
+    cells = [HEADER, *(r.cells(now) for r in table)]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(HEADER))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    if not table:
+        lines.append("(no nodes)")
+    return "\n".join([*lines, _roll_line(table, current_roll(table)), *_lock_lines(locks)]) + "\n"
+
+
+def _roll_json(table: Sequence[Row], current: roll.Roll) -> dict[str, Any] | None:
+    if current.since is None:
+        return None
+    return {
+        "since": format_rfc3339(current.since),
+        "rebooted": list(current.rebooted),
+        "waiting": list(current.waiting),
+        "ordered": _ordered(table, current),
+    }
+
+
+def to_json(table: Sequence[Row], locks: Sequence[LockInfo]) -> dict[str, Any]:
+    """The same facts for ``-o json``."""
+    return {
+        "nodes": [
+            {
+                "node": r.node,
+                "needsReboot": r.needs_reboot,
+                "reason": r.reason,
+                "blockedBy": r.blocked_by,
+                "cordoned": r.cordoned,
+                "step": r.step,
+                "lastReboot": format_rfc3339(r.last_reboot) if r.last_reboot else None,
+                "agent": r.agent,
+                "bootID": r.boot_id,
+                "waitingSince": format_rfc3339(r.waiting_since) if r.waiting_since else None,
+                "roll": r.roll or None,
+            }
+            for r in table
+        ],
+        "roll": _roll_json(table, current_roll(table)),
+        "locks": [
+            {"backend": i.backend, "holders": list(i.holders), "error": i.error or None} for i in locks
+        ],
+    }

@@ -1,0 +1,77 @@
+"""Publishing what an agent says about itself: ``pykured.dev/status`` on its own Node, for ``pykured status``.
+
+Concept: :mod:`pykured.status.agent` builds and encodes the record (pure); this adapter writes it with one
+merge patch, only when its text changed, so an idle agent writes nothing.
+
+Invariants:
+* Never raises into the daemon: an API failure is logged at debug level and the next pass tries again.
+* ``pykured.dev/status`` is written only when its text changes (no timestamps that move by themselves).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+
+from pykured.core import errors
+from pykured.cycle.state import NodeState
+from pykured.kube.client import MERGE_PATCH, Kube
+from pykured.status import agent as agentstatus
+
+logger = logging.getLogger(__name__)
+
+
+class StatusPublisher:
+    """Writes one agent's status on its Node when it changed."""
+
+    def __init__(self, kube: Kube, *, node: str, version: str) -> None:
+        self._kube = kube
+        self.node = node
+        self.version = version
+        self._published: str | None = None
+
+    def publish(
+        self,
+        view: NodeState,
+        *,
+        step: str,
+        reason: str,
+        sentinel: bool,
+        request: str | None = None,
+        blocked: str = "",
+        blocked_by: str = "",
+        window_opens: datetime.datetime | None = None,
+        lock_wait: bool = False,
+        resume_rolls: bool = False,
+        now: datetime.datetime,
+    ) -> bool:
+        """Write ``pykured.dev/status`` if it differs from what the Node carries; ``True`` if written."""
+        current = self._published
+        if current is None:
+            current = view.annotations.get(agentstatus.STATUS_ANNOTATION)
+        status = agentstatus.build(
+            agentstatus.decode(current),
+            version=self.version,
+            boot_id=view.boot_id,
+            step=step,
+            reason=reason,
+            sentinel=sentinel,
+            request=request,
+            blocked=blocked,
+            blocked_by=blocked_by,
+            window_opens=window_opens,
+            lock_wait=lock_wait,
+            resume_rolls=resume_rolls,
+            now=now,
+        )
+        text = agentstatus.encode(status)
+        if text == current:
+            return False
+        patch = {"metadata": {"annotations": {agentstatus.STATUS_ANNOTATION: text}}}
+        try:
+            self._kube.patch_node(self.node, patch, patch_type=MERGE_PATCH)
+        except errors.KubeError as exc:
+            logger.debug("could not publish the status of node %s: %s", self.node, exc)
+            return False
+        self._published = text
+        return True

@@ -1,0 +1,487 @@
+"""Every transition of the pure reboot-cycle decision, and the rules the steps act on."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Any
+
+import pytest
+
+from pykured.core.model import Reason
+from pykured.cycle import state
+from pykured.cycle.decide import (
+    Observation,
+    Policy,
+    Step,
+    cordon_was_ours,
+    decide,
+    needs_blockers,
+    rebooted,
+    unschedulable_to_record,
+)
+from pykured.cycle.state import NodeState
+
+NOW = datetime.datetime(2026, 6, 30, 12, 0, 0, tzinfo=datetime.UTC)
+MIN = datetime.timedelta(minutes=1)
+POLICY = Policy(annotate_nodes=True, taint=True, reboot_retry_delay=10 * MIN, max_attempts=2)
+BLOCK = Reason("prometheus", "1 active alerts: [Down]")
+
+
+def node_state(
+    *,
+    boot_id: str = "boot-1",
+    holding: bool = False,
+    unschedulable: bool = False,
+    entry_unschedulable: bool | None = None,
+    in_progress_annotation: bool = True,
+    cycle_started: bool = False,
+    unschedulable_before: bool | None = None,
+    reboot_boot_id: str | None = None,
+    reboot_triggered_at: datetime.datetime | None = None,
+    reboot_attempts: int = 0,
+    release_after: datetime.datetime | None = None,
+    backoff_until: datetime.datetime | None = None,
+    fleetlock_cycle: bool = False,
+) -> NodeState:
+    """A NodeState as the Node's annotations and the lock entry would give it."""
+    if cycle_started and unschedulable_before is None:
+        unschedulable_before = False
+    patch = state.state_patch(
+        unschedulable_before=unschedulable_before, reboot_boot_id=reboot_boot_id,
+        reboot_triggered_at=reboot_triggered_at, release_after=release_after,
+        reboot_attempts=reboot_attempts or None, backoff_until=backoff_until,
+        fleetlock_id="zincati-id" if fleetlock_cycle else None,
+    )  # fmt: skip
+    annotations = {k: v for k, v in patch.items() if v is not None}
+    if in_progress_annotation:
+        annotations[state.IN_PROGRESS_ANNOTATION] = "2026-06-30T11:00:00Z"
+    return NodeState(
+        name="n1", boot_id=boot_id, unschedulable=unschedulable, annotations=annotations, holding=holding,
+        entry_unschedulable=entry_unschedulable if holding else None,
+    )  # fmt: skip
+
+
+def obs(
+    *,
+    required: bool = True,
+    in_window: bool = True,
+    blocked: Reason | None = None,
+    next_window: datetime.datetime | None = None,
+    has_taint: bool = False,
+    retry_at: datetime.datetime | None = None,
+    **node: Any,
+) -> Observation:
+    return Observation(
+        required=required,
+        in_window=in_window,
+        blocked=blocked,
+        next_window=next_window,
+        has_taint=has_taint,
+        retry_at=retry_at,
+        node=node_state(**node),
+    )
+
+
+CASES = [
+    # idle node
+    ("idle: reboot not required", obs(required=False), POLICY, Step.WAIT, "Reboot not required"),
+    (
+        "idle: not required removes a leftover taint",
+        obs(required=False, has_taint=True),
+        POLICY,
+        Step.SYNC_TAINT,
+        "Reboot not required",
+    ),
+    (
+        "idle: taint ignored when the flag is off",
+        obs(required=False, has_taint=True),
+        Policy(),
+        Step.WAIT,
+        "Reboot not required",
+    ),
+    (
+        "idle: outside window sleeps until it opens",
+        obs(in_window=False, next_window=NOW + 60 * MIN),
+        POLICY,
+        Step.WAIT,
+        "outside the maintenance window",
+    ),
+    (
+        "idle: outside window removes the taint",
+        obs(in_window=False, has_taint=True),
+        POLICY,
+        Step.SYNC_TAINT,
+        "outside the maintenance window",
+    ),
+    (
+        "idle: annotate first (--annotate-nodes)",
+        obs(in_progress_annotation=False),
+        POLICY,
+        Step.ANNOTATE,
+        "Reboot required",
+    ),
+    (
+        "idle: no annotation without the flag",
+        obs(in_progress_annotation=False),
+        Policy(),
+        Step.ACQUIRE,
+        "Reboot required",
+    ),
+    ("idle: blocked", obs(blocked=BLOCK), POLICY, Step.BLOCKED, "1 active alerts: [Down]"),
+    ("idle: acquire", obs(), POLICY, Step.ACQUIRE, "Reboot required"),
+    (
+        "idle: back off after a reboot that left the sentinel",
+        obs(backoff_until=NOW + 30 * MIN),
+        POLICY,
+        Step.WAIT,
+        "backing off after a reboot that did not clear the sentinel",
+    ),
+    ("idle: backoff expired", obs(backoff_until=NOW - MIN), POLICY, Step.ACQUIRE, "Reboot required"),
+    # holding the lock, before the reboot
+    (
+        "holding: drain and reboot",
+        obs(holding=True, cycle_started=True),
+        POLICY,
+        Step.DRAIN_AND_REBOOT,
+        "Reboot required",
+    ),
+    (
+        "holding: resume after a restart before memory was written",
+        obs(holding=True),
+        POLICY,
+        Step.DRAIN_AND_REBOOT,
+        "Reboot required",
+    ),
+    (
+        "holding: sentinel gone aborts",
+        obs(holding=True, required=False, cycle_started=True),
+        POLICY,
+        Step.ABORT,
+        "reboot no longer required",
+    ),
+    (
+        "holding: window closed aborts",
+        obs(holding=True, in_window=False, cycle_started=True),
+        POLICY,
+        Step.ABORT,
+        "outside the maintenance window",
+    ),
+    (
+        "holding: blockers are not re-checked",
+        obs(holding=True, blocked=BLOCK),
+        POLICY,
+        Step.DRAIN_AND_REBOOT,
+        "Reboot required",
+    ),
+    # rebooting
+    (
+        "rebooting: waits for the new bootID",
+        obs(holding=True, reboot_boot_id="boot-1", reboot_triggered_at=NOW - MIN, reboot_attempts=1),
+        POLICY,
+        Step.WAIT,
+        "Waiting for reboot",
+    ),
+    (
+        "rebooting: retries once after the delay",
+        obs(holding=True, reboot_boot_id="boot-1", reboot_triggered_at=NOW - 11 * MIN, reboot_attempts=1),
+        POLICY,
+        Step.RETRY_REBOOT,
+        "bootID unchanged 0:10:00 after the reboot",
+    ),
+    (
+        "rebooting: gives up after the retry",
+        obs(holding=True, reboot_boot_id="boot-1", reboot_triggered_at=NOW - 11 * MIN, reboot_attempts=2),
+        POLICY,
+        Step.GIVE_UP,
+        "bootID unchanged after 2 reboot attempts",
+    ),
+    (
+        "rebooting: window and sentinel do not matter",
+        obs(
+            holding=True,
+            required=False,
+            in_window=False,
+            reboot_boot_id="boot-1",
+            reboot_triggered_at=NOW,
+            reboot_attempts=1,
+        ),
+        POLICY,
+        Step.WAIT,
+        "Waiting for reboot",
+    ),
+    # after the reboot
+    (
+        "rebooted: post-reboot steps",
+        obs(holding=True, reboot_boot_id="boot-0", reboot_triggered_at=NOW - MIN),
+        POLICY,
+        Step.POST_REBOOT,
+        "node rebooted (bootID changed)",
+    ),
+    (
+        "rebooted: waits for the release delay",
+        obs(holding=True, reboot_boot_id="boot-0", release_after=NOW + MIN),
+        POLICY,
+        Step.WAIT,
+        "waiting for the lock release delay",
+    ),
+    (
+        "rebooted: releases after the delay",
+        obs(holding=True, reboot_boot_id="boot-0", release_after=NOW),
+        POLICY,
+        Step.RELEASE,
+        "lock release delay passed",
+    ),
+    (
+        "rebooted: releases even with the sentinel back",
+        obs(holding=True, required=True, reboot_boot_id="boot-0", release_after=NOW - MIN),
+        POLICY,
+        Step.RELEASE,
+        "lock release delay passed",
+    ),
+    # FleetLock runs a Zincati node's cycle: the sentinel-driven loop keeps its hands off
+    (
+        "fleetlock: holding, rebooting",
+        obs(
+            holding=True,
+            fleetlock_cycle=True,
+            reboot_boot_id="boot-1",
+            reboot_triggered_at=NOW - 60 * MIN,
+            reboot_attempts=1,
+        ),
+        POLICY,
+        Step.WAIT,
+        "FleetLock (Zincati) runs this node's reboot cycle",
+    ),
+    (
+        "fleetlock: idle with sentinel",
+        obs(fleetlock_cycle=True),
+        POLICY,
+        Step.WAIT,
+        "FleetLock (Zincati) runs this node's reboot cycle",
+    ),
+    # lost lock (TTL expired and taken, or freed by an operator) with memory on the node
+    (
+        "lost lock mid-drain: clean up",
+        obs(cycle_started=True),
+        POLICY,
+        Step.CLEANUP,
+        "the lock is no longer held by this node",
+    ),
+    (
+        "lost lock after reboot: clean up",
+        obs(reboot_boot_id="boot-0", cycle_started=True),
+        POLICY,
+        Step.CLEANUP,
+        "the lock is no longer held by this node",
+    ),
+    (
+        "lost lock while rebooting: wait for the reboot first",
+        obs(reboot_boot_id="boot-1", reboot_triggered_at=NOW - MIN),
+        POLICY,
+        Step.WAIT,
+        "Waiting for reboot (lock no longer held)",
+    ),
+    (
+        "lost lock, reboot never came: clean up",
+        obs(reboot_boot_id="boot-1", reboot_triggered_at=NOW - 20 * MIN),
+        POLICY,
+        Step.CLEANUP,
+        "the lock is no longer held by this node",
+    ),
+    (
+        "lost lock during release delay: clean up",
+        obs(release_after=NOW + MIN, reboot_boot_id="boot-0"),
+        POLICY,
+        Step.CLEANUP,
+        "the lock is no longer held by this node",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("observation", "policy", "step", "reason"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_decide(observation: Observation, policy: Policy, step: Step, reason: str) -> None:
+    action = decide(observation, policy=policy, now=NOW)
+    assert action.step is step
+    assert action.reason == reason
+
+
+def test_wait_outside_window_carries_the_opening_time() -> None:
+    action = decide(obs(in_window=False, next_window=NOW + 5 * MIN), policy=POLICY, now=NOW)
+    assert action.until == NOW + 5 * MIN
+
+
+def test_retry_wait_carries_the_due_time() -> None:
+    action = decide(
+        obs(holding=True, reboot_boot_id="boot-1", reboot_triggered_at=NOW, reboot_attempts=1),
+        policy=POLICY,
+        now=NOW,
+    )
+    assert action.until == NOW + 10 * MIN
+
+
+def test_blocked_action_keeps_the_reason() -> None:
+    action = decide(obs(blocked=BLOCK), policy=POLICY, now=NOW)
+    assert action.blocked == BLOCK
+
+
+def test_an_empty_boot_id_never_counts_as_a_reboot() -> None:
+    action = decide(
+        obs(holding=True, boot_id="", reboot_boot_id="boot-1", reboot_triggered_at=NOW),
+        policy=POLICY,
+        now=NOW,
+    )
+    assert action.step is Step.WAIT
+
+
+@pytest.mark.parametrize(
+    ("observation", "expected"),
+    [
+        (obs(), True),
+        (obs(holding=True), False),
+        (obs(required=False), False),
+        (obs(in_window=False), False),
+        (obs(cycle_started=True), False),
+        (obs(backoff_until=NOW + MIN), False),
+    ],
+    ids=["idle and due", "holding", "not required", "window closed", "stale memory", "backing off"],
+)
+def test_blockers_are_only_queried_when_they_decide(observation: Observation, expected: bool) -> None:
+    assert needs_blockers(observation, now=NOW) is expected
+
+
+def test_decide_is_pure() -> None:
+    observation = obs()
+    frozen = dataclasses.replace(observation)
+    assert decide(observation, policy=POLICY, now=NOW) == decide(frozen, policy=POLICY, now=NOW)
+
+
+# -- the rules the steps act on ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("node", "expected"),
+    [
+        (node_state(), False),
+        (node_state(reboot_boot_id="boot-1"), False),
+        (node_state(reboot_boot_id="boot-0"), True),
+        (node_state(boot_id="", reboot_boot_id="boot-0"), False),
+    ],
+    ids=["no-reboot-recorded", "same-boot", "new-boot", "boot-id-unknown"],
+)
+def test_rebooted(node: NodeState, expected: bool) -> None:
+    assert rebooted(node) is expected
+
+
+@pytest.mark.parametrize(
+    ("node", "ours", "record"),
+    [
+        (node_state(unschedulable_before=False), True, None),
+        (node_state(unschedulable_before=True, unschedulable=True), False, None),
+        (node_state(holding=True, entry_unschedulable=False, unschedulable=True), True, False),
+        (node_state(holding=True, entry_unschedulable=True, unschedulable=True), False, True),
+        (node_state(holding=True, unschedulable=True), False, True),
+        (node_state(holding=True), False, False),
+        (node_state(unschedulable=True), False, True),
+    ],
+    ids=[
+        "recorded-schedulable",
+        "recorded-cordoned-by-admin",
+        "kured-entry-schedulable",
+        "kured-entry-cordoned",
+        "no-record-cordoned-now",
+        "no-record-schedulable-now",
+        "nothing-known",
+    ],
+)
+def test_whose_cordon(node: NodeState, ours: bool, record: bool | None) -> None:
+    assert cordon_was_ours(node) is ours
+    assert unschedulable_to_record(node) == record
+
+
+FULL = Policy(
+    annotate_nodes=True,
+    release_delay=5 * MIN,
+    sentinel_loop_backoff=60 * MIN,
+    force_reboot=True,
+    max_attempts=2,
+)
+
+
+def test_drain_and_reboot_carries_what_to_record_and_force_reboot() -> None:
+    action = decide(obs(holding=True, entry_unschedulable=False), policy=FULL, now=NOW)
+    assert (action.step, action.unschedulable_before, action.uncordon) == (Step.DRAIN_AND_REBOOT, False, True)
+    assert action.reboot_if_drain_fails is True
+    resumed = decide(obs(holding=True, unschedulable_before=True, unschedulable=True), policy=POLICY, now=NOW)
+    assert (resumed.unschedulable_before, resumed.uncordon, resumed.reboot_if_drain_fails) == (
+        None,
+        False,
+        False,
+    )
+
+
+def test_post_reboot_carries_the_release_time_and_the_annotation_removal() -> None:
+    node: dict[str, Any] = {
+        "holding": True,
+        "cycle_started": True,
+        "reboot_boot_id": "boot-0",
+        "reboot_triggered_at": NOW,
+    }
+    action = decide(obs(required=False, **node), policy=FULL, now=NOW)
+    assert (action.step, action.release_after, action.uncordon) == (Step.POST_REBOOT, NOW + 5 * MIN, True)
+    assert action.remove_in_progress is True
+    assert decide(obs(required=True, **node), policy=FULL, now=NOW).remove_in_progress is False
+
+
+def test_release_backs_off_only_when_the_sentinel_is_still_there() -> None:
+    node: dict[str, Any] = {"holding": True, "reboot_boot_id": "boot-0", "release_after": NOW}
+    assert decide(obs(required=False, **node), policy=FULL, now=NOW).backoff_until is None
+    assert decide(obs(required=True, **node), policy=FULL, now=NOW).backoff_until == NOW + 60 * MIN
+
+
+def test_give_up_backs_off_and_uncordons_only_its_own_cordon() -> None:
+    node: dict[str, Any] = {
+        "holding": True,
+        "reboot_boot_id": "boot-1",
+        "reboot_triggered_at": NOW - 11 * MIN,
+    }
+    mine = decide(obs(reboot_attempts=2, cycle_started=True, **node), policy=FULL, now=NOW)
+    assert (mine.step, mine.backoff_until, mine.uncordon) == (Step.GIVE_UP, NOW + 60 * MIN, True)
+    admin = decide(obs(reboot_attempts=2, unschedulable_before=True, **node), policy=FULL, now=NOW)
+    assert admin.uncordon is False
+
+
+@pytest.mark.parametrize(
+    ("node", "post_reboot", "settle"),
+    [
+        ({"cycle_started": True}, False, True),
+        ({"cycle_started": True, "reboot_boot_id": "boot-0"}, True, False),
+        (
+            {"cycle_started": True, "reboot_boot_id": "boot-1", "reboot_triggered_at": NOW - 20 * MIN},
+            False,
+            True,
+        ),
+        ({"cycle_started": True, "reboot_boot_id": "boot-0", "release_after": NOW}, False, False),
+    ],
+    ids=["mid-drain", "rebooted", "reboot-never-came", "during-release-delay"],
+)
+def test_cleanup_finishes_what_the_lost_cycle_left(
+    node: dict[str, Any], post_reboot: bool, settle: bool
+) -> None:
+    action = decide(obs(**node), policy=FULL, now=NOW)
+    assert (action.step, action.post_reboot, action.settle_cordon, action.uncordon) == (
+        Step.CLEANUP,
+        post_reboot,
+        settle,
+        True,
+    )
+
+
+def test_a_failed_drain_waits_a_period_before_the_next_cycle() -> None:
+    action = decide(obs(retry_at=NOW + 5 * MIN), policy=POLICY, now=NOW)
+    assert (action.step, action.until) == (Step.WAIT, NOW + 5 * MIN)
+    assert needs_blockers(obs(retry_at=NOW + 5 * MIN), now=NOW) is False
+    later = decide(obs(retry_at=NOW + 5 * MIN, backoff_until=NOW + 9 * MIN), policy=POLICY, now=NOW)
+    assert later.until == NOW + 9 * MIN

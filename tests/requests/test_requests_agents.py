@@ -1,0 +1,367 @@
+"""Reboot requests bound to a boot, end to end: ``pykured request-reboot``/``rollout`` against the real API
+server, real agents on simulated nodes (``pykured.testenv.fleet``), and what the API server recorded.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+import threading
+import urllib.request
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pykured.cli import requests as requestcli
+from pykured.requests import record as rebootrequest
+from pykured.status import agent as agentstatus
+from pykured_dev.testenv.fleet import Fleet
+from pykured_dev.testenv.procs import free_port
+from tests.fleets import MakeFleet, fleet_factory, since_last_start
+from tests.testenv import TestEnv
+
+pytestmark = [pytest.mark.k8s, pytest.mark.slow]
+LOCK = "weave.works/kured-node-lock"
+REQ = rebootrequest.REQUEST_ANNOTATION
+DONE = rebootrequest.SATISFIED_ANNOTATION
+
+
+@pytest.fixture
+def make_fleet(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeFleet]:
+    with fleet_factory(k8s, tmp_path, period="2s") as make:
+        yield make
+
+
+def decided_no_reboot(fleet: Fleet, node: str) -> Callable[[], bool]:
+    """The latest agent's own decision, logged: nothing to do (the signal to check that nothing happened)."""
+    return lambda: "Reboot not required" in since_last_start(fleet, node)
+
+
+def node_annotations(k8s: TestEnv, node: str) -> dict[str, str]:
+    return dict(k8s.kube().get_node(node)["metadata"].get("annotations", {}))
+
+
+def run(main: Callable[..., int], *argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def request(k8s: TestEnv, *argv: str, kubeconfig: str | None = None) -> tuple[int, str, str]:
+    return run(requestcli.request_reboot_main, *argv, f"--kubeconfig={kubeconfig or k8s.admin_kubeconfig}")
+
+
+def events(k8s: TestEnv, node: str) -> list[dict[str, Any]]:
+    query = {"fieldSelector": f"involvedObject.name={node}"}
+    return list(k8s.kube().get("/api/v1/namespaces/default/events", query=query)["items"])
+
+
+def done_and_settled(k8s: TestEnv, fleet: Fleet, node: str) -> Callable[[], bool]:
+    def check() -> bool:
+        obj = k8s.kube().get_node(node)
+        ann = obj["metadata"].get("annotations", {})
+        return (
+            fleet.slots[node].reboots >= 1
+            and REQ not in ann
+            and DONE in ann
+            and not obj["spec"].get("unschedulable")
+            and "pykured.dev/unschedulable-before" not in ann
+            and "pykured.dev/release-after" not in ann
+        )
+
+    return check
+
+
+@pytest.fixture
+def webhook() -> Iterator[tuple[str, list[str]]]:
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append(self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode())
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, fmt: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"generic://127.0.0.1:{server.server_address[1]}/hook?template=json&disabletls=yes", seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_request_leads_to_exactly_one_reboot_and_is_then_gone(
+    k8s: TestEnv, make_fleet: MakeFleet, webhook: tuple[str, list[str]]
+) -> None:
+    url, seen = webhook
+    fleet, ns, (node,) = make_fleet(args=(f"--notify-url={url}",))
+    boot = k8s.boot_id(node)
+    code, out, err = request(k8s, node, "--reason", "kernel 6.12")
+    assert code == 0 and err == "", err
+    assert f"{node}: reboot requested for bootID {boot}: kernel 6.12" in out
+    stored = rebootrequest.parse_request(node_annotations(k8s, node)[REQ])
+    assert (
+        stored.boot_id == boot and stored.reason == "kernel 6.12" and stored.requested_by == "pykured-admin"
+    )
+    code, out, _ = request(k8s, node, "--reason", "kernel 6.12")  # idempotent
+    assert code == 0 and "already requested" in out
+    assert fleet.wait_for(done_and_settled(k8s, fleet, node), timeout=60), fleet.log_text(node)
+    assert fleet.wait_for(decided_no_reboot(fleet, node), timeout=30), fleet.log_text(node)  # no second one
+    assert fleet.slots[node].reboots == 1 and fleet.requests(node) == 1
+    ann = node_annotations(k8s, node)
+    assert REQ not in ann
+    record = rebootrequest.parse_satisfied(ann[DONE])
+    assert record.request.boot_id == boot and record.new_boot_id == k8s.boot_id(node) != boot
+    assert lock_value(k8s, ns) is None
+    satisfied = [e for e in events(k8s, node) if e["reason"] == "RebootRequestSatisfied"]
+    assert len(satisfied) == 1 and "kernel 6.12" in satisfied[0]["message"]
+    assert fleet.wait_for(lambda: any("rebooted as requested: kernel 6.12" in s for s in seen), timeout=10), (
+        seen
+    )
+    log = fleet.log_text(node)
+    assert "Reboot requested for node" in log and "Reboot request of node" in log and "satisfied" in log
+    status = agentstatus.decode(ann.get(agentstatus.STATUS_ANNOTATION))
+    assert status is not None and status.last_boot_id == boot and status.boot_id == k8s.boot_id(node)
+
+
+def lock_value(k8s: TestEnv, ns: str) -> str | None:
+    value = k8s.kube().get_daemonset(ns, "kured")["metadata"].get("annotations", {}).get(LOCK)
+    return str(value) if value is not None else None
+
+
+def put_request(k8s: TestEnv, node: str, *, boot_id: str, reason: str = "old") -> str:
+    now = datetime.datetime.now(datetime.UTC)
+    req = rebootrequest.make_request(boot_id=boot_id, reason=reason, requested_by="someone", now=now)
+    text = rebootrequest.format_request(req)
+    k8s.kube().patch_node(node, {"metadata": {"annotations": {REQ: text}}})
+    return text
+
+
+def test_a_request_for_an_old_boot_is_ignored_and_cleaned(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    fleet, _ns, (node,) = make_fleet()
+    put_request(k8s, node, boot_id="a-boot-this-node-never-had")
+    assert fleet.wait_for(lambda: REQ not in node_annotations(k8s, node), timeout=20), fleet.log_text(node)
+    # The pass that removed it classified it first: it never counted as a reason to reboot.
+    assert fleet.wait_for(lambda: "Ignoring and removing" in fleet.log_text(node), timeout=10)
+    assert fleet.slots[node].reboots == 0 and fleet.requests(node) == 0
+    assert "Ignoring and removing the reboot request" in fleet.log_text(node)
+    assert DONE not in node_annotations(k8s, node)
+    assert any(e["reason"] == "RebootRequestStale" for e in events(k8s, node))
+
+
+def test_an_unreadable_request_is_ignored_and_cleaned(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    fleet, _ns, (node,) = make_fleet()
+    k8s.kube().patch_node(node, {"metadata": {"annotations": {REQ: "please reboot"}}})
+    assert fleet.wait_for(lambda: REQ not in node_annotations(k8s, node), timeout=20), fleet.log_text(node)
+    assert fleet.slots[node].reboots == 0
+
+
+def closed_window_args() -> tuple[str, ...]:
+    tomorrow = (datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=1)).strftime("%a")[:2].lower()
+    return (f"--reboot-days={tomorrow}", "--time-zone=UTC")
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return str(response.read().decode())
+
+
+def test_a_request_in_a_closed_window_waits_for_it(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    port = free_port()
+    fleet, _ns, (node,) = make_fleet(args=(*closed_window_args(), f"--metrics-port={port}"))
+    assert request(k8s, node, "--reason", "cve fix")[0] == 0
+
+    def waiting() -> bool:
+        status = agentstatus.decode(node_annotations(k8s, node).get(agentstatus.STATUS_ANNOTATION))
+        return status is not None and status.request == "cve fix" and status.window_opens is not None
+
+    assert fleet.wait_for(waiting, timeout=20), fleet.log_text(node)  # published after its decision
+    assert fleet.slots[node].reboots == 0 and REQ in node_annotations(k8s, node)
+    metrics = scrape(port)
+    assert f'kured_reboot_required{{node="{node}"}} 1.0' in metrics
+    assert 'pykured_reboot_request_info{reason="cve fix",rollout=""} 1.0' in metrics
+    assert "pykured_reboot_request_pending 1.0" in metrics
+    # The window opens (the operator widens it): the same request is then carried out, once.
+    fleet.args = [a for a in fleet.args if not a.startswith(("--reboot-days", "--time-zone"))]
+    fleet.restart(node)
+    assert fleet.wait_for(done_and_settled(k8s, fleet, node), timeout=60), fleet.log_text(node)
+    assert fleet.slots[node].reboots == 1
+
+
+def test_cancel_before_the_lock_is_taken(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    fleet, ns, (node,) = make_fleet()
+    ds_patch = {"metadata": {"annotations": {LOCK: '{"nodeID":"manual"}'}}}
+    k8s.kube().request("PATCH", f"/apis/apps/v1/namespaces/{ns}/daemonsets/kured", body=ds_patch,
+                       content_type="application/merge-patch+json")  # fmt: skip
+    assert request(k8s, node, "--reason", "kernel 6.12")[0] == 0
+    assert fleet.wait_for(lambda: "Lock already held: manual" in fleet.log_text(node), timeout=20)
+    code, out, _ = request(k8s, node, "--cancel")
+    assert code == 0 and f"{node}: request withdrawn" in out
+    assert REQ not in node_annotations(k8s, node)
+    code, out, _ = request(k8s, node, "--cancel")
+    assert code == 0 and f"{node}: no request" in out
+    k8s.kube().request("PATCH", f"/apis/apps/v1/namespaces/{ns}/daemonsets/kured",
+                       body={"metadata": {"annotations": {LOCK: None}}},
+                       content_type="application/merge-patch+json")  # fmt: skip
+    after_cancel = lambda: "Reboot not required" in fleet.log_text(node).split("Lock already held")[-1]  # noqa: E731
+    assert fleet.wait_for(after_cancel, timeout=30), fleet.log_text(node)  # the agent's decision, logged
+    assert fleet.slots[node].reboots == 0 and fleet.requests(node) == 0
+    assert lock_value(k8s, ns) is None, "the node never took the lock"
+    assert not k8s.kube().get_node(node)["spec"].get("unschedulable")
+
+
+@pytest.mark.parametrize("step", ["requested", "locked", "rebooting", "rebooted"])
+def test_agent_restarted_at_each_step_of_a_requested_cycle(
+    k8s: TestEnv, make_fleet: MakeFleet, step: str
+) -> None:
+    args = {"locked": ("--drain-delay=4s",), "rebooted": ("--lock-release-delay=4s",)}.get(step, ())
+    fleet, ns, (node,) = make_fleet(args=args, start=step != "requested")
+    if step == "rebooting":
+        fleet.paused.add(node)
+    assert request(k8s, node, "--reason", f"restart at {step}")[0] == 0
+    if step == "requested":
+        fleet.start(node)
+        assert fleet.wait_for(lambda: "Reboot requested for node" in fleet.log_text(node), timeout=20)
+        fleet.restart(node)
+    elif step == "locked":
+        assert fleet.wait_for(lambda: node in (lock_value(k8s, ns) or ""), timeout=20), fleet.log_text(node)
+        fleet.restart(node)
+    elif step == "rebooting":
+        assert fleet.wait_for(lambda: fleet.requests(node) == 1, timeout=20), fleet.log_text(node)
+        fleet.restart(node)
+        assert fleet.wait_for(lambda: "Waiting for reboot" in since_last_start(fleet, node), timeout=20)
+        fleet.paused.discard(node)
+    else:
+        assert fleet.wait_for(lambda: "pykured.dev/release-after" in node_annotations(k8s, node), timeout=30)
+        fleet.restart(node)
+    assert fleet.wait_for(done_and_settled(k8s, fleet, node), timeout=60), fleet.log_text(node)
+    assert fleet.wait_for(lambda: node not in (lock_value(k8s, ns) or ""), timeout=20)
+    assert fleet.wait_for(decided_no_reboot(fleet, node), timeout=30), fleet.log_text(node)
+    assert fleet.slots[node].reboots == 1, fleet.log_text(node)
+    assert REQ not in node_annotations(k8s, node)
+
+
+def test_zincati_hand_off(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    fleet, _ns, (node,) = make_fleet(method="zincati")
+    boot = k8s.boot_id(node)
+    assert request(k8s, node, "--reason", "staged deployment")[0] == 0
+    assert fleet.wait_for(done_and_settled(k8s, fleet, node), timeout=60), fleet.log_text(node)
+    assert fleet.wait_for(decided_no_reboot(fleet, node), timeout=30), fleet.log_text(node)
+    assert fleet.slots[node].reboots == 1
+    assert not fleet.slots[node].marker.exists(), "the hand-off marker is removed after the reboot"
+    done = rebootrequest.parse_satisfied(node_annotations(k8s, node)[DONE])
+    assert done.request.boot_id == boot and done.new_boot_id != boot
+
+
+# -- errors: one line, nothing changed -----------------------------------------------------------------------
+
+
+def requester_kubeconfig(k8s: TestEnv, *, verbs: list[str]) -> str:
+    user = k8s.user_with_cluster_role("user", [{"apiGroups": [""], "resources": ["nodes"], "verbs": verbs}])
+    return k8s.kubeconfig_for(user)
+
+
+def one_clear_line(err: str) -> str:
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    return err
+
+
+def test_a_requester_without_nodes_patch_gets_a_clear_error_and_nothing_changes(k8s: TestEnv) -> None:
+    pool = k8s.unique("pool")
+    nodes = k8s.add_nodes(k8s.unique("node"), k8s.unique("node"), labels={"pool": pool})
+    assert request(k8s, nodes[0], "--reason", "by an admin")[0] == 0
+    before = {n: node_annotations(k8s, n) for n in nodes}
+    config = requester_kubeconfig(k8s, verbs=["get", "list"])
+    attempts = (
+        [nodes[1], "--reason", "x"],
+        ["--selector", f"pool={pool}", "--reason", "x"],
+        [nodes[0], "--cancel"],
+    )
+    for argv in attempts:
+        code, out, err = request(k8s, *argv, kubeconfig=config)
+        assert code == 1 and out == ""
+        line = one_clear_line(err)
+        assert "forbidden" in line and "may not patch nodes" in line and "nothing was changed" in line
+    assert {n: node_annotations(k8s, n) for n in nodes} == before
+
+
+def test_clear_errors_for_a_missing_node_and_a_node_without_boot_id(k8s: TestEnv) -> None:
+    code, _out, err = request(k8s, "no-such-node", "--reason", "x")
+    assert code == 1 and 'node "no-such-node" not found' in one_clear_line(err)
+    (node,) = k8s.add_nodes(k8s.unique("node"))
+    k8s.kube().patch_node_status(node, {"status": {"nodeInfo": {"bootID": ""}}})
+    code, _out, err = request(k8s, node, "--reason", "x")
+    assert code == 1 and "report no status.nodeInfo.bootID" in one_clear_line(err)
+    assert REQ not in node_annotations(k8s, node)
+    with pytest.raises(SystemExit) as usage:  # neither NODE, --selector nor --all: a usage error, exit 2
+        run(requestcli.request_reboot_main, "--reason", "x")
+    assert usage.value.code == 2
+
+
+def test_inside_the_agents_pod_the_node_comes_from_kured_node_id_with_kureds_rbac(
+    k8s: TestEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (node,) = k8s.add_nodes(k8s.unique("node"))
+    ns = k8s.new_namespace("kured")
+    k8s.apply_rbac_kured(ns)  # the agent's own RBAC: get/patch on nodes, no list
+    user, groups = k8s.kured_identity(ns)
+    monkeypatch.setenv("KURED_NODE_ID", node)
+    code, out, err = request(k8s, "--reason", "from the pod", kubeconfig=k8s.kubeconfig_for(user, groups))
+    assert code == 0 and node in out, err
+    stored = rebootrequest.parse_request(node_annotations(k8s, node)[REQ])
+    assert stored.reason == "from the pod" and stored.requested_by == user
+
+
+# -- a rollout ----------------------------------------------------------------------------------------------
+
+
+def test_a_rollout_of_six_nodes_at_concurrency_two(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    pool = k8s.unique("pool")
+    fleet, _ns, nodes = make_fleet(6, args=("--concurrency=2",), labels={"pool": pool})
+    boots = {n: k8s.boot_id(n) for n in nodes}
+    start_rv = k8s.kube().list_nodes()["metadata"]["resourceVersion"]
+    rid = "kernel-612-test"
+    code, out, err = run(requestcli.rollout_main, "--selector", f"pool={pool}", "--reason", "kernel 6.12",
+                         "--id", rid, f"--kubeconfig={k8s.admin_kubeconfig}")  # fmt: skip
+    assert code == 0 and f"rollout {rid}: reboot requested on 6 node(s)" in out, err
+
+    def complete() -> bool:
+        code, out, _ = run(requestcli.rollout_main, "status", rid, "-o", "json",
+                           f"--kubeconfig={k8s.admin_kubeconfig}")  # fmt: skip
+        return code == 0 and json.loads(out)["complete"]
+
+    assert fleet.wait_for(complete, timeout=150, interval=1), {n: fleet.log_text(n)[-2000:] for n in nodes}
+    code, out, _ = run(requestcli.rollout_main, "status", rid, f"--kubeconfig={k8s.admin_kubeconfig}")
+    assert f"rollout {rid} (kernel 6.12): 6/6 rebooted" in out
+    final = {n: k8s.boot_id(n) for n in nodes}
+    assert all(final[n] != boots[n] for n in nodes)
+    assert all(fleet.slots[n].reboots == 1 for n in nodes)
+    # The API server's watch history, from before the fleet existed: never more than 2 nodes down.
+    most, down, seen_boot = 0, set(), dict(boots)
+    for event in k8s.kube().watch_nodes(resource_version=start_rv, timeout_seconds=3):
+        obj = event.get("object", {})
+        name = obj.get("metadata", {}).get("name")
+        if name not in boots or event.get("type") not in ("ADDED", "MODIFIED"):
+            continue
+        ready = any(
+            c["type"] == "Ready" and c["status"] == "True" for c in obj["status"].get("conditions", [])
+        )
+        is_down = bool(obj["spec"].get("unschedulable")) or not ready
+        seen_boot[name] = obj["status"]["nodeInfo"]["bootID"]
+        if is_down:
+            down.add(name)
+        else:
+            down.discard(name)
+        most = max(most, len(down))
+        if seen_boot == final and not down:
+            break
+    assert seen_boot == final
+    assert 1 <= most <= 2, most

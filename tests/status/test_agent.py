@@ -1,0 +1,113 @@
+"""The agent's compact status annotation (pure)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+from pykured.status import agent as st
+
+NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
+
+
+def build(previous: st.AgentStatus | None = None, **kw: object) -> st.AgentStatus:
+    fields: dict[str, object] = {
+        "version": "0.1.0",
+        "boot_id": "boot-a",
+        "step": "wait",
+        "reason": "Reboot not required",
+        "sentinel": False,
+        "request": None,
+    }
+    fields.update(kw)
+    return st.build(previous, now=NOW, **fields)  # type: ignore[arg-type]
+
+
+def test_round_trip_and_compact() -> None:
+    status = build(
+        sentinel=True,
+        request="kernel 6.12",
+        step="acquire",
+        blocked="alerts",
+        blocked_by="Reboot blocked: 1 active alerts: [X]",
+        window_opens=NOW,
+        lock_wait=True,
+    )
+    text = st.encode(status)
+    assert text == json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+    assert st.decode(text) == status
+
+
+def test_idle_status_is_small_and_stable() -> None:
+    a, b = build(), build()
+    assert st.encode(a) == st.encode(b)
+    assert st.encode(a) == '{"bootID":"boot-a","reason":"Reboot not required","step":"wait","v":"0.1.0"}'
+
+
+def test_a_boot_id_change_is_recorded_as_the_last_reboot() -> None:
+    first = build()
+    later = NOW + datetime.timedelta(hours=1)
+    second = st.build(
+        first,
+        version="0.1.0",
+        boot_id="boot-b",
+        step="wait",
+        reason="",
+        sentinel=False,
+        request=None,
+        now=later,
+    )
+    assert second.last_reboot == later and second.last_boot_id == "boot-a"
+    third = st.build(
+        second,
+        version="0.1.0",
+        boot_id="boot-b",
+        step="wait",
+        reason="",
+        sentinel=False,
+        request=None,
+        now=NOW,
+    )
+    assert third.last_reboot == later, "carried over, not moved by time"
+
+
+def test_decode_never_raises() -> None:
+    for text in (None, "", "x", "[]", '{"lockHolders": 3, "request": 1}'):
+        result = st.decode(text)
+        assert result is None or not result.lock_wait
+
+
+def test_a_wait_for_the_lock_does_not_name_the_holders_and_old_statuses_still_read() -> None:
+    text = st.encode(build(step="acquire", lock_wait=True))
+    assert '"lockWait":true' in text and "lockHolders" not in text  # no rewrite at each hand-over
+    old = st.decode('{"bootID":"b","step":"acquire","lockHolders":["n1"],"v":"0.0.9"}')
+    assert old is not None and old.lock_wait
+
+
+def test_waiting_since_starts_when_a_reboot_is_needed_and_is_kept_until_the_boot_changes() -> None:
+    t0 = datetime.datetime(2026, 11, 30, 21, 40, 5, 123, tzinfo=datetime.UTC)
+    later = t0 + datetime.timedelta(minutes=5)
+    args: dict[str, Any] = {"version": "v", "step": "acquire", "reason": "", "request": None}
+    idle = st.build(None, boot_id="b1", sentinel=False, now=t0, **args)
+    assert idle.waiting_since is None and "waitingSince" not in st.encode(idle)
+    first = st.build(idle, boot_id="b1", sentinel=True, now=t0, **args)
+    assert first.waiting_since == t0.replace(microsecond=0)
+    kept = st.build(st.decode(st.encode(first)), boot_id="b1", sentinel=True,
+                             now=later, **args)  # fmt: skip
+    assert kept.waiting_since == first.waiting_since and st.encode(kept) == st.encode(first)
+    again = st.build(kept, boot_id="b2", sentinel=True, now=later, **args)  # rebooted, still needs
+    assert again.waiting_since == later.replace(microsecond=0) and again.last_boot_id == "b1"
+    done = st.build(again, boot_id="b2", sentinel=False, now=later, **args)
+    assert done.waiting_since is None
+
+
+def test_an_agent_that_follows_the_rolls_order_says_so() -> None:
+    now = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
+    status = st.build(None, version="v", boot_id="b", step="wait", reason="", sentinel=False, request=None,
+                      resume_rolls=True, now=now)  # fmt: skip
+    assert '"resumeRolls":true' in st.encode(status) and st.decode(st.encode(status)) == status
+    plain = st.build(
+        None, version="v", boot_id="b", step="wait", reason="", sentinel=False, request=None, now=now
+    )
+    assert "resumeRolls" not in st.encode(plain) and not plain.resume_rolls

@@ -1,0 +1,162 @@
+"""The fleet view and rollout progress as pure functions of Node objects."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from pykured.cycle.state import NodeState
+from pykured.requests import record as rebootrequest
+from pykured.requests import rollout
+from pykured.status import agent as agentstatus
+from pykured.status import fleet as fleetview
+
+NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
+
+
+def status(**kw: Any) -> str:
+    fields: dict[str, Any] = {
+        "version": "0.1.0",
+        "boot_id": "b1",
+        "step": "wait",
+        "reason": "",
+        "sentinel": False,
+    }
+    fields.update(kw)
+    fields.setdefault("request", None)
+    return agentstatus.encode(agentstatus.AgentStatus(**fields))
+
+
+def req(boot: str = "b1", reason: str = "kernel 6.12", rollout_id: str = "") -> str:
+    r = rebootrequest.make_request(
+        boot_id=boot, reason=reason, requested_by="alice", now=NOW, rollout=rollout_id
+    )
+    return rebootrequest.format_request(r)
+
+
+S = agentstatus.STATUS_ANNOTATION
+R = rebootrequest.REQUEST_ANNOTATION
+
+
+def row(view: NodeState, holders: tuple[str, ...] = ()) -> fleetview.Row:
+    return fleetview.node_row(view, holders=holders, now=NOW)
+
+
+def test_blocked_by_alerts_names_them() -> None:
+    text = status(
+        sentinel=True, step="blocked", blocked="prometheus", blocked_by="Reboot blocked: 1 active alerts: [X]"
+    )
+    view = NodeState.from_obj(
+        {"metadata": {"name": "n", "annotations": {S: text}}, "status": {"nodeInfo": {"bootID": "b1"}}}
+    )
+    r = row(view)
+    assert r.needs_reboot == "sentinel" and r.blocked_by == "Reboot blocked: 1 active alerts: [X]"
+
+
+def test_cycle_steps_from_pykureds_memory() -> None:
+    base = {S: status(step="drain-and-reboot", sentinel=True)}
+    draining = NodeState.from_obj({
+        "metadata": {"name": "n", "annotations": {**base, "pykured.dev/unschedulable-before": "false"}},
+        "spec": {"unschedulable": True}, "status": {"nodeInfo": {"bootID": "b1"}},
+    })  # fmt: skip
+    assert row(draining).step == "draining" and row(draining).cordoned == "pykured"
+    rebooting = NodeState.from_obj({
+        "metadata": {"name": "n", "annotations": {**base, "pykured.dev/unschedulable-before": "false",
+                                                  "pykured.dev/reboot-boot-id": "b1"}},
+        "spec": {"unschedulable": True}, "status": {"nodeInfo": {"bootID": "b1"}},
+    })  # fmt: skip
+    assert row(rebooting).step == "rebooting"
+    fleetlock = NodeState.from_obj(
+        {"metadata": {"name": "n", "annotations": {"pykured.dev/fleetlock-id": "z"}}}
+    )
+    assert row(fleetlock).step == "fleetlock (zincati)"
+
+
+def test_a_request_naming_another_boot_is_not_shown_as_pending() -> None:
+    view = NodeState.from_obj({
+        "metadata": {"name": "n", "annotations": {S: status(), R: req(boot="old")}},
+        "status": {"nodeInfo": {"bootID": "b1"}},
+    })  # fmt: skip
+    r = row(view)
+    assert r.needs_reboot == "no" and r.reason == ""
+
+
+def test_table_and_lock_lines() -> None:
+    view = NodeState.from_obj({
+        "metadata": {"name": "n", "annotations": {S: status(step="acquire", lock_wait=True), R: req()}},
+        "status": {"nodeInfo": {"bootID": "b1"}},
+    })  # fmt: skip
+    locks = [fleetview.LockInfo("annotation", ("m",)), fleetview.LockInfo("lease", error="forbidden (403)")]
+    text = fleetview.render_table(fleetview.rows([view], locks, now=NOW), locks, now=NOW)
+    assert text.splitlines()[1].split() == ["n", "request", "kernel", "6.12", "lock", "held", "by", "m", "no",
+                                            "waiting", "for", "lock", "-", "-", "0.1.0"]  # fmt: skip
+    assert text.endswith(
+        "roll: none in progress\nlock (annotation): m\nlock (lease): cannot read: forbidden (403)\n"
+    )
+    assert (
+        fleetview.to_json(fleetview.rows([view], locks, now=NOW), locks)["nodes"][0]["reason"]
+        == "kernel 6.12"
+    )
+
+
+def roll_views(**kw: Any) -> list[NodeState]:
+    def node(name: str, **fields: Any) -> NodeState:
+        text = status(**fields, **kw)
+        obj = {"metadata": {"name": name, "annotations": {S: text}}, "status": {"nodeInfo": {"bootID": "b1"}}}
+        return NodeState.from_obj(obj)
+
+    hour = datetime.timedelta(hours=1)
+    began = NOW - 48 * hour
+    return [
+        node("a", last_reboot=NOW - 30 * hour, last_boot_id="b0"),  # rebooted in this roll, done
+        node(
+            "b", last_reboot=NOW - 29 * hour, last_boot_id="b0", sentinel=True, waiting_since=NOW - 2 * hour
+        ),
+        node("c", sentinel=True, waiting_since=began),  # never rebooted: first
+        node("d", last_reboot=NOW - 100 * hour, last_boot_id="b0", sentinel=True, waiting_since=began),
+        node("e", last_reboot=NOW - 100 * hour, last_boot_id="b0"),  # before the roll, needs nothing
+    ]
+
+
+def test_the_current_roll_shows_who_was_rebooted_in_it_and_who_goes_next() -> None:
+    table = fleetview.rows(roll_views(resume_rolls=True), [], now=NOW)
+    assert [r.roll for r in table] == ["rebooted", "rebooted, waiting 3/3", "waiting 1/3", "waiting 2/3", ""]
+    text = fleetview.render_table(table, [], now=NOW)
+    assert "roll since 2026-11-28T21:40:00Z: 2 rebooted (a, b), 3 waiting (next: c)\n" in text
+    data = fleetview.to_json(table, [])
+    assert data["roll"] == {
+        "since": "2026-11-28T21:40:00Z", "rebooted": ["a", "b"], "waiting": ["c", "d", "b"], "ordered": True
+    }  # fmt: skip
+    assert data["nodes"][1]["roll"] == "rebooted, waiting 3/3"
+
+
+def test_without_resume_rolls_no_order_is_promised() -> None:
+    table = fleetview.rows(roll_views(), [], now=NOW)
+    assert [r.roll for r in table] == ["rebooted", "rebooted, waiting", "waiting", "waiting", ""]
+    text = fleetview.render_table(table, [], now=NOW)
+    assert "roll since 2026-11-28T21:40:00Z: 2 rebooted (a, b), 3 waiting\n" in text
+    assert fleetview.to_json(table, [])["roll"]["ordered"] is False
+
+
+def test_rollout_progress() -> None:
+    done = rebootrequest.satisfied_record(
+        rebootrequest.parse_request(req(boot="a0", rollout_id="r1")), new_boot_id="a1", now=NOW
+    )
+    sat = rebootrequest.SATISFIED_ANNOTATION
+    views = [
+        NodeState.from_obj({"metadata": {"name": "a", "annotations": {sat: done}},
+                           "status": {"nodeInfo": {"bootID": "a1"}}}),
+        NodeState.from_obj({"metadata": {"name": "b", "annotations": {R: req(boot="b0", rollout_id="r1")}},
+                           "status": {"nodeInfo": {"bootID": "b0"}}}),
+        NodeState.from_obj({"metadata": {"name": "c", "annotations": {R: req(boot="c0", rollout_id="r1")}},
+                           "status": {"nodeInfo": {"bootID": "c1"}}}),
+        NodeState.from_obj({"metadata": {"name": "d", "annotations": {R: req(boot="d0", rollout_id="r0")}},
+                           "status": {"nodeInfo": {"bootID": "d0"}}}),
+    ]  # fmt: skip
+    assert rollout.rollouts(views) == ["r1", "r0"]
+    prog = rollout.progress(views, "r1")
+    assert [n.node for n in prog.nodes] == ["a", "b", "c"] and prog.done == 2 and not prog.complete
+    text = rollout.render(prog)
+    assert text.startswith("rollout r1 (kernel 6.12): 2/3 rebooted\n")
+    assert "b  pending (bootID b0)" in text and "(bootID a0 -> a1)" in text
+    assert rollout.to_json(prog)["total"] == 3
