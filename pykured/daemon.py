@@ -7,10 +7,11 @@ or every ``--period`` as a safety net. Nothing here exits the process: API outag
 and reboot failures are logged and retried; none of them may reboot a node or leave one cordoned that
 pykured did not cordon.
 
-:meth:`Daemon.execute` dispatches one small method per :class:`~pykured.cycle.decide.Step`; each carries out
-the decisions in the :class:`~pykured.cycle.decide.Action` through :class:`~pykured.cycle.steps.Steps`
-(shared with FleetLock) and decides nothing itself. The only memory kept in the process is kured's: the
-retry time after a failed drain, and the last decision logged.
+The daemon drives the cycle for the sentinel, a reboot request and the Zincati marker hand-off: it observes,
+and :class:`~pykured.cycle.run.CycleRunner` (shared with FleetLock) decides and carries out the step. What is
+the daemon's own is how it waits — for the sentinel, a request, the lock (a background watch), the window —
+and the order of a roll (``--resume-rolls``). The only memory kept in the process is kured's: the retry
+time after a failed drain, and the last decision logged.
 """
 
 from __future__ import annotations
@@ -25,17 +26,16 @@ from pykured import __version__
 from pykured.blockers import Blocker, first_block
 from pykured.core import errors
 from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import Action, Observation, Policy, Step, decide, needs_blockers
-from pykured.cycle.state import NodeState, unix_ns
-from pykured.cycle.steps import Behaviour, Hands, Steps
+from pykured.cycle.decide import Action, Driver, Observation, Policy, Step, needs_blockers
+from pykured.cycle.run import CycleRunner
+from pykured.cycle.state import unix_ns
+from pykured.cycle.steps import Behaviour, Hands
 from pykured.drain import Drainer
 from pykured.gates.cycle import CycleGates
-from pykured.gates.phase import GateResult, Verdict
 from pykured.host.reboot import Rebooter
 from pykured.host.sentinel import Sentinel
 from pykured.kube.client import Kube
 from pykured.kube.events import EventRecorder
-from pykured.kube.node import format_rfc3339
 from pykured.kube.taints import PreferNoScheduleTaint
 from pykured.lock.base import Lock
 from pykured.metrics import Metrics, NullMetrics
@@ -93,9 +93,6 @@ class Parts:
     """The lock queue of ``--resume-rolls`` (:mod:`pykured.roll.queue`); None = kured's race for the lock."""
 
 
-StepMethod = Callable[[Action, Observation, datetime.datetime], float]
-
-
 class Daemon:
     """One node's agent."""
 
@@ -115,7 +112,7 @@ class Daemon:
         """Set to start a pass now: by the sentinel's change callback, the end of a lock wait, or a stop."""
         self.stopping = stopping or threading.Event()
         """Set by :meth:`stop`; also the drainer's cancel event, so a stop interrupts a blocked drain."""
-        self.steps = Steps(
+        self.runner = CycleRunner(
             settings.node,
             Hands(
                 book=parts.book, drainer=parts.drainer, lock=parts.lock, rebooter=parts.rebooter,
@@ -123,10 +120,14 @@ class Daemon:
                 gates=parts.gates,
             ),
             settings.behaviour,
+            settings.policy,
+            driver=Driver.DAEMON,
             cancel=self.stopping,
+            period_s=settings.period,
+            clock=clock,
         )  # fmt: skip
+        """The decision and the steps, as every driver runs them (pykured.cycle.run)."""
         self._last_reason = ""
-        self._last_gate = ""
         self.last_action: Action | None = None
         """The decision of the latest pass (for logs and tests)."""
         self._retry_at: datetime.datetime | None = None
@@ -146,20 +147,6 @@ class Daemon:
         """``--resume-rolls``: the node's turn in the roll (cycle.turns)."""
         self._sentinel = False
         self._waiting_for_lock = False
-        self._dispatch: dict[Step, StepMethod] = {
-            Step.WAIT: self._wait,
-            Step.SYNC_TAINT: self._sync_taint,
-            Step.ANNOTATE: self._annotate,
-            Step.BLOCKED: self._blocked,
-            Step.ACQUIRE: self._acquire,
-            Step.DRAIN_AND_REBOOT: self._drain_and_reboot,
-            Step.RETRY_REBOOT: self._retry_reboot,
-            Step.GIVE_UP: self._give_up,
-            Step.POST_REBOOT: self._post_reboot,
-            Step.RELEASE: self._release,
-            Step.ABORT: self._abort,
-            Step.CLEANUP: self._cleanup,
-        }
 
     # -- the loop ----------------------------------------------------------------------------------------
 
@@ -226,7 +213,11 @@ class Daemon:
         except errors.PykuredError as exc:
             logger.warning("Cannot observe node %s, will retry: %s", self.s.node, exc)
             return ERROR_BACKOFF
-        action = decide(obs, policy=self.s.policy, now=now)
+        try:
+            action, obs = self.runner.decide(obs, now)
+        except errors.PykuredError as exc:
+            logger.warning("Cannot evaluate the gates of node %s, will retry: %s", self.s.node, exc)
+            return ERROR_BACKOFF
         self.last_action = action
         self._log_decision(action)
         try:
@@ -235,7 +226,7 @@ class Daemon:
             logger.error("Step %s failed for node %s, will retry: %s", action.step.value, self.s.node, exc)
             pause = ERROR_BACKOFF
         if self._turns is not None and action.step is not Step.ACQUIRE:  # ACQUIRE renews or clears it itself
-            self._turns.after_pass(obs.node, required=obs.required, in_window=obs.in_window, now=now)
+            self._turns.after_pass(obs.node, required=obs.required is True, in_window=obs.in_window, now=now)
         self._publish_status(obs, action, now)
         return pause
 
@@ -288,34 +279,18 @@ class Daemon:
             obs = dataclasses.replace(obs, blocked=first_block(self.p.blockers, now=now))
         return obs
 
-    # -- execution: one method per step, each acting on the action's decisions ---------------------------
+    # -- execution: the runner carries out the step; the daemon waits its own way ---------------------------
 
     def execute(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
         """Carry out one step; returns the pause before the next pass."""
-        if action.step not in (Step.BLOCKED, Step.WAIT):
-            self.p.metrics.set_blocked(None)
-        return self._dispatch[action.step](action, obs, now)
-
-    def _wait(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
-        pause = self.s.period
-        if action.until is not None:
-            pause = min(pause, max((action.until - now).total_seconds(), 0.05))
-        return pause
-
-    def _sync_taint(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
-        if self.p.taint:
-            self.p.taint.disable()
-        return 0
-
-    def _annotate(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
-        self.steps.annotate(now)
-        return 0
-
-    def _blocked(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
-        logger.info("Reboot blocked: %s", action.reason)
-        self.p.metrics.set_blocked(action.blocked.kind if action.blocked else "unknown")
-        self.p.events.record("RebootBlocked", f"Reboot blocked: {action.reason}", warning=True)
-        return self.s.period
+        if action.step is Step.ACQUIRE:
+            return self._acquire(action, obs, now)
+        outcome = self.runner.execute(action, obs, now)
+        if outcome.retry:
+            self._retry_at = self._clock() + datetime.timedelta(seconds=self.s.period)
+        if action.step is Step.POST_REBOOT or (action.step is Step.CLEANUP and action.post_reboot):
+            self.requests.settle(obs.node, self._clock())  # the reboot satisfied a request for the old boot
+        return outcome.pause
 
     def _acquire(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
         if not self.p.window.contains(self._clock()):
@@ -324,6 +299,7 @@ class Daemon:
             logger.info("Not taking the lock: the maintenance window closed during this pass")
             return 0
         logger.info("Reboot required")
+        self.p.metrics.set_blocked(None)
         if self._turns is not None:
             turn = self._turns.take(obs.node, now)
             if not turn.go:
@@ -331,21 +307,12 @@ class Daemon:
                 self.p.metrics.set_blocked("lock")
                 self._waiting_for_lock = True
                 return self._wait_for_lock(turn.wait_s)
-        result = self.p.lock.acquire(unschedulable=obs.node.unschedulable, now_ns=unix_ns(now))
-        self.p.metrics.lock_waiting(not result.acquired)
-        self.p.metrics.lock_holders(self.p.lock.backend, len(result.holders))
-        self._waiting_for_lock = not result.acquired
-        if not result.acquired:
-            logger.warning("Lock already held: %s", result.holder_names)
-            self.p.metrics.set_blocked("lock")
-            if self.p.taint:
-                self.p.taint.enable()
+        outcome = self.runner.execute(action, obs, now)
+        self._waiting_for_lock = not outcome.acquired
+        if not outcome.acquired:
             return self._wait_for_lock()
-        logger.info("Acquired reboot lock for node %s (%s)", self.s.node, self.p.lock.backend)
         if self._turns is not None:
             self._turns.taken()
-        self.steps.begin(unschedulable_before=obs.node.unschedulable)
-        self.p.events.record("LockAcquired", f"acquired the reboot lock ({self.p.lock.backend})")
         return 0
 
     def _wait_for_lock(self, at_most: float = LOCK_WAIT_MAX) -> float:
@@ -365,139 +332,3 @@ class Daemon:
             logger.debug("waiting for the lock failed: %s", exc)
         finally:
             self.wake.set()
-
-    def _drain_and_reboot(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
-        if action.unschedulable_before is not None:
-            self.steps.begin(unschedulable_before=action.unschedulable_before)
-        if self.p.gates:
-            gate = self.p.gates.before_drain(now)
-            if gate.verdict is Verdict.WAIT:
-                return self._hold_for(gate, now)
-            self._gate_passed()
-            if gate.verdict is Verdict.TIMED_OUT:
-                self._gate_timed_out(gate, releasing=False)
-                self.steps.release()
-                self.steps.forget(backoff_until=None)
-                self._retry_at = self._clock() + datetime.timedelta(seconds=self.s.period)
-                return self.s.period
-            self.p.gates.note_drain()
-        failure = self.steps.drain(event="cordoning and draining the node before its reboot")
-        if failure is not None and not action.reboot_if_drain_fails:
-            logger.error(
-                "Unable to cordon or drain %s: %s, will release lock and retry cordon and drain "
-                "before rebooting when lock is next acquired",
-                self.s.node,
-                failure,
-            )
-            self.p.events.record("DrainFailed", failure, warning=True)
-            self._retry_at = self._clock() + datetime.timedelta(seconds=self.s.period)
-            # Uncordon before releasing: a slot released first lets another node cordon while this one
-            # still is (found by the soak: three nodes cordoned at --concurrency=2).
-            logger.info("Performing a best-effort uncordon after failed cordon and drain")
-            self.steps.uncordon(self.p.book.view(), ours=action.uncordon)
-            self.steps.release()
-            self.steps.forget(backoff_until=None)
-            return self.s.period
-        if failure is not None:
-            logger.warning(
-                "Unable to cordon or drain %s: %s; rebooting anyway (--force-reboot)", self.s.node, failure
-            )
-        self.steps.pause_before_reboot()
-        self._reboot(self.p.book.view(), self._clock())
-        return 0
-
-    def _retry_reboot(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
-        logger.warning(
-            "Node %s did not reboot (bootID unchanged since %s): triggering the reboot once more",
-            self.s.node,
-            format_rfc3339(obs.node.reboot_triggered_at or now),
-        )
-        self.p.events.record("RebootRetry", "bootID unchanged after the reboot: retrying once", warning=True)
-        self._reboot(obs.node, now)
-        return 0
-
-    def _reboot(self, node: NodeState, now: datetime.datetime) -> None:
-        announce = f"Triggering reboot for node {self.s.node}"
-        attempts = node.reboot_attempts + 1
-        if self.steps.reboot(node, now, attempts=attempts, event="triggering the reboot", announce=announce):
-            logger.info("Waiting for reboot")
-
-    def _give_up(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
-        logger.error(
-            "Node %s did not reboot after %d attempts: giving up this cycle, backing off for %ss",
-            self.s.node,
-            obs.node.reboot_attempts,
-            int(self.s.policy.sentinel_loop_backoff.total_seconds()),
-        )
-        self.p.events.record("RebootLoopBackoff", action.reason, warning=True)
-        self.p.metrics.reboot("failed")
-        self.steps.end(obs.node, ours=action.uncordon, backoff_until=action.backoff_until)
-        return 0
-
-    def _post_reboot(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
-        self._finish(action, obs)
-        self.p.book.update_state(release_after=action.release_after or now)
-        return 0
-
-    def _finish(self, action: Action, obs: Observation) -> None:
-        logger.info("Node %s rebooted (bootID %s)", self.s.node, obs.node.boot_id)
-        self.p.metrics.reboot("completed")
-        self.steps.finish(obs.node, uncordon=action.uncordon, remove_in_progress=action.remove_in_progress)
-        self.requests.settle(obs.node, self._clock())  # the reboot satisfied a request for the old boot
-
-    def _release(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
-        if self.p.gates:
-            gate = self.p.gates.before_release(now)
-            if gate.verdict is Verdict.WAIT:
-                return self._hold_for(gate, now)
-            if gate.verdict is Verdict.TIMED_OUT:
-                self._gate_timed_out(gate, releasing=True)
-            self._gate_passed()
-        self.steps.release()
-        if action.backoff_until is not None:
-            logger.warning(
-                "Reboot sentinel still present after a completed reboot: not rebooting again "
-                "before %s (kured #976)",
-                format_rfc3339(action.backoff_until),
-            )
-            self.p.events.record("RebootLoopBackoff", "sentinel still present after reboot", warning=True)
-        self.steps.forget(backoff_until=action.backoff_until)
-        return 0
-
-    def _abort(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
-        logger.info("Releasing the lock without rebooting: %s", action.reason)
-        self.steps.end(obs.node, ours=action.uncordon, backoff_until=None)
-        return 0
-
-    def _cleanup(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
-        if action.post_reboot:
-            self._finish(action, obs)
-        elif action.settle_cordon:
-            self.steps.uncordon(obs.node, ours=action.uncordon)
-        self.steps.forget(backoff_until=None)
-        return 0
-
-    # -- reboot hooks and settle gates (pykured.gates) ---------------------------------------------------
-
-    def _hold_for(self, gate: GateResult, now: datetime.datetime) -> float:
-        """Keep the lock while a hook or settle gate is closed; log each new reason once."""
-        reason = str(gate.reason)
-        if reason != self._last_gate:
-            until = f" (until {format_rfc3339(gate.deadline)})" if gate.deadline else ""
-            logger.info("Holding the reboot lock: %s%s", reason, until)
-            self.p.events.record("HoldingLock", reason)
-            self._last_gate = reason
-        self.p.metrics.set_holding_gate(gate.reason.kind if gate.reason else "unknown")
-        pause = GATE_POLL if gate.deadline is None else (gate.deadline - now).total_seconds()
-        return max(min(GATE_POLL, self.s.period, pause), 0.05)
-
-    def _gate_passed(self) -> None:
-        self._last_gate = ""
-        self.p.metrics.set_holding_gate(None)
-
-    def _gate_timed_out(self, gate: GateResult, *, releasing: bool) -> None:
-        kind = gate.reason.kind if gate.reason else ""
-        event = "RebootHookTimeout" if kind.endswith("-reboot-hooks") else "SettleTimeout"
-        what = "releasing the lock anyway" if releasing else "not rebooting, releasing the lock"
-        logger.warning("Timed out waiting: %s; %s", gate.reason, what)
-        self.p.events.record(event, f"timed out: {gate.reason}; {what}", warning=True)

@@ -17,10 +17,11 @@ from pykured.config import Config
 from pykured.core.errors import KubeError, NotFoundError
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import Policy
-from pykured.cycle.steps import Behaviour
+from pykured.cycle.steps import Behaviour, Hands
 from pykured.daemon import Daemon, Parts, Settings
 from pykured.drain import Drainer
 from pykured.fleetlock import FleetLockServer
+from pykured.fleetlock.service import ZincatiGrant
 from pykured.gates.cycle import CycleGates
 from pykured.gates.settle import NodesReadyGate, PdbGate, PodsReadyGate, PromQueryGate
 from pykured.host.guard import NSENTER
@@ -231,7 +232,7 @@ def build_rebooter(cfg: Config) -> Rebooter:
 
 
 def build_policy(cfg: Config) -> Policy:
-    """The decisions' configuration, the same for the daemon and FleetLock."""
+    """The decisions' configuration, built once for every driver (the daemon and FleetLock)."""
     return Policy(
         annotate_nodes=cfg.annotate_nodes,
         taint=bool(cfg.prefer_no_schedule_taint),
@@ -243,7 +244,7 @@ def build_policy(cfg: Config) -> Policy:
 
 
 def build_behaviour(cfg: Config) -> Behaviour:
-    """kured's flags that shape the steps, the same for the daemon and FleetLock."""
+    """kured's flags that shape the steps, built once for every driver (the daemon and FleetLock)."""
     return Behaviour(
         drain_delay_s=cfg.drain_delay.seconds,
         reboot_delay_s=cfg.reboot_delay.seconds,
@@ -254,6 +255,34 @@ def build_behaviour(cfg: Config) -> Behaviour:
 
 def _delta(seconds: float) -> datetime.timedelta:
     return datetime.timedelta(seconds=seconds)
+
+
+def build_hands(
+    cfg: Config,
+    kube: Kube,
+    node: str,
+    cancel: threading.Event,
+    *,
+    lock: Lock,
+    rebooter: Rebooter,
+    notifier: Notifier,
+    metrics: Metrics,
+) -> Hands:
+    """The adapters one node's cycle acts through, the same for every driver (only the rebooter differs:
+    the configured method for the daemon, the grant for FleetLock)."""
+    return Hands(
+        book=NodeBook(kube, node=node),
+        drainer=build_drainer(cfg, kube, node, cancel),
+        lock=lock,
+        rebooter=rebooter,
+        notifier=notifier,
+        events=EventRecorder(kube, node=node, enabled=cfg.events),
+        metrics=metrics,
+        taint=PreferNoScheduleTaint(kube, node=node, key=cfg.prefer_no_schedule_taint)
+        if cfg.prefer_no_schedule_taint
+        else None,
+        gates=build_gates(cfg, kube, node),
+    )
 
 
 def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
@@ -275,7 +304,6 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         messages=messages,
         on_failure=metrics.notify_failed,
     )
-    prometheus = build_prometheus_blockers(cfg)
     cancel = threading.Event()
     wake = threading.Event()
     sentinel: Sentinel
@@ -286,22 +314,40 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
     else:
         sentinel = FileSentinel(cfg.reboot_sentinel, on_change=wake.set)
     window, freeze, maintenance = build_maintenance(cfg, kube, wake.set, metrics)
+    lock = build_lock(cfg, kube, metrics)
+    policy, behaviour = build_policy(cfg), build_behaviour(cfg)
+    prometheus = build_prometheus_blockers(cfg)
+
+    def blockers_for(name: str) -> list[Blocker]:
+        return [*freeze, *prometheus, *build_pod_blockers(cfg, kube, name)]
+
+    fleetlock = None
+    if cfg.fleetlock_listen:
+        fleetlock = build_fleetlock(
+            cfg, kube, lock=lock, notifier=notifier, metrics=metrics, window=window, blockers=blockers_for,
+            policy=policy, behaviour=behaviour,
+        )  # fmt: skip
+    if cfg.fleetlock_listen and cfg.fleetlock_mode == "central":
+        return Agent(
+            daemon=None, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance
+        )
+    hands = build_hands(
+        cfg, kube, node, cancel, lock=lock, rebooter=build_rebooter(cfg), notifier=notifier, metrics=metrics
+    )
     parts = Parts(
         kube=kube,
-        lock=build_lock(cfg, kube, metrics),
-        book=NodeBook(kube, node=node),
-        drainer=build_drainer(cfg, kube, node, cancel),
-        rebooter=build_rebooter(cfg),
+        lock=lock,
+        book=hands.book,
+        drainer=hands.drainer,
+        rebooter=hands.rebooter,
         sentinel=sentinel,
         window=window,
         notifier=notifier,
-        events=EventRecorder(kube, node=node, enabled=cfg.events),
+        events=hands.events,
         metrics=metrics,
-        taint=PreferNoScheduleTaint(kube, node=node, key=cfg.prefer_no_schedule_taint)
-        if cfg.prefer_no_schedule_taint
-        else None,
-        blockers=[*freeze, *prometheus, *build_pod_blockers(cfg, kube, node)],
-        gates=build_gates(cfg, kube, node),
+        taint=hands.taint,
+        blockers=blockers_for(node),
+        gates=hands.gates,
         queue=RollQueue(
             kube,
             namespace=cfg.ds_namespace,
@@ -312,54 +358,48 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         if cfg.resume_rolls
         else None,
     )
-    settings = Settings(
-        node=node, period=cfg.period.seconds, behaviour=build_behaviour(cfg), policy=build_policy(cfg)
-    )
-    fleetlock = build_fleetlock(cfg, parts, freeze) if cfg.fleetlock_listen else None
-    if cfg.fleetlock_listen and cfg.fleetlock_mode == "central":
-        return Agent(
-            daemon=None, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance
-        )
+    settings = Settings(node=node, period=cfg.period.seconds, behaviour=behaviour, policy=policy)
     daemon = Daemon(parts, settings, stopping=cancel, wake=wake)
     return Agent(
         daemon=daemon, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance
     )
 
 
-def build_fleetlock(cfg: Config, parts: Parts, freeze: Sequence[Blocker] = ()) -> FleetLockServer:
-    """The FleetLock server for Zincati, sharing the agent's lock (one reboot budget) and gates."""
-    kube = parts.kube
+def build_fleetlock(
+    cfg: Config,
+    kube: Kube,
+    *,
+    lock: Lock,
+    notifier: Notifier,
+    metrics: Metrics,
+    window: Window,
+    blockers: Callable[[str], Sequence[Blocker]],
+    policy: Policy,
+    behaviour: Behaviour,
+) -> FleetLockServer:
+    """The FleetLock server for Zincati: the agent's lock (one reboot budget), policy, behaviour and hands."""
     host, _, port = cfg.fleetlock_listen.rpartition(":")
-    prometheus = build_prometheus_blockers(cfg)
 
-    def blockers_for(node: str) -> list[Blocker]:
-        return [*freeze, *prometheus, *build_pod_blockers(cfg, kube, node)]
-
-    def drainer_for(node: str, stop: threading.Event) -> Drainer:
-        return build_drainer(cfg, kube, node, stop)
+    def hands_for(node: str, cancel: threading.Event) -> Hands:
+        return build_hands(
+            cfg, kube, node, cancel, lock=lock, rebooter=ZincatiGrant(), notifier=notifier, metrics=metrics
+        )
 
     return FleetLockServer(
         kube=kube,
-        lock=parts.lock,
+        lock=lock,
         host=host.strip("[]") or "127.0.0.1",
         port=int(port or 3333),
         mode=cfg.fleetlock_mode,
         group=cfg.fleetlock_group,
         node_id=cfg.node_id,
         machine_id_file=cfg.machine_id_file,
-        drainer_factory=drainer_for,
-        book_factory=lambda node: NodeBook(kube, node=node),
-        notifier=parts.notifier,
-        blockers=blockers_for,
-        window=parts.window,
-        metrics=parts.metrics,
-        events_factory=lambda node: EventRecorder(kube, node=node, enabled=cfg.events),
-        force_reboot=cfg.force_reboot,
-        release_delay_s=cfg.lock_release_delay.seconds,
-        drain_delay_s=cfg.drain_delay.seconds,
-        reboot_delay_s=cfg.reboot_delay.seconds,
-        pre_labels=cfg.pre_reboot_labels,
-        post_labels=cfg.post_reboot_labels,
-        annotate_nodes=cfg.annotate_nodes,
+        hands=hands_for,
+        policy=policy,
+        behaviour=behaviour,
+        blockers=blockers,
+        window=window,
+        metrics=metrics,
+        base_path=cfg.fleetlock_base_path,
         drain_retry_s=cfg.period.seconds,
     )

@@ -308,7 +308,7 @@ def then_released(rig: Rig, pause: float) -> None:
 def then_released_and_backs_off(rig: Rig, pause: float) -> None:
     assert rig.holders() == []
     assert rig.memory() == {state.BACKOFF_UNTIL_ANNOTATION: "2026-06-30T13:00:00Z"}
-    assert rig.kube.event_reasons() == ["RebootLoopBackoff"]
+    assert rig.kube.event_reasons() == ["LockReleased", "RebootLoopBackoff"]
 
 
 def then_aborted(rig: Rig, pause: float) -> None:
@@ -588,7 +588,7 @@ def test_a_whole_cycle_pass_by_pass(rig: Rig) -> None:
     ]  # fmt: skip
     assert rig.memory() == {} and rig.holders() == [] and not rig.kube.cordoned(NODE)
     assert rig.notifier.sent == ["drain", "reboot", "uncordon"]
-    assert rig.kube.event_reasons() == ["LockAcquired", "Draining", "Rebooting", "Uncordoned"]
+    assert rig.kube.event_reasons() == ["LockAcquired", "Draining", "Rebooting", "Uncordoned", "LockReleased"]
 
 
 def test_an_api_error_mid_step_is_retried_on_the_next_pass(rig: Rig) -> None:

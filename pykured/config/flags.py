@@ -287,6 +287,13 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
     _x("fleetlock-mode", STR, "node-local", "pykured: FleetLock mode: node-local or central"),
     _x("fleetlock-group", STR, "default", "pykured: FleetLock group served"),
     _x(
+        "fleetlock-base-path",
+        STR,
+        "/",
+        "pykured: FleetLock URL path before v1/...; ${group} stands for --fleetlock-group; / (the default) "
+        "accepts any prefix, as Zincati's base_url with ${group} sends",
+    ),
+    _x(
         "machine-id-file",
         STR,
         "/etc/machine-id",

@@ -110,6 +110,7 @@ class Config:
     fleetlock_listen: str = ""
     fleetlock_mode: str = "node-local"
     fleetlock_group: str = "default"
+    fleetlock_base_path: str = "/"
     machine_id_file: str = "/etc/machine-id"
     maintenance_window: tuple[str, ...] = ()
     blackout: tuple[str, ...] = ()

@@ -1,4 +1,11 @@
-"""The reboot cycle as a pure decision: what one pass does next, and every rule the steps act on.
+"""The reboot cycle as one pure decision, for every driver: what one pass does next, and every rule the steps
+act on.
+
+Every path a reboot can take is decided here and only here: the sentinel daemon, a reboot request and the
+Zincati marker hand-off (:class:`Driver.DAEMON`: the agent on the node), and FleetLock, central or node-local
+(:class:`Driver.FLEETLOCK`: Zincati asks over HTTP; ``required`` is its request, ``None`` on a reconcile pass
+when Zincati said nothing). The drivers observe, call :func:`decide` (and :func:`drain_outcome` after a
+drain), and run the step with :class:`~pykured.cycle.run.CycleRunner`; none of them decides anything.
 
 kured's cycle lives in two ``for range tick`` loops whose state is the program counter, so a pod restart at
 the wrong moment loses it (nodes left cordoned, #63/#955; reboot loops, #44/#976). pykured keeps the state
@@ -31,6 +38,39 @@ import enum
 
 from pykured.core.model import Reason
 from pykured.cycle.state import NodeState
+from pykured.gates.phase import GateResult, Verdict
+
+
+class Driver(enum.Enum):
+    """Who drives the cycle."""
+
+    DAEMON = "daemon"
+    """The agent on the node: the sentinel, a reboot request, the Zincati marker hand-off."""
+    FLEETLOCK = "fleetlock"
+    """Zincati over FleetLock: its pre-reboot request is the need, the 200 answer is the reboot (a grant)."""
+
+
+class Hold(enum.Enum):
+    """What a ``WAIT`` waits for (FleetLock answers Zincati by it; the daemon logs the reason)."""
+
+    NONE = "none"
+    NOT_REQUIRED = "not-required"
+    WINDOW = "window"
+    BACKOFF = "backoff"
+    """After a reboot that did not clear the sentinel, or one that never happened."""
+    DRAIN_RETRY = "drain-retry"
+    """After a failed drain (or a before-reboot hook that timed out): no new cycle for one period."""
+    FOREIGN = "foreign"
+    """The other driver runs this node's cycle."""
+    DRAINING = "draining"
+    """A drain runs in this process."""
+    GRANTED = "granted"
+    """FleetLock granted the reboot; Zincati reboots."""
+    REBOOTING = "rebooting"
+    """The reboot was triggered; waiting for the new bootID."""
+    NOT_READY = "not-ready"
+    """Granted, and the node is not Ready: its new bootID is not known yet."""
+    RELEASE_DELAY = "release-delay"
 
 
 class Step(enum.Enum):
@@ -60,6 +100,10 @@ class Step(enum.Enum):
     """Holding the lock but no reboot is wanted any more: uncordon if we cordoned and release."""
     CLEANUP = "cleanup"
     """pykured's memory is on the Node but the lock is gone (expired and taken, or freed by hand)."""
+    HOLD = "hold"
+    """Keep the lock while a reboot hook or settle gate is closed (``gate`` says which, and until when)."""
+    ALERT_STUCK = "alert-stuck"
+    """FleetLock granted the reboot long ago and the bootID never changed: finalization is stuck."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,13 +131,23 @@ class Action:
     """For ``GIVE_UP`` and ``RELEASE``: no new cycle before this time (``None``: clear the back-off)."""
     reboot_if_drain_fails: bool = False
     """For ``DRAIN_AND_REBOOT``: reboot even when cordon or drain fails (``--force-reboot``)."""
+    hold: Hold = Hold.NONE
+    """For ``WAIT``: what it waits for."""
+    gate: GateResult | None = None
+    """For ``HOLD``: the closed gate; for ``ABORT`` and ``RELEASE``: a gate that timed out."""
+    retry: bool = False
+    """For ``ABORT``: the cycle ends as after a failed drain (no new one for a period)."""
+    no_steady_state: bool = False
+    """For FleetLock's ``POST_REBOOT``: Zincati sent no steady-state; the node has been Ready long enough."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Observation:
     """One pass's view of the world."""
 
-    required: bool
+    required: bool | None
+    """The sentinel or a request (daemon); Zincati's pre-reboot / steady-state (FleetLock); ``None``:
+    FleetLock's reconcile pass, Zincati said nothing."""
     in_window: bool
     node: NodeState
     next_window: datetime.datetime | None = None
@@ -103,6 +157,11 @@ class Observation:
     """After a failed drain: no new cycle before this time (kept in memory, as kured)."""
     blocked: Reason | None = None
     """Evaluated only when the decision depends on it (see :func:`needs_blockers`)."""
+    driver: Driver = Driver.DAEMON
+    draining: bool = False
+    """A drain of this node runs in this process (FleetLock's drain worker)."""
+    gate: GateResult | None = None
+    """The gate of the step decided without it (:func:`gate_point`); ``None``: not evaluated."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,6 +175,10 @@ class Policy:
     release_delay: datetime.timedelta = datetime.timedelta(0)
     sentinel_loop_backoff: datetime.timedelta = datetime.timedelta(hours=1)
     force_reboot: bool = False
+    ready_grace: datetime.timedelta = datetime.timedelta(minutes=10)
+    """FleetLock: how long a rebooted node must be Ready before its cycle ends without a steady-state."""
+    stuck_after: datetime.timedelta = datetime.timedelta(hours=1)
+    """FleetLock: how long after the grant an unchanged bootID counts as a stuck finalization."""
 
 
 # -- the rules ----------------------------------------------------------------------------------------------
@@ -174,13 +237,53 @@ def needs_blockers(obs: Observation, *, now: datetime.datetime) -> bool:
     """Whether :func:`decide` would look at blockers: the node is idle and a reboot is due."""
     backoff = _backoff(obs)
     return (
-        obs.node.fleetlock_id is None
+        not _foreign(obs)
         and not obs.node.holding
         and not _stale_memory(obs.node)
         and obs.in_window
-        and obs.required
+        and obs.required is True
         and not (backoff and now < backoff)
     )
+
+
+def _foreign(obs: Observation) -> bool:
+    """The other driver runs this node's cycle (FleetLock's mark for the daemon, a daemon's slot for
+    FleetLock)."""
+    if obs.driver is Driver.DAEMON:
+        return obs.node.fleetlock_id is not None
+    return obs.node.holding and obs.node.fleetlock_id is None
+
+
+def gate_point(action: Action) -> str | None:
+    """The gate phase the step decided without a gate verdict would pass first: ``before-drain`` for
+    ``DRAIN_AND_REBOOT``, ``before-release`` for ``RELEASE`` (the driver evaluates it and decides again)."""
+    if action.step is Step.DRAIN_AND_REBOOT:
+        return "before-drain"
+    if action.step is Step.RELEASE:
+        return "before-release"
+    return None
+
+
+class DrainOutcome(enum.Enum):
+    """What a finished drain means."""
+
+    REBOOT = "reboot"
+    REBOOT_ANYWAY = "reboot-anyway"
+    """Cordon or drain failed and ``--force-reboot`` is set."""
+    RELEASE = "release"
+    """Cordon or drain failed: uncordon (if ours), release, no new cycle for one period (kured)."""
+    LOST = "lost"
+    """The slot was lost while draining (freed by hand, expired and taken): no reboot; the next pass cleans
+    up."""
+
+
+def drain_outcome(failure: str | None, *, holding: bool, policy: Policy) -> DrainOutcome:
+    """The decision after a drain, the same for every driver."""
+    if not holding:
+        return DrainOutcome.LOST
+    if failure is None:
+        return DrainOutcome.REBOOT
+    return DrainOutcome.REBOOT_ANYWAY if policy.force_reboot else DrainOutcome.RELEASE
 
 
 def _stale_memory(node: NodeState) -> bool:
@@ -196,69 +299,158 @@ def _remove_in_progress(obs: Observation, policy: Policy) -> bool:
     return policy.annotate_nodes and not obs.required and obs.node.in_progress
 
 
+def _with_gate(obs: Observation, action: Action, now: datetime.datetime) -> Action:
+    """Apply the evaluated gate to a ``DRAIN_AND_REBOOT`` or ``RELEASE``."""
+    gate = obs.gate
+    if gate is None or gate.verdict is Verdict.OPEN:
+        return action
+    if gate.verdict is Verdict.WAIT:
+        return Action(Step.HOLD, str(gate.reason), gate=gate, until=gate.deadline)
+    if action.step is Step.RELEASE:  # a stuck settle gate must not stop the fleet: release, with a warning
+        return dataclasses.replace(action, gate=gate)
+    # a before-reboot hook that never answers must not let the node reboot: end the cycle, retry later
+    return Action(
+        Step.ABORT,
+        f"timed out waiting: {gate.reason}",
+        uncordon=cordon_was_ours(obs.node),
+        gate=gate,
+        retry=True,
+    )
+
+
+def _release(obs: Observation, policy: Policy, now: datetime.datetime) -> Action:
+    node = obs.node
+    assert node.release_after is not None
+    if now < node.release_after:
+        return Action(
+            Step.WAIT, "waiting for the lock release delay", until=node.release_after, hold=Hold.RELEASE_DELAY
+        )
+    loop = obs.driver is Driver.DAEMON and obs.required is True
+    backoff = now + policy.sentinel_loop_backoff if loop else None
+    return _with_gate(obs, Action(Step.RELEASE, "lock release delay passed", backoff_until=backoff), now)
+
+
+def _decide_granted(obs: Observation, policy: Policy, now: datetime.datetime) -> Action:
+    """FleetLock: granted, and the node still runs the boot it was granted in."""
+    node = obs.node
+    if obs.required is True:
+        return Action(Step.WAIT, "holds its reboot slot and is drained", hold=Hold.GRANTED)
+    if obs.required is False:
+        if not node.ready:
+            # Rebooting, or back before its kubelet reported the new bootID: not "released without reboot".
+            return Action(Step.WAIT, "not Ready; its new bootID is not known yet", hold=Hold.NOT_READY)
+        return Action(
+            Step.ABORT, "Zincati reported steady state without a reboot", uncordon=cordon_was_ours(node)
+        )
+    granted_at = node.reboot_triggered_at
+    if granted_at is not None and now - granted_at >= policy.stuck_after:
+        return Action(Step.ALERT_STUCK, "granted but the bootID has not changed", hold=Hold.GRANTED)
+    return Action(Step.WAIT, "granted; Zincati reboots", hold=Hold.GRANTED)
+
+
+def _post_reboot(obs: Observation, policy: Policy, now: datetime.datetime) -> Action:
+    node = obs.node
+    no_steady_state = False
+    if obs.driver is Driver.FLEETLOCK and obs.required is None:
+        since = node.ready_since
+        if not (node.ready and since is not None and now - since >= policy.ready_grace):
+            return Action(Step.WAIT, "rebooted; waiting for Zincati's steady-state", hold=Hold.REBOOTING)
+        no_steady_state = True
+    return Action(
+        Step.POST_REBOOT, "node rebooted (bootID changed)", uncordon=cordon_was_ours(node),
+        remove_in_progress=_remove_in_progress(obs, policy), release_after=now + policy.release_delay,
+        no_steady_state=no_steady_state,
+    )  # fmt: skip
+
+
+def _drain(obs: Observation, policy: Policy, now: datetime.datetime) -> Action:
+    node = obs.node
+    record = unschedulable_to_record(node)
+    action = Action(
+        Step.DRAIN_AND_REBOOT, "Reboot required", unschedulable_before=record,
+        uncordon=(record if record is not None else node.unschedulable_before) is False,
+        reboot_if_drain_fails=policy.force_reboot,
+    )  # fmt: skip
+    return _with_gate(obs, action, now)
+
+
 def _decide_holding(obs: Observation, policy: Policy, now: datetime.datetime) -> Action:
     node = obs.node
     ours = cordon_was_ours(node)
+    fleetlock = obs.driver is Driver.FLEETLOCK
     if node.release_after is not None:
-        if now >= node.release_after:
-            backoff = now + policy.sentinel_loop_backoff if obs.required else None
-            return Action(Step.RELEASE, "lock release delay passed", backoff_until=backoff)
-        return Action(Step.WAIT, "waiting for the lock release delay", until=node.release_after)
+        return _release(obs, policy, now)
     if node.reboot_boot_id is not None:
         if rebooted(node):
-            return Action(
-                Step.POST_REBOOT, "node rebooted (bootID changed)", uncordon=ours,
-                remove_in_progress=_remove_in_progress(obs, policy), release_after=now + policy.release_delay,
-            )  # fmt: skip
+            return _post_reboot(obs, policy, now)
+        if fleetlock:
+            return _decide_granted(obs, policy, now)
         due = _retry_due(node, policy)
         if now < due:
-            return Action(Step.WAIT, "Waiting for reboot", until=due)
+            return Action(Step.WAIT, "Waiting for reboot", until=due, hold=Hold.REBOOTING)
         if node.reboot_attempts < policy.max_attempts:
             return Action(Step.RETRY_REBOOT, f"bootID unchanged {policy.reboot_retry_delay} after the reboot")
         return Action(
             Step.GIVE_UP, f"bootID unchanged after {node.reboot_attempts} reboot attempts", uncordon=ours,
             backoff_until=now + policy.sentinel_loop_backoff,
         )  # fmt: skip
+    if obs.draining:
+        return Action(Step.WAIT, "draining", hold=Hold.DRAINING)
+    if fleetlock:
+        # Drained but not granted: drain (again: idempotent) unless Zincati no longer wants the reboot.
+        if obs.required is False:
+            return Action(Step.ABORT, "Zincati reported steady state before the reboot", uncordon=ours)
+        return _drain(obs, policy, now)
     if obs.required and obs.in_window:
-        record = unschedulable_to_record(node)
-        return Action(
-            Step.DRAIN_AND_REBOOT, "Reboot required", unschedulable_before=record,
-            uncordon=(record if record is not None else node.unschedulable_before) is False,
-            reboot_if_drain_fails=policy.force_reboot,
-        )  # fmt: skip
+        return _drain(obs, policy, now)
     why = "reboot no longer required" if not obs.required else "outside the maintenance window"
     return Action(Step.ABORT, why, uncordon=ours)
 
 
-def decide(obs: Observation, *, policy: Policy, now: datetime.datetime) -> Action:
-    """The next step of the reboot cycle. Pure: everything it needs is passed in."""
+def _decide_lost(obs: Observation, policy: Policy, now: datetime.datetime) -> Action:
+    """The cycle's memory is on the Node but its slot is gone."""
     node = obs.node
-    if node.fleetlock_id is not None:
-        return Action(Step.WAIT, "FleetLock (Zincati) runs this node's reboot cycle")
+    if obs.draining:
+        return Action(Step.WAIT, "draining", hold=Hold.DRAINING)
+    waiting = node.reboot_boot_id is not None and not rebooted(node) and node.release_after is None
+    if waiting and obs.driver is Driver.DAEMON:
+        due = _retry_due(node, policy)
+        if now < due:
+            why = "Waiting for reboot (lock no longer held)"
+            return Action(Step.WAIT, why, until=due, hold=Hold.REBOOTING)
+    plan = lost_lock(node)
+    return Action(
+        Step.CLEANUP, "the lock is no longer held by this node", post_reboot=plan.post_reboot,
+        settle_cordon=plan.settle_cordon, uncordon=plan.uncordon,
+        remove_in_progress=_remove_in_progress(obs, policy),
+    )  # fmt: skip
+
+
+def decide(obs: Observation, *, policy: Policy, now: datetime.datetime) -> Action:
+    """The next step of the reboot cycle, for every driver. Pure: everything it needs is passed in."""
+    node = obs.node
+    if _foreign(obs):
+        if obs.driver is Driver.DAEMON:
+            return Action(Step.WAIT, "FleetLock (Zincati) runs this node's reboot cycle", hold=Hold.FOREIGN)
+        return Action(Step.WAIT, "holds a slot for its own sentinel-driven reboot cycle", hold=Hold.FOREIGN)
     if node.holding:
         return _decide_holding(obs, policy, now)
-    if _stale_memory(node):
-        if node.reboot_boot_id is not None and not rebooted(node) and node.release_after is None:
-            due = _retry_due(node, policy)
-            if now < due:
-                return Action(Step.WAIT, "Waiting for reboot (lock no longer held)", until=due)
-        plan = lost_lock(node)
-        return Action(
-            Step.CLEANUP, "the lock is no longer held by this node", post_reboot=plan.post_reboot,
-            settle_cordon=plan.settle_cordon, uncordon=plan.uncordon,
-            remove_in_progress=_remove_in_progress(obs, policy),
-        )  # fmt: skip
-    if not obs.in_window:
+    if _stale_memory(node) or node.fleetlock_id is not None:
+        return _decide_lost(obs, policy, now)
+    if not obs.in_window and obs.required is not None:
         if obs.has_taint and policy.taint:
             return Action(Step.SYNC_TAINT, "outside the maintenance window")
-        return Action(Step.WAIT, "outside the maintenance window", until=obs.next_window)
+        return Action(Step.WAIT, "outside the maintenance window", until=obs.next_window, hold=Hold.WINDOW)
     if not obs.required:
         if obs.has_taint and policy.taint:
             return Action(Step.SYNC_TAINT, "Reboot not required")
-        return Action(Step.WAIT, "Reboot not required")
+        return Action(Step.WAIT, "Reboot not required", hold=Hold.NOT_REQUIRED)
     backoff = _backoff(obs)
     if backoff and now < backoff:
-        return Action(Step.WAIT, "backing off after a reboot that did not clear the sentinel", until=backoff)
+        if backoff == obs.retry_at:
+            return Action(Step.WAIT, "retrying after a failed drain", until=backoff, hold=Hold.DRAIN_RETRY)
+        why = "backing off after a reboot that did not clear the sentinel"
+        return Action(Step.WAIT, why, until=backoff, hold=Hold.BACKOFF)
     if policy.annotate_nodes and not node.in_progress:
         return Action(Step.ANNOTATE, "Reboot required")
     if obs.blocked is not None:

@@ -2,9 +2,10 @@
 
 Concept: each step is one small, idempotent piece of work against the Node, the lock, notifications, Events
 and metrics — begin, drain (cordon + drain), reboot or hand-off, finish (post-reboot), uncordon, release,
-forget. :mod:`pykured.daemon` and :mod:`pykured.fleetlock.service` string them together; neither
-writes a step of its own. The steps decide nothing: whether the cordon is ours, whether to remove kured's
-in-progress annotation and which back-off to write come in as arguments from :mod:`pykured.cycle.decide`.
+forget. :class:`pykured.cycle.run.CycleRunner` strings them together for every driver (the daemon and
+FleetLock); no driver writes a step of its own. The steps decide nothing: whether the cordon is ours,
+whether to remove kured's in-progress annotation and which back-off to write come in as arguments from
+:mod:`pykured.cycle.decide`.
 
 Invariants:
 * The slot is released before the cycle's memory is cleared from the Node, so a crash in between leaves
@@ -195,7 +196,7 @@ class Steps:
         ours: bool,
         release_event: str = "",
         backoff_until: datetime.datetime | Keep | None = KEEP,
-        fleetlock_id: Keep | None = KEEP,
+        fleetlock_id: Keep | None = None,
     ) -> None:
         """End the cycle without (or after a failed) reboot: uncordon if ours, release the slot, forget."""
         self.uncordon(node, ours=ours)
@@ -203,9 +204,10 @@ class Steps:
         self.forget(backoff_until=backoff_until, fleetlock_id=fleetlock_id)
 
     def forget(
-        self, *, backoff_until: datetime.datetime | Keep | None = KEEP, fleetlock_id: Keep | None = KEEP
+        self, *, backoff_until: datetime.datetime | Keep | None = KEEP, fleetlock_id: Keep | None = None
     ) -> None:
-        """Clear the cycle's memory from the Node (and set or clear the back-off / FleetLock's mark)."""
+        """Clear the cycle's memory from the Node, FleetLock's mark with it (and set or clear the
+        back-off)."""
         if self.h.gates:
             self.h.gates.clear()
         self.h.book.forget(backoff_until=backoff_until, fleetlock_id=fleetlock_id)

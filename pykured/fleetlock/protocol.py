@@ -9,8 +9,10 @@ Invariants:
 
 * Only ``POST {base}v1/pre-reboot`` and ``POST {base}v1/steady-state`` are served; ``base`` is a path
   prefix ending in ``/`` (Zincati joins ``v1/...`` to its ``base_url`` with relative URL resolution, so a
-  base URL with a path must end in a slash). A trailing slash after the endpoint and a query string are
-  tolerated. Other paths answer 404, other methods on the endpoints 405.
+  base URL with a path must end in a slash). With the default base ``/`` any prefix is accepted, so a
+  ``base_url`` such as ``http://host/${group}/`` (Zincati substitutes its group) works unconfigured; the
+  body's group is still checked. A trailing slash after the endpoint and a query string are tolerated.
+  Other paths answer 404, other methods on the endpoints 405.
 * The ``fleet-lock-protocol: true`` header is required (400 ``missing_header``).
 * The body is parsed as JSON **whatever the Content-Type** (Zincati sends none, pretty-printed, ``id``
   then ``group``). ``id`` and ``group`` must be non-empty strings; ``group`` must match
@@ -145,9 +147,10 @@ class Request:
     group: str
 
 
-def normalize_base(base: str) -> str:
-    """The path prefix with exactly one leading and one trailing slash (``""`` and ``/`` → ``/``)."""
-    stripped = base.strip().strip("/")
+def normalize_base(base: str, *, group: str = "default") -> str:
+    """The path prefix with exactly one leading and one trailing slash (``""`` and ``/`` → ``/``), with
+    ``${group}`` replaced by the served group (as Zincati substitutes it into its ``base_url``)."""
+    stripped = base.replace("${group}", group).strip().strip("/")
     return f"/{stripped}/" if stripped else "/"
 
 
@@ -155,6 +158,8 @@ def route(method: str, target: str, *, base: str = "/") -> Api | Reply:
     """The operation a request line asks for, or the error answer (404 path, 405 method)."""
     path = target.split("?", 1)[0].split("#", 1)[0]
     prefix = normalize_base(base)
+    if prefix == "/" and "/v1/" in path:  # any prefix: Zincati's base_url may carry its ${group}
+        prefix = path[: path.rfind("/v1/") + 1]
     api: Api | None = None
     if path.startswith(prefix):
         rest = path[len(prefix) :].rstrip("/")

@@ -16,29 +16,23 @@ Invariants:
 
 from __future__ import annotations
 
-import datetime
 import ipaddress
 import logging
 import socket
+import sys
 import threading
-from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from pykured.core import errors
-from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import Policy
 from pykured.cycle.steps import Behaviour
 from pykured.fleetlock import protocol as p
-from pykured.fleetlock.cycle import DEFAULT_TIMING, Timing
 from pykured.fleetlock.nodes import LocalResolver, NodeIndex, Resolver
-from pykured.fleetlock.ops import DrainerFactory, NodeOps
-from pykured.fleetlock.service import Blockers, FleetLockService
+from pykured.fleetlock.service import Blockers, FleetLockService, HandsFactory
 from pykured.kube.client import Kube
-from pykured.kube.events import EventRecorder
 from pykured.lock.base import Lock
 from pykured.metrics import Metrics
-from pykured.notify import Notifier
 from pykured.policy.maintenance import Window
 
 logger = logging.getLogger(__name__)
@@ -110,7 +104,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         self.end_headers()
         if self.command != "HEAD":
-            self.wfile.write(body)
+            try:
+                self.wfile.write(body)
+            except (ConnectionError, TimeoutError) as exc:  # the client left: nothing to answer to
+                logger.debug("fleetlock http: %s left before its answer: %s", self.client_address, exc)
+                self.close_connection = True
 
     do_POST = do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve
 
@@ -121,6 +119,15 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that closes the connection after its answer is normal (Zincati does, without reading
+        the body, after a 2xx): debug level, never a traceback; anything else is logged with its cause."""
+        exc = sys.exception()
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            logger.debug("fleetlock http: %s closed the connection: %s", client_address, exc)
+            return
+        logger.error("fleetlock http: request from %s failed", client_address, exc_info=exc)
 
     def __init__(
         self, address: tuple[str, int], *, service: FleetLockService, base: str, metrics: Metrics | None
@@ -147,25 +154,16 @@ class FleetLockServer:
         group: str,
         node_id: str,
         machine_id_file: str,
-        drainer_factory: DrainerFactory,
-        book_factory: Callable[[str], NodeBook],
-        notifier: Notifier,
+        hands: HandsFactory,
+        policy: Policy,
+        behaviour: Behaviour,
         blockers: Blockers,
         window: Window,
         metrics: Metrics | None,
-        events_factory: Callable[[str], EventRecorder],
-        force_reboot: bool = False,
-        release_delay_s: float = 0.0,
-        drain_delay_s: float = 0.0,
-        reboot_delay_s: float = 0.0,
-        pre_labels: Mapping[str, str] | None = None,
-        post_labels: Mapping[str, str] | None = None,
-        annotate_nodes: bool = False,
         base_path: str = "/",
         long_poll_s: float = 25.0,
         reconcile_interval_s: float = 60.0,
         drain_retry_s: float = 300.0,
-        timing: Timing = DEFAULT_TIMING,
         resolver: Resolver | None = None,
     ) -> None:
         if mode not in MODES:
@@ -183,24 +181,13 @@ class FleetLockServer:
         self.mode = mode
         self.host = host
         self._requested_port = port
-        self.base_path = p.normalize_base(base_path)
+        self.base_path = p.normalize_base(base_path, group=group)
         self.metrics = metrics
         self.reconcile_interval_s = reconcile_interval_s
-        ops = NodeOps(
-            lock=lock, drainer_factory=drainer_factory, book_factory=book_factory, notifier=notifier,
-            events_factory=events_factory, metrics=metrics,
-            policy=Policy(
-                annotate_nodes=annotate_nodes, force_reboot=force_reboot,
-                release_delay=datetime.timedelta(seconds=release_delay_s),
-            ),
-            behaviour=Behaviour(
-                drain_delay_s=drain_delay_s, reboot_delay_s=reboot_delay_s, pre_labels=dict(pre_labels or {}),
-                post_labels=dict(post_labels or {}),
-            ),
-        )  # fmt: skip
         self.service = FleetLockService(
-            ops=ops, resolver=resolver, window=window, blockers=blockers, group=group,
-            long_poll_s=long_poll_s, drain_retry_s=drain_retry_s, timing=timing,
+            hands=hands, lock=lock, policy=policy, behaviour=behaviour, resolver=resolver, window=window,
+            blockers=blockers, metrics=metrics, group=group, long_poll_s=long_poll_s,
+            drain_retry_s=drain_retry_s,
         )  # fmt: skip
         self._server: _Server | None = None
         self._threads: list[threading.Thread] = []

@@ -49,14 +49,20 @@ class Workers:
             return worker if worker is not None and worker.live else None
 
     def start(
-        self, node: str, drain: Callable[[Worker], str | None], finish: Callable[[Worker], None]
+        self,
+        node: str,
+        drain: Callable[[Worker], str | None],
+        finish: Callable[[Worker], None],
+        *,
+        cancel: threading.Event | None = None,
     ) -> Worker:
-        """Start ``drain`` (returns an error text or ``None``), then ``finish``, unless one already runs."""
+        """Start ``drain`` (returns an error text or ``None``), then ``finish``, unless one already runs;
+        ``cancel``: the event that stops it (a new one by default)."""
         with self._lock:
             current = self._by_node.get(node)
             if current is not None and current.live:
                 return current
-            worker = Worker(node)
+            worker = Worker(node) if cancel is None else Worker(node, cancel=cancel)
             self._by_node[node] = worker
 
         def run() -> None:

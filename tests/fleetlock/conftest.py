@@ -16,11 +16,13 @@ from typing import Any
 import pytest
 
 from pykured.cycle.book import NodeBook
+from pykured.cycle.decide import Policy
+from pykured.cycle.steps import Behaviour, Hands
 from pykured.cycle.state import RELEASE_AFTER_ANNOTATION
 from pykured.drain import Drainer
 from pykured.fleetlock import FleetLockServer
 from pykured.fleetlock.appid import app_specific_id
-from pykured.fleetlock.cycle import Timing
+from pykured.fleetlock.service import ZincatiGrant
 from pykured.gocompat.goflags import Duration
 from pykured.kube.client import Kube
 from pykured.kube.events import EventRecorder
@@ -101,12 +103,25 @@ class Rig:
                 retry_delay=0.2, max_retry_delay=0.5,
             )  # fmt: skip
 
+        policy = Policy(
+            force_reboot=overrides.pop("force_reboot", False),
+            release_delay=datetime.timedelta(seconds=overrides.pop("release_delay_s", 0.0)),
+            ready_grace=overrides.pop("ready_grace", datetime.timedelta(minutes=10)),
+            stuck_after=overrides.pop("stuck_after", datetime.timedelta(hours=1)),
+        )
+
+        def hands(name: str, cancel: threading.Event) -> Hands:
+            return Hands(
+                book=NodeBook(kube, node=name), drainer=drainer(name, cancel), lock=self.lock,
+                rebooter=ZincatiGrant(),
+                notifier=self.notifier,  # type: ignore[arg-type]
+                events=EventRecorder(kube, node=name), metrics=self.metrics,
+            )  # fmt: skip
+
         kwargs: dict[str, Any] = dict(
             kube=kube, lock=self.lock, host="127.0.0.1", port=0, mode=mode, group="default", node_id=node,
-            machine_id_file=str(machine_file), drainer_factory=drainer,
-            book_factory=lambda name: NodeBook(kube, node=name), notifier=self.notifier, blockers=(),
-            window=ALWAYS, metrics=self.metrics, events_factory=lambda name: EventRecorder(kube, node=name),
-            long_poll_s=0.2, reconcile_interval_s=3600.0, timing=Timing(),
+            machine_id_file=str(machine_file), hands=hands, policy=policy, behaviour=Behaviour(), blockers=(),
+            window=ALWAYS, metrics=self.metrics, long_poll_s=0.2, reconcile_interval_s=3600.0,
         )  # fmt: skip
         kwargs.update(overrides)
         server = FleetLockServer(**kwargs).start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
 from typing import Any
@@ -15,7 +16,6 @@ from pykured.cycle.state import (
     RELEASE_AFTER_ANNOTATION,
     UNSCHEDULABLE_BEFORE_ANNOTATION,
 )
-from pykured.fleetlock.cycle import Timing
 from pykured.kube.client import Obj
 from tests.fleetlock.conftest import Rig, zincati, zincati_id
 from tests.lock.conftest import History, annotation_history
@@ -268,7 +268,7 @@ def test_release_delay_is_kept_on_the_node(rig: Rig) -> None:
 
 def test_reconcile_releases_a_rebooted_node_without_steady_state(rig: Rig) -> None:
     (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
-    server = rig.server(mode="central", timing=Timing(ready_grace=__import__("datetime").timedelta(0)))
+    server = rig.server(mode="central", ready_grace=datetime.timedelta(0))
     zid = zincati_id(node)
     rig.until(lambda: zincati(server.port, "pre-reboot", zid))
     server.service.reconcile_once()
@@ -284,7 +284,7 @@ def test_reconcile_releases_a_rebooted_node_without_steady_state(rig: Rig) -> No
 def test_reconcile_alerts_on_stuck_finalization_without_releasing(rig: Rig) -> None:
     (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
     server = rig.server(
-        mode="node-local", node=node, timing=Timing(stuck_after=__import__("datetime").timedelta(0))
+        mode="node-local", node=node, stuck_after=datetime.timedelta(0)
     )
     rig.until(lambda: zincati(server.port, "pre-reboot", zincati_id(node)))
     server.service.reconcile_once()
@@ -305,6 +305,9 @@ class Gate:
 class Closed:
     def contains(self, now: object) -> bool:
         return False
+
+    def next_open(self, now: object) -> None:
+        return None
 
     def __str__(self) -> str:
         return "never"
