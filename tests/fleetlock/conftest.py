@@ -17,8 +17,8 @@ import pytest
 
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import Policy
-from pykured.cycle.steps import Behaviour, Hands
 from pykured.cycle.state import RELEASE_AFTER_ANNOTATION
+from pykured.cycle.steps import Behaviour, Hands
 from pykured.drain import Drainer
 from pykured.fleetlock import FleetLockServer
 from pykured.fleetlock.appid import app_specific_id

@@ -283,9 +283,7 @@ def test_reconcile_releases_a_rebooted_node_without_steady_state(rig: Rig) -> No
 
 def test_reconcile_alerts_on_stuck_finalization_without_releasing(rig: Rig) -> None:
     (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
-    server = rig.server(
-        mode="node-local", node=node, stuck_after=datetime.timedelta(0)
-    )
+    server = rig.server(mode="node-local", node=node, stuck_after=datetime.timedelta(0))
     rig.until(lambda: zincati(server.port, "pre-reboot", zincati_id(node)))
     server.service.reconcile_once()
     server.service.reconcile_once()
