@@ -102,6 +102,7 @@ def build_lock(cfg: Config, kube: Kube, metrics: Metrics | None = None) -> Lock:
         concurrency=cfg.concurrency,
         ttl=cfg.lock_ttl,
         on_gone_holder=hook,
+        missing_ok=cfg.lock_backend == "lease",
     )
     lease = LeaseLock(
         kube,

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pykured.core.errors import ConflictError, ForbiddenError, KubeError, LockError
+from pykured.core.errors import ConflictError, ForbiddenError, KubeError, LockError, NotFoundError
 from pykured.gocompat.goflags import Duration
 from pykured.lock.base import AcquireResult, GoneHolderHook
 from pykured.lock.liveness import HolderLiveness
@@ -75,8 +75,12 @@ class AnnotationLock:
         poll_interval: float = 10.0,
         liveness_interval: float | None = 30.0,
         sleep: Callable[[float], None] = time.sleep,
+        missing_ok: bool = False,
     ) -> None:
         self._kube = kube
+        self._missing_ok = missing_ok
+        """Only read as the other backend (``--lock-backend=lease``): a missing DaemonSet holds no slot."""
+        self._said_missing = False
         self._namespace = namespace
         self._ds_name = ds_name
         self._annotation = annotation
@@ -234,13 +238,34 @@ class AnnotationLock:
         return value_for(remaining, concurrency=self._concurrency)
 
     def holders(self, *, now_ns: int) -> tuple[LockEntry, ...]:
-        ds = self._get()
+        ds = self._guard_read() if self._missing_ok else self._get()
+        if ds is None:
+            return ()
         try:
             value = self._decode(ds)
         except LockError as exc:
             self._unreadable(exc)
             return (UNKNOWN,)
         return live(value.entries, now_ns) if value else ()
+
+    def _guard_read(self) -> Obj | None:
+        """One read as the other backend: ``None`` when the DaemonSet does not exist (said once)."""
+        try:
+            ds = self._kube.get_daemonset(self._namespace, self._ds_name)
+        except NotFoundError:
+            if not self._said_missing:
+                logger.warning(
+                    "DaemonSet %s not found: kured's annotation lock is not checked (the Lease lock "
+                    "needs no DaemonSet; no kured pod can hold a slot without it)",
+                    self.where,
+                )
+            self._said_missing = True
+            return None
+        except KubeError:
+            return self._get()  # kured's retries
+        self._said_missing = False
+        self._last_raw = _annotations(ds).get(self._annotation)
+        return ds
 
     def wait_for_change(self, timeout: float) -> None:
         """Poll the DaemonSet about every ``poll_interval`` until the annotation changes (no watch in RBAC).

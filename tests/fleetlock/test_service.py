@@ -9,7 +9,14 @@ daemon handles it, and the answers Zincati gets for each decision.
 from __future__ import annotations
 
 import datetime
+import http.client
+import json
+import logging
+import socket
+import struct
 import threading
+
+import pytest
 
 from pykured.core.errors import KubeError
 from pykured.cycle import state
@@ -18,6 +25,7 @@ from pykured.cycle.decide import Policy
 from pykured.cycle.steps import Behaviour, Hands
 from pykured.drain import Drainer
 from pykured.fleetlock import protocol as p
+from pykured.fleetlock.server import FleetLockServer
 from pykured.fleetlock.service import FleetLockService, ZincatiGrant
 from pykured.gocompat.goflags import Duration
 from pykured.kube.events import EventRecorder
@@ -183,3 +191,67 @@ def test_the_release_delay_keeps_the_slot_until_a_reconcile_pass_after_it() -> N
     rig.clock.advance(datetime.timedelta(minutes=6))
     rig.service.reconcile_once()
     assert rig.holders() == []
+
+
+def serve_http(rig: Rig, **kw: object) -> FleetLockServer:
+    return FleetLockServer(
+        kube=rig.kube, lock=rig.lock, host="127.0.0.1", port=0, mode="central", group="default",  # type: ignore[arg-type]
+        node_id="", machine_id_file="", hands=rig.hands, policy=Policy(), behaviour=Behaviour(), blockers=(),
+        window=ALWAYS, metrics=rig.metrics, long_poll_s=5.0, resolver=OneNode(), **kw,  # type: ignore[arg-type]
+    ).start()  # fmt: skip
+
+
+def zincati_call(port: int, path: str) -> tuple[int, str]:
+    body = json.dumps({"client_params": {"id": "zid", "group": "default"}}, indent=2).encode()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("POST", path, body, {"fleet-lock-protocol": "true"})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())["kind"]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    ("base_path", "path", "status"),
+    [
+        ("/", "/default/v1/steady-state", 200),  # Zincati's base_url "http://host/${group}/", unconfigured
+        ("/", "/v1/steady-state", 200),
+        ("/fleet/${group}/", "/fleet/default/v1/steady-state", 200),
+        ("/fleet/${group}/", "/fleet/other/v1/steady-state", 404),
+        ("/fleet/${group}/", "/v1/steady-state", 404),
+    ],
+    ids=["any-prefix-group", "no-prefix", "templated-base", "templated-other-group", "templated-no-prefix"],
+)
+def test_zincatis_templated_base_url(base_path: str, path: str, status: int) -> None:
+    rig = Rig()
+    server = serve_http(rig, base_path=base_path)
+    try:
+        assert zincati_call(server.port, path)[0] == status
+    finally:
+        server.stop()
+
+
+def test_a_client_that_closes_after_a_2xx_is_no_error(
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    rig = Rig()
+    server = serve_http(rig)
+    body = json.dumps({"client_params": {"id": "zid", "group": "default"}}).encode()
+    request = (
+        b"POST /v1/steady-state HTTP/1.1\r\nHost: x\r\nfleet-lock-protocol: true\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    try:
+        with caplog.at_level(logging.DEBUG, logger="pykured.fleetlock.server"):
+            for _ in range(5):  # as Zincati: send, read the status line only, reset the connection
+                with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+                    sock.sendall(request)
+                    assert sock.recv(12).startswith(b"HTTP/1.1 200")
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            assert zincati_call(server.port, "/v1/steady-state") == (200, "ok")  # still serving
+    finally:
+        server.stop()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    assert "Traceback" not in caplog.text + capfd.readouterr().err

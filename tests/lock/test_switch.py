@@ -169,6 +169,33 @@ def test_lease_node_backs_off_while_the_annotation_is_held(k8s: TestEnv, lock_ns
 
 
 @pytest.mark.k8s
+def test_the_lease_lock_needs_no_daemonset(
+    k8s: TestEnv, nodes: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    namespace = k8s.new_namespace()  # no kured DaemonSet: a cluster served by the central FleetLock alone
+    kube = k8s.kube()
+    first, second = nodes(2)
+    guard = GuardedLock(
+        make_lease_lock(kube, namespace, first),
+        make_annotation_lock(kube, namespace, first, retry_timeout=60.0, missing_ok=True),
+    )
+    with caplog.at_level(logging.WARNING, logger="pykured.lock.annotation"):
+        assert guard.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+        other = GuardedLock(
+            make_lease_lock(kube, namespace, second),
+            make_annotation_lock(kube, namespace, second, retry_timeout=60.0, missing_ok=True),
+        )
+        assert not other.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+        assert guard.release()
+        assert other.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    said = [r.getMessage() for r in caplog.records if "not found" in r.getMessage()]
+    assert len(said) == 2 and all(
+        f"DaemonSet {namespace}/kured not found" in m for m in said
+    )  # once per agent
+    assert not [r for r in caplog.records if "retrying" in r.getMessage()]
+
+
+@pytest.mark.k8s
 def test_kured_rbac_skips_the_lease_check(k8s: TestEnv, nodes: Any) -> None:
     namespace = k8s.new_namespace()
     k8s.create_daemonset(namespace, "kured")
