@@ -1,0 +1,99 @@
+"""The parity matrix: every policy feature against every driver, each cell a test or the reason it is n/a.
+
+``docs/parity.md`` is rendered from :data:`FEATURES` (``PYKURED_UPDATE_GOLDEN=1 pytest
+tests/parity/test_matrix.py`` rewrites it); :mod:`tests.parity.test_matrix` fails when the document drifts
+or when a cell names a test that does not exist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tests.parity.harness import DAEMON_DRIVERS, DRIVERS
+
+FLEETLOCK_NO_QUEUE = (
+    "Zincati asks again on its own schedule (every few minutes); a queue entry needs an agent that renews "
+    "it, so FleetLock nodes take a free slot as kured's nodes do"
+)
+FLEETLOCK_NO_LOOP = (
+    "a reboot Zincati asks for right after a completed one is a new update, not a sentinel that did not "
+    "clear; Zincati's own state machine cannot loop on one update"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Feature:
+    name: str
+    test: str
+    """The test function in tests/parity/test_parity.py; its ids name the driver."""
+    na: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Driver → why the feature does not apply to it."""
+
+
+FEATURES = (
+    Feature("weekly window (`--reboot-days`, `--start-time`, `--end-time`)",
+            "test_held_before_the_lock[weekly-window-{driver}]"),
+    Feature("calendar windows (`--maintenance-window`)",
+            "test_held_before_the_lock[calendar-window-{driver}]"),
+    Feature("blackouts (`--blackout`, the policy ConfigMap)", "test_held_before_the_lock[blackout-{driver}]"),
+    Feature("freeze (`pykured freeze`)", "test_held_before_the_lock[freeze-{driver}]"),
+    Feature("blocking pods (`--blocking-pod-selector`)", "test_held_before_the_lock[blocking-pods-{driver}]"),
+    Feature("Prometheus alerts (`--prometheus-url`)", "test_held_before_the_lock[alerts-{driver}]"),
+    Feature("drain failure and timeout (`--drain-timeout`)", "test_a_drain_that_fails[drain-fails-{driver}]"),
+    Feature("`--force-reboot`", "test_a_drain_that_fails[force-reboot-{driver}]"),
+    Feature("before- and after-reboot hooks", "test_before_and_after_reboot_hooks[{driver}]"),
+    Feature("settle gates (`--settle-*`)", "test_settle_gates_hold_the_release[{driver}]"),
+    Feature("PreferNoSchedule taint while waiting", "test_a_held_lock_taints_and_waits[{driver}]"),
+    Feature("`--concurrency`", "test_a_held_lock_taints_and_waits[{driver}]"),
+    Feature("per-label pacing (`--concurrency-label`)", "test_zone_pacing[{driver}]"),
+    Feature("resume order (`--resume-rolls`)", "test_resume_rolls_queue[{driver}]",
+            na={d: FLEETLOCK_NO_QUEUE for d in DRIVERS if d not in DAEMON_DRIVERS}),
+    Feature("pre/post-reboot labels", "test_a_whole_cycle[{driver}-daemonset]"),
+    Feature("`--annotate-nodes`", "test_a_whole_cycle[{driver}-daemonset]"),
+    Feature("notifications and message templates", "test_a_whole_cycle[{driver}-daemonset]"),
+    Feature("metrics", "test_a_whole_cycle[{driver}-daemonset]"),
+    Feature("Events", "test_a_whole_cycle[{driver}-daemonset]"),
+    Feature("both lock backends", "test_a_whole_cycle[{driver}-lease]"),
+    Feature("`--lock-release-delay`", "test_the_lock_release_delay[{driver}]"),
+    Feature("boot-ID proof of the reboot", "test_a_whole_cycle[{driver}-daemonset]"),
+    Feature("no reboot loop (`--sentinel-loop-backoff`, boot-bound requests)",
+            "test_no_second_reboot_for_the_same_need[{driver}]",
+            na={d: FLEETLOCK_NO_LOOP for d in DRIVERS if d not in DAEMON_DRIVERS}),
+)  # fmt: skip
+
+
+def cell(feature: Feature, driver: str) -> str:
+    """The test id of a cell, or ``n/a — reason``."""
+    if driver in feature.na:
+        return f"n/a — {feature.na[driver]}"
+    return feature.test.format(driver=driver)
+
+
+def render() -> str:
+    """``docs/parity.md``."""
+    lines = [
+        "# Parity: every feature through every path a reboot can take",
+        "",
+        "Generated from `tests/parity/matrix.py`",
+        "(`PYKURED_UPDATE_GOLDEN=1 tools/dev test tests/parity/test_matrix.py` rewrites it; the test fails",
+        "when it drifts). Every path goes through one decision (`pykured.cycle.decide`) and one runner of",
+        "the steps (`pykured.cycle.run`); each cell below names the test in `tests/parity/test_parity.py`",
+        "that runs the feature's scenario through that path against the real API server and checks the same",
+        "observable writes (Node, lock, Events, notifications, metrics), or says why the feature does not",
+        "apply.",
+        "",
+        "The paths: **sentinel** (the daemon, `/var/run/reboot-required` or `--reboot-sentinel-command`),",
+        "**request** (the daemon, `pykured request-reboot`), **zincati-marker** (the daemon,",
+        "`--reboot-method=zincati`), **fleetlock-central** and **fleetlock-node-local** (stock Zincati over",
+        "FleetLock, `--fleetlock-listen`).",
+        "",
+        "| feature | " + " | ".join(DRIVERS) + " |",
+        "|---|" + "---|" * len(DRIVERS),
+    ]
+    for feature in FEATURES:
+        cells = []
+        for driver in DRIVERS:
+            text = cell(feature, driver)
+            cells.append(text if text.startswith("n/a") else f"`{text}`")
+        lines.append(f"| {feature.name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

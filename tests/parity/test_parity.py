@@ -1,0 +1,342 @@
+"""Every policy feature through every driver: the same scenario, the same observable writes.
+
+Each test below runs one scenario through each driver of :mod:`tests.parity.harness` (the daemon with a
+sentinel, a reboot request or the Zincati marker; FleetLock central and node-local) against the real API
+server, and checks the same things for all of them. :data:`tests.parity.matrix.FEATURES` maps every feature
+to these tests (or to the reason a driver cannot have it); ``docs/parity.md`` is generated from it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pykured.cycle import state
+from pykured.policy.command import freeze
+from tests.parity.harness import DAEMON_DRIVERS, DRIVERS, Bench, Run, bench, eventually
+from tests.testenv import TestEnv
+
+pytestmark = pytest.mark.k8s
+
+NOW = datetime.datetime.now(datetime.UTC)
+TEMPLATES = [
+    "--message-template-drain=parity drain %s",
+    "--message-template-reboot=parity reboot %s",
+    "--message-template-uncordon=parity uncordon %s",
+]
+
+
+@pytest.fixture
+def parity(k8s: TestEnv, tmp_path: Path) -> Iterator[Bench]:
+    yield from bench(k8s, tmp_path)
+
+
+class Prometheus:
+    """A Prometheus query API on 127.0.0.1 answering one instant vector (empty or one sample)."""
+
+    def __init__(self) -> None:
+        self.firing = True
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                metric = {"__name__": "ALERTS", "alertname": "ParityAlert", "alertstate": "firing"}
+                sample = {"metric": metric, "value": [NOW.timestamp(), "1"]}
+                result = [sample] if outer.firing else []
+                body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, fmt: str, *args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def prometheus() -> Iterator[Prometheus]:
+    prom = Prometheus()
+    try:
+        yield prom
+    finally:
+        prom.close()
+
+
+def other_weekday() -> str:
+    return ["mo", "tu", "we", "th", "fr", "sa", "su"][(NOW.weekday() + 3) % 7]
+
+
+def done(run: Run) -> None:
+    """The cycle ended cleanly: lock free, node schedulable, no cycle memory left."""
+    assert run.holders() == []
+    assert not run.cordoned()
+    assert run.memory() == {}
+
+
+# -- the whole cycle ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["daemonset", "lease"])
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_whole_cycle(parity: Bench, driver: str, backend: str) -> None:
+    """Lock, annotations, labels, cordon, drain, reboot or hand-off, bootID proof, uncordon, release; the
+    notifications (kured's templates), Events and metrics of each step."""
+    labels = ["--pre-reboot-node-labels=parity=before", "--post-reboot-node-labels=parity=after"]
+    run = parity.run(driver, ["--annotate-nodes", *labels, *TEMPLATES], backend=backend)
+    boot = run.k8s.boot_id(run.node)
+    run.need()
+    assert run.drive(), run.replies
+    assert run.holders() == [run.node] and run.cordoned()
+    assert run.labels().get("parity") == "before"
+    notes = run.annotations()
+    assert state.IN_PROGRESS_ANNOTATION in notes and state.MOST_RECENT_REBOOT_NEEDED_ANNOTATION in notes
+    assert notes[state.REBOOT_BOOT_ID_ANNOTATION] == boot
+    assert run.reboots() == 1 and run.metric("pykured_drain_duration_seconds_count") == 1
+    for _ in range(3):  # no new bootID, no end of the cycle
+        run.step() if run.fleetlock else run.daemon.run_once()
+    assert run.holders() == [run.node] and run.cordoned()
+
+    run.reboot()
+    run.settle()
+    done(run)
+    assert run.labels().get("parity") == "after"
+    assert state.IN_PROGRESS_ANNOTATION not in run.annotations()
+    assert run.metric("pykured_reboots_total", outcome="completed") == 1
+    events = run.events()
+    for reason in ("LockAcquired", "Draining", "Rebooting", "Uncordoned", "LockReleased"):
+        assert reason in events, events
+    extra = 1 if driver == "request" else 0  # and "Node … rebooted as requested: …"
+    assert eventually(lambda: len(run.receiver.bodies) == 3 + extra), run.receiver.bodies
+    for body, what in zip(run.receiver.bodies, ("drain", "reboot", "uncordon"), strict=False):
+        assert f"parity {what} {run.node}" in body
+
+
+# -- what holds a reboot back before the lock --------------------------------------------------------------
+
+HELD = {
+    "weekly-window": ([f"--reboot-days={other_weekday()}", "--time-zone=UTC"], "outside_window", False),
+    "calendar-window": (
+        [f"--maintenance-window=FREQ=YEARLY;BYMONTH={(NOW.month + 5) % 12 + 1};BYMONTHDAY=1;BYHOUR=1;"
+         "DURATION=1h"],
+        "outside_window", False,
+    ),
+    "blackout": (
+        [f"--blackout={(NOW - datetime.timedelta(hours=1)):%Y-%m-%dT%H:%M}/"
+         f"{(NOW + datetime.timedelta(hours=1)):%Y-%m-%dT%H:%M} parity", "--time-zone=UTC"],
+        "outside_window", False,
+    ),
+    "freeze": (["--policy-configmap=kured-policy"], "blocked", True),
+    "blocking-pods": (["--blocking-pod-selector=parity=blocker"], "blocked", True),
+    "alerts": ([], "blocked", True),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("hold", list(HELD))
+def test_held_before_the_lock(parity: Bench, prometheus: Prometheus, driver: str, hold: str) -> None:
+    """A closed window, a blackout, the freeze, a blocking pod or a firing alert: no lock, no cordon, no
+    reboot (FleetLock: 423 with the reason's kind); blockers post ``RebootBlocked``."""
+    flags, kind, blocker = HELD[hold]
+    if hold == "alerts":
+        flags = [f"--prometheus-url={prometheus.url}"]
+
+    def before_start(namespace: str, node: str) -> None:
+        if hold == "freeze":
+            freeze(parity.k8s.kube(), namespace=namespace, name="kured-policy", reason="parity", until=None,
+                   now=NOW)  # fmt: skip
+        if hold == "blocking-pods":
+            parity.k8s.create_pod(namespace, "blocker", node=node, labels={"parity": "blocker"})
+
+    run = parity.run(driver, flags, before_start=before_start)
+    run.need()
+    assert not run.drive(passes=3)
+    assert run.holders() == [] and not run.cordoned() and run.reboots() == 0
+    if run.fleetlock:
+        assert run.replies[-1] == (423, kind)
+    if blocker:
+        assert "RebootBlocked" in run.events()
+
+
+# -- the drain ---------------------------------------------------------------------------------------------
+
+
+def guarded_pod(parity: Bench, namespace: str, node: str) -> None:
+    """A pod on the node whose PodDisruptionBudget allows no eviction."""
+    parity.k8s.create_pod(namespace, "guarded", node=node, labels={"parity": "guarded"})
+    parity.k8s.create_pdb(namespace, "guarded", {"parity": "guarded"}, min_available=1)
+    parity.k8s.set_pdb_status(namespace, "guarded", disruptions_allowed=0)
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("force", [False, True], ids=["drain-fails", "force-reboot"])
+def test_a_drain_that_fails(parity: Bench, driver: str, force: bool) -> None:
+    """A drain that times out: release, uncordon, ``DrainFailed``, no reboot (FleetLock: 503); with
+    ``--force-reboot`` the reboot goes ahead."""
+    flags = ["--drain-timeout=2s", *(["--force-reboot"] if force else [])]
+    run = parity.run(driver, flags, before_start=lambda ns, node: guarded_pod(parity, ns, node))
+    run.need()
+    triggered = run.drive(passes=2)
+    assert triggered is force, run.replies
+    if force:
+        assert run.holders() == [run.node] and run.reboots() == 1
+    else:
+        assert run.holders() == [] and not run.cordoned() and run.reboots() == 0
+        assert "DrainFailed" in run.events()
+        if run.fleetlock:
+            assert run.replies[-1] == (503, "drain_failed")
+
+
+# -- reboot hooks and settle gates -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_before_and_after_reboot_hooks(parity: Bench, driver: str) -> None:
+    """The before-reboot hook holds the drain until approved; the after-reboot hook holds the release."""
+    run = parity.run(driver, ["--before-reboot-annotations=parity.example/ok",
+                              "--after-reboot-annotations=parity.example/back"])  # fmt: skip
+    run.need()
+    assert not run.drive(passes=3)
+    assert run.holders() == [run.node] and not run.cordoned()
+    assert run.labels().get("pykured.dev/before-reboot") == "true"
+    run.kube.patch_node(run.node, {"metadata": {"annotations": {"parity.example/ok": "true"}}})
+    assert run.drive()
+    run.reboot()
+    run.settle(passes=4)
+    assert run.holders() == [run.node] and not run.cordoned()
+    assert run.labels().get("pykured.dev/after-reboot") == "true"
+    assert "HoldingLock" in run.events()
+    run.kube.patch_node(run.node, {"metadata": {"annotations": {"parity.example/back": "true"}}})
+    run.settle()
+    done(run)
+    assert "pykured.dev/after-reboot" not in run.labels()
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_settle_gates_hold_the_release(parity: Bench, prometheus: Prometheus, driver: str) -> None:
+    """A settle gate (here a Prometheus query) keeps the lock after the reboot until it is empty."""
+    run = parity.run(driver, [f"--prometheus-url={prometheus.url}", "--settle-prometheus-query=ALERTS"])
+    prometheus.firing = False
+    run.need()
+    assert run.drive()
+    prometheus.firing = True
+    run.reboot()
+    run.settle(passes=4)
+    assert run.holders() == [run.node] and not run.cordoned()
+    assert "HoldingLock" in run.events()
+    prometheus.firing = False
+    run.settle()
+    done(run)
+
+
+# -- the lock: concurrency, the taint, pacing, the release delay, the roll's order -------------------------
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_held_lock_taints_and_waits(parity: Bench, driver: str) -> None:
+    """``--concurrency`` reached: wait with the PreferNoSchedule taint; go when the slot is free; untaint."""
+    run = parity.run(driver, ["--prefer-no-schedule-taint=parity/waiting"])
+    (other,) = parity.k8s.add_nodes(parity.k8s.unique("po"))
+    lock = run.agent_lock()
+    assert lock.acquire(unschedulable=False, now_ns=0, node_id=other).acquired
+    run.need()
+    assert not run.drive(passes=2)
+    assert run.holders() == [other] and "parity/waiting:PreferNoSchedule" in run.taints()
+    if run.fleetlock:
+        assert run.replies[-1] == (423, "lock_held")
+    assert lock.release(node_id=other)
+    assert run.drive()
+    run.reboot()
+    run.settle()
+    done(run)
+    assert "parity/waiting:PreferNoSchedule" not in run.taints()
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_zone_pacing(parity: Bench, driver: str) -> None:
+    """``--concurrency-label``: a node of the same zone holding a slot holds this one back."""
+    zone = {"parity/zone": parity.k8s.unique("z")}
+    run = parity.run(driver, ["--concurrency=2", "--concurrency-label=parity/zone"], backend="lease",
+                     labels=zone)  # fmt: skip
+    (other,) = parity.k8s.add_nodes(parity.k8s.unique("po"), labels=zone)
+    lock = run.agent_lock()
+    assert lock.acquire(unschedulable=False, now_ns=0, node_id=other).acquired
+    run.need()
+    assert not run.drive(passes=2)
+    assert run.reboots() == 0 and not run.cordoned()
+    assert lock.release(node_id=other)
+    assert run.drive()
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_the_lock_release_delay(parity: Bench, driver: str) -> None:
+    """``--lock-release-delay``: the slot stays held after the reboot until the delay (stored on the Node)."""
+    run = parity.run(driver, ["--lock-release-delay=2s"])
+    run.need()
+    assert run.drive()
+    run.reboot()
+    run.settle(passes=1)
+    assert run.holders() == [run.node] and state.RELEASE_AFTER_ANNOTATION in run.annotations()
+    assert eventually(lambda: (run.settle(passes=1), run.holders() == [])[1], timeout=20)
+    done(run)
+
+
+@pytest.mark.parametrize("driver", DAEMON_DRIVERS)
+def test_resume_rolls_queue(parity: Bench, driver: str) -> None:
+    """``--resume-rolls``: a waiting node writes its place in the roll (its queue Lease) and goes in turn."""
+    run = parity.run(driver, ["--resume-rolls"], backend="lease")
+    (other,) = parity.k8s.add_nodes(parity.k8s.unique("po"))
+    lock = run.agent_lock()
+    assert lock.acquire(unschedulable=False, now_ns=0, node_id=other).acquired
+    run.need()
+    assert not run.drive(passes=2)
+    leases = run.kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{run.namespace}/leases",
+                          query={"labelSelector": "pykured.dev/lock-queue"})["items"]  # fmt: skip
+    assert any(run.node in json.dumps(lease) for lease in leases)
+    assert lock.release(node_id=other)
+    assert run.drive()
+
+
+# -- never a reboot loop -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("driver", DAEMON_DRIVERS)
+def test_no_second_reboot_for_the_same_need(parity: Bench, driver: str) -> None:
+    """A need still there right after a completed reboot backs off (sentinel, marker); a request is bound to
+    the boot it names, so the reboot satisfies it."""
+    run = parity.run(driver)
+    run.need()
+    assert run.drive()
+    run.reboot()
+    if driver != "request":
+        run.sentinel.touch()  # the sentinel did not clear
+    run.settle()
+    assert run.holders() == []
+    for _ in range(3):
+        run.daemon.run_once()
+    assert run.reboots() == 1 and run.holders() == []
+    if driver != "request":
+        assert state.BACKOFF_UNTIL_ANNOTATION in run.annotations()
+        assert "RebootLoopBackoff" in run.events()
