@@ -5,10 +5,10 @@ Zincati's stock ``fleet_lock`` strategy asks ``POST {base}v1/pre-reboot`` before
 with sentinel-driven nodes), drains completely before it grants, never reboots the node itself, and keeps
 the cycle on the Node so restarts lose nothing.
 
-Modules: ``protocol`` (wire format, pure), ``appid`` (Zincati's id, pure), ``cycle`` (phases and reconcile
-decisions over :class:`~pykured.cycle.state.NodeState`, pure), ``nodes`` (id → Node), ``ops`` (FleetLock's
-operations from the shared :mod:`pykured.cycle.steps`), ``worker`` (background drains), ``service`` (the
-operations), ``server`` (HTTP and the lifecycle the composition root uses).
+Modules: ``protocol`` (wire format, pure), ``appid`` (Zincati's id, pure), ``nodes`` (id → Node),
+``worker`` (background drains), ``service`` (the two operations and the reconcile loop: a driver of the
+cycle, deciding with :func:`pykured.cycle.decide.decide` and acting with
+:class:`~pykured.cycle.run.CycleRunner`), ``server`` (HTTP and the lifecycle the composition root uses).
 """
 
 from __future__ import annotations
