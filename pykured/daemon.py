@@ -31,7 +31,7 @@ from pykured.cycle.run import CycleRunner
 from pykured.cycle.state import unix_ns
 from pykured.cycle.steps import Behaviour, Hands
 from pykured.drain import Drainer
-from pykured.gates.cycle import CycleGates
+from pykured.gates.node import CycleGates
 from pykured.host.reboot import Rebooter
 from pykured.host.sentinel import Sentinel
 from pykured.kube.client import Kube
@@ -88,7 +88,7 @@ class Parts:
     taint: PreferNoScheduleTaint | None = None
     blockers: Sequence[Blocker] = ()
     gates: CycleGates | None = None
-    """Reboot hooks and settle gates (:mod:`pykured.gates.cycle`); None or empty = kured's cycle."""
+    """Reboot hooks and settle gates (:mod:`pykured.gates.node`); None or empty = kured's cycle."""
     queue: RollQueue | None = None
     """The lock queue of ``--resume-rolls`` (:mod:`pykured.roll.queue`); None = kured's race for the lock."""
 
@@ -180,10 +180,6 @@ class Daemon:
     def stop(self) -> None:
         """Ask the loop to end after the current step (a wait for the lock or a delay ends at once)."""
         self.stopping.set()
-        self.wake.set()
-
-    def notify_change(self) -> None:
-        """Start a pass now (the sentinel's change callback)."""
         self.wake.set()
 
     def _metric_loop(self) -> None:

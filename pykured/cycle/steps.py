@@ -32,7 +32,7 @@ from pykured.core import errors
 from pykured.cycle.book import NodeBook
 from pykured.cycle.state import KEEP, Keep, NodeState
 from pykured.drain import Drainer
-from pykured.gates.cycle import CycleGates
+from pykured.gates.node import CycleGates
 from pykured.host.reboot import Rebooter
 from pykured.kube.events import EventRecorder
 from pykured.kube.taints import PreferNoScheduleTaint

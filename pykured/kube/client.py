@@ -503,10 +503,6 @@ class Kube:
         """PUT a Lease with its resourceVersion (optimistic concurrency)."""
         return self.request("PUT", self._lease_path(namespace, name), body=obj)
 
-    def delete_lease(self, namespace: str, name: str) -> Obj:
-        """DELETE a Lease."""
-        return self.request("DELETE", self._lease_path(namespace, name))
-
     # -- events --------------------------------------------------------------------------------------------
 
     def create_event(self, namespace: str, obj: Obj) -> Obj:

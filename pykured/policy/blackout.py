@@ -22,8 +22,10 @@ import dataclasses
 import datetime
 from collections.abc import Iterable
 
+from pykured.core.errors import ConfigError
 
-class BlackoutError(ValueError):
+
+class BlackoutError(ConfigError, ValueError):
     """A blackout that does not parse (the message quotes it)."""
 
 

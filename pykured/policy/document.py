@@ -16,6 +16,7 @@ import dataclasses
 import datetime
 from collections.abc import Mapping
 
+from pykured.core.errors import ConfigError
 from pykured.policy.blackout import Blackout, BlackoutError, parse_blackouts
 from pykured.policy.freeze import FreezeError, FreezeRecord
 
@@ -24,7 +25,7 @@ FREEZE_KEY = "freeze"
 KEYS = (BLACKOUTS_KEY, FREEZE_KEY)
 
 
-class PolicyMapError(ValueError):
+class PolicyMapError(ConfigError, ValueError):
     """The ConfigMap does not parse (one line, names the key)."""
 
 

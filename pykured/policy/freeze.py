@@ -14,10 +14,11 @@ import datetime
 import json
 from typing import Any
 
+from pykured.core.errors import ConfigError
 from pykured.gocompat.goflags import GoValueError, parse_duration
 
 
-class FreezeError(ValueError):
+class FreezeError(ConfigError, ValueError):
     """A freeze record that does not parse."""
 
 

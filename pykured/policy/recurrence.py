@@ -33,6 +33,7 @@ import zoneinfo
 
 from dateutil import rrule
 
+from pykured.core.errors import ConfigError
 from pykured.gocompat.goflags import GoValueError, parse_duration
 
 _SEARCH_STEP = datetime.timedelta(days=400)
@@ -43,7 +44,7 @@ _FREQUENCIES = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY")
 _STAMP = re.compile(r"(\d{4})(\d{2})(\d{2})(?:T(\d{2})(\d{2})(\d{2})?)?Z?$", re.ASCII)
 
 
-class WindowError(ValueError):
+class WindowError(ConfigError, ValueError):
     """An invalid ``--maintenance-window`` value (the message names the problem)."""
 
 

@@ -92,11 +92,12 @@ class PolicySource:
         except PolicyMapError as exc:
             with self._lock:
                 changed = self._refused != str(exc)
-                self._refused = str(exc)
-            if changed:
+            if changed:  # said before it shows in ``refused``
                 logger.error(
                     "Refusing policy ConfigMap %s: %s; keeping the last good policy", self.where, exc
                 )
+            with self._lock:
+                self._refused = str(exc)
             return False
         with self._lock:
             changed = doc != self._doc

@@ -11,6 +11,8 @@ import dataclasses
 
 from tests.parity.harness import DAEMON_DRIVERS, DRIVERS
 
+__all__ = ["DRIVERS", "FEATURES", "Feature", "cell", "render"]
+
 FLEETLOCK_NO_QUEUE = (
     "Zincati asks again on its own schedule (every few minutes); a queue entry needs an agent that renews "
     "it, so FleetLock nodes take a free slot as kured's nodes do"

@@ -299,7 +299,12 @@ def test_the_lock_release_delay(parity: Bench, driver: str) -> None:
     run.reboot()
     run.settle(passes=1)
     assert run.holders() == [run.node] and state.RELEASE_AFTER_ANNOTATION in run.annotations()
-    assert eventually(lambda: (run.settle(passes=1), run.holders() == [])[1], timeout=20)
+
+    def released() -> bool:
+        run.settle(passes=1)
+        return run.holders() == []
+
+    assert eventually(released, timeout=20)
     done(run)
 
 

@@ -18,7 +18,7 @@ is a no-op that answers ``OPEN`` without an API call.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pykured.gates.hooks import MERGE_PATCH, RebootHook, phase_since
@@ -106,6 +106,3 @@ class CycleGates:
             self.after.clear()
         annotations = {SETTLE_SINCE_ANNOTATION: None, DRAINED_PDBS_ANNOTATION: None}
         self._kube.patch_node(self._node, {"metadata": {"annotations": annotations}}, patch_type=MERGE_PATCH)
-
-
-GateFactory = Callable[[str], CycleGates]
