@@ -26,6 +26,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from pykured.core.times import format_rfc3339
 from pykured.cycle.decide import (
     Action,
     DrainOutcome,
@@ -40,7 +41,6 @@ from pykured.cycle.decide import (
 from pykured.cycle.state import NodeState, unix_ns
 from pykured.cycle.steps import Behaviour, Hands, Steps
 from pykured.gates.phase import GateResult
-from pykured.kube.node import format_rfc3339
 from pykured.lock.record import LockEntry
 
 logger = logging.getLogger(__name__)

@@ -27,8 +27,9 @@ import enum
 from collections.abc import Mapping
 from typing import Any, Final
 
+from pykured.core.times import format_rfc3339, parse_rfc3339
 from pykured.kube.node import PYKURED_PREFIX as PYKURED_PREFIX  # noqa: PLC0414 (re-exported: every key here)
-from pykured.kube.node import NodeView, Taint, format_rfc3339, parse_rfc3339
+from pykured.kube.node import NodeView, Taint
 from pykured.lock.record import LockEntry
 
 # -- every annotation key of the cycle ----------------------------------------------------------------------
@@ -91,13 +92,7 @@ def ready_since(obj: Mapping[str, Any]) -> datetime.datetime | None:
             if condition.get("status") != "True":
                 return None
             stamp = condition.get("lastTransitionTime")
-            if not isinstance(stamp, str):
-                return None
-            try:
-                moment = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-            except ValueError:
-                return None
-            return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.UTC)
+            return parse_rfc3339(stamp) if isinstance(stamp, str) else None
     return None
 
 

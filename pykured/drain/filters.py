@@ -23,7 +23,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from pykured.core.model import Reason
-from pykured.kube.node import parse_rfc3339
+from pykured.core.times import parse_rfc3339
 
 DAEMONSET_WARNING = "ignoring DaemonSet-managed Pods"
 LOCAL_STORAGE_WARNING = "deleting Pods with local storage"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pykured.blockers import go_list
 from pykured.core.model import Reason
+from pykured.core.times import parse_rfc3339
 
 if TYPE_CHECKING:
     from pykured.kube.client import Kube
@@ -35,13 +36,7 @@ def _stamp(moment: datetime.datetime) -> str:
 def phase_since(node: Mapping[str, Any], key: str) -> datetime.datetime | None:
     """The instant stored under annotation ``key`` (None when absent or unreadable)."""
     text = ((node.get("metadata") or {}).get("annotations") or {}).get(key)
-    if not text:
-        return None
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+    return parse_rfc3339(text) if text else None
 
 
 class RebootHook:

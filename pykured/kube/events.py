@@ -19,8 +19,8 @@ import time
 from typing import Final
 
 from pykured.core import errors
+from pykured.core.times import format_rfc3339
 from pykured.kube.client import Kube, Obj
-from pykured.kube.node import format_rfc3339
 
 logger = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from pykured.core.errors import ConfigError
+from pykured.core.times import parse_rfc3339
 from pykured.gocompat.goflags import GoValueError, parse_duration
 
 
@@ -25,13 +26,10 @@ class FreezeError(ConfigError, ValueError):
 def _parse_time(value: Any, what: str) -> datetime.datetime:
     if not isinstance(value, str):
         raise FreezeError(f"freeze record: {what} must be an RFC 3339 time string")
-    try:
-        moment = datetime.datetime.fromisoformat(value)
-    except ValueError:
-        raise FreezeError(f"freeze record: invalid {what} {value!r}") from None
-    if moment.tzinfo is None:
-        raise FreezeError(f"freeze record: {what} {value!r} has no time zone offset")
-    return moment.astimezone(datetime.UTC)
+    moment = parse_rfc3339(value)
+    if moment is None:
+        raise FreezeError(f"freeze record: invalid {what} {value!r} (RFC 3339 with a zone, e.g. Z)")
+    return moment
 
 
 def _rfc3339(moment: datetime.datetime) -> str:

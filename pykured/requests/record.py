@@ -29,7 +29,8 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from pykured.kube.node import PYKURED_PREFIX, format_rfc3339, parse_rfc3339
+from pykured.core.times import format_rfc3339, parse_rfc3339
+from pykured.kube.node import PYKURED_PREFIX
 
 REQUEST_ANNOTATION = PYKURED_PREFIX + "reboot-request"
 SATISFIED_ANNOTATION = PYKURED_PREFIX + "reboot-request-satisfied"

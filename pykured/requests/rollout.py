@@ -15,8 +15,8 @@ import enum
 from collections.abc import Sequence
 from typing import Any
 
+from pykured.core.times import format_rfc3339
 from pykured.cycle.state import NodeState
-from pykured.kube.node import format_rfc3339
 from pykured.requests import record as rebootrequest
 
 

@@ -25,7 +25,8 @@ import datetime
 import json
 from collections.abc import Collection, Iterable
 
-from pykured.kube.node import PYKURED_PREFIX, format_rfc3339, parse_rfc3339
+from pykured.core.times import format_rfc3339, parse_rfc3339
+from pykured.kube.node import PYKURED_PREFIX
 from pykured.roll import order as roll
 
 QUEUE_LABEL = PYKURED_PREFIX + "lock-queue"

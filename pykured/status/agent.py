@@ -27,7 +27,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pykured.kube.node import PYKURED_PREFIX, format_rfc3339, parse_rfc3339
+from pykured.core.times import format_rfc3339, parse_rfc3339
+from pykured.kube.node import PYKURED_PREFIX
 
 STATUS_ANNOTATION = PYKURED_PREFIX + "status"
 

@@ -14,8 +14,9 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
+from pykured.core.times import format_rfc3339, parse_rfc3339
 from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION, NodeState
-from pykured.kube.node import PYKURED_PREFIX, format_rfc3339, parse_rfc3339
+from pykured.kube.node import PYKURED_PREFIX
 from pykured.requests import record as rebootrequest
 from pykured.roll import order as roll
 from pykured.status import agent as agentstatus

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pykured.core.times import parse_rfc3339
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import Policy
 from pykured.cycle.state import RELEASE_AFTER_ANNOTATION
@@ -26,7 +27,6 @@ from pykured.fleetlock.service import ZincatiGrant
 from pykured.gocompat.goflags import Duration
 from pykured.kube.client import Kube
 from pykured.kube.events import EventRecorder
-from pykured.kube.node import parse_rfc3339
 from pykured.lock.annotation import AnnotationLock
 from pykured.metrics import Metrics
 from pykured.policy.weekly import TimeWindow

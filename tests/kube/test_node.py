@@ -6,7 +6,8 @@ import datetime
 
 import pytest
 
-from pykured.kube.node import NodeView, format_rfc3339, parse_rfc3339
+from pykured.core.times import format_rfc3339, parse_rfc3339
+from pykured.kube.node import NodeView
 from tests.fakes import sample_node
 
 UTC = datetime.UTC
