@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from pykured.core.times import format_rfc3339, parse_rfc3339
 from pykured.kube.node import PYKURED_PREFIX as PYKURED_PREFIX  # noqa: PLC0414 (re-exported: every key here)
-from pykured.kube.node import NodeView, Taint
+from pykured.kube.node import NodeView
 from pykured.lock.record import LockEntry
 
 # -- every annotation key of the cycle ----------------------------------------------------------------------
@@ -97,17 +97,11 @@ def ready_since(obj: Mapping[str, Any]) -> datetime.datetime | None:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class NodeState:
-    """What the Node and the lock say about one node's reboot cycle."""
+class NodeState(NodeView):
+    """What the Node and the lock say about one node's reboot cycle: the Node as
+    :class:`~pykured.kube.node.NodeView` reads it, plus its readiness time and its lock entry."""
 
-    name: str
-    boot_id: str = ""
-    unschedulable: bool = False
-    ready: bool = False
     ready_since: datetime.datetime | None = None
-    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    taints: tuple[Taint, ...] = ()
     holding: bool = False
     """The node holds a lock slot (an expired one too: the holder always finishes its cycle)."""
     entry_unschedulable: bool | None = None
@@ -117,16 +111,8 @@ class NodeState:
     def from_obj(cls, obj: Mapping[str, Any], *, entry: LockEntry | None = None) -> NodeState:
         """Decode a Node dict as the API server returns it, with the node's lock entry (if any)."""
         view = NodeView.from_obj(obj)
-        return cls(
-            name=view.name,
-            boot_id=view.boot_id,
-            unschedulable=view.unschedulable,
-            ready=view.ready,
-            ready_since=ready_since(obj),
-            annotations=view.annotations,
-            labels=view.labels,
-            taints=view.taints,
-        ).with_entry(entry)
+        fields = {f.name: getattr(view, f.name) for f in dataclasses.fields(NodeView)}
+        return cls(**fields, ready_since=ready_since(obj)).with_entry(entry)
 
     def with_entry(self, entry: LockEntry | None) -> NodeState:
         """The same Node with this lock entry."""
@@ -192,10 +178,6 @@ class NodeState:
     def cycle_started(self) -> bool:
         """``unschedulable-before`` is recorded: a cycle took the lock and may have cordoned."""
         return self.unschedulable_before is not None
-
-    def has_taint(self, key: str, effect: str) -> bool:
-        """Is there a taint with this key and effect?"""
-        return any(t.key == key and t.effect == effect for t in self.taints)
 
 
 # -- the patches ---------------------------------------------------------------------------------------------
