@@ -20,7 +20,6 @@ import http.client
 import ipaddress
 import json
 import logging
-import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -30,7 +29,7 @@ from typing import Any, Protocol
 from pykured.core.errors import ConfigError, KubeError, PykuredError
 from pykured.core.model import Reason
 from pykured.gocompat.goflags import GoValueError
-from pykured.gocompat.goregexp import compile_re2
+from pykured.gocompat.goregexp import GoRegexp, compile_re2
 from pykured.kube.client import Kube
 
 logger = logging.getLogger(__name__)
@@ -64,11 +63,11 @@ def go_list(items: Sequence[str]) -> str:
 # -- Prometheus ---------------------------------------------------------------------------------------------
 
 
-def compile_alert_filter(expression: str) -> re.Pattern[str]:
+def compile_alert_filter(expression: str) -> GoRegexp:
     """Compile ``--alert-filter-regexp`` as Go RE2 (:func:`pykured.gocompat.goregexp.compile_re2`).
 
-    An expression Go rejects, or one pykured cannot mirror faithfully, raises
-    :class:`~pykured.core.errors.ConfigError`, as kured's flag parser rejects it at startup.
+    An expression Go rejects raises :class:`~pykured.core.errors.ConfigError` with Go's error, as kured's flag
+    parser rejects it at startup.
     """
     try:
         return compile_re2(expression)
@@ -79,7 +78,7 @@ def compile_alert_filter(expression: str) -> re.Pattern[str]:
 def filter_alerts(
     samples: Iterable[Mapping[str, Any]],
     *,
-    regexp: re.Pattern[str] | None,
+    regexp: GoRegexp | None,
     match_only: bool,
     firing_only: bool,
 ) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import re
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -18,6 +17,7 @@ import pytest
 from pykured import blockers
 from pykured.core.errors import ConfigError, KubeError
 from pykured.core.model import Reason
+from pykured.gocompat.goregexp import compile_re2
 from pykured.kube.client import Kube
 from tests.testenv import TestEnv
 
@@ -334,7 +334,7 @@ def test_filter_alerts(
     firing_only: bool,
     expected: list[str],
 ) -> None:
-    pattern = re.compile(regexp) if regexp is not None else None
+    pattern = compile_re2(regexp) if regexp is not None else None
     got = blockers.filter_alerts(samples, regexp=pattern, match_only=match_only, firing_only=firing_only)
     assert got == expected
 

@@ -1,7 +1,8 @@
 """The composition root: parse kured's flags, build the agent and run it; plus pykured's subcommands.
 
 ``kured [flags]`` (also ``pykured``, ``python -m pykured``) runs the node agent exactly where kured's
-manifests call ``/usr/bin/kured``. Subcommands, which kured does not have:
+manifests call ``/usr/bin/kured``; ``kured --help`` is kured's usage text, ``pykured --help`` adds the
+subcommands (:data:`COMMANDS`). Subcommands, which kured does not have:
 
 * ``pykured lock status`` / ``pykured lock release NODE`` — see and fix the lock (kured #137's runbook);
 * ``pykured notify-test --notify-url URL [--message TEXT]`` — send one notification and print the outcome;
@@ -40,26 +41,55 @@ if TYPE_CHECKING:
 logger = logging.getLogger("pykured")
 
 
-def main(argv: Sequence[str]) -> int:
-    """Dispatch; returns the exit code."""
+def main(argv: Sequence[str], *, prog: str = "kured") -> int:
+    """Dispatch; returns the exit code. ``prog`` is the name run: ``kured`` or ``pykured`` (``--help``)."""
     args = list(argv)
     subcommand = _SUBCOMMANDS.get(args[0]) if args else None
     if subcommand is not None:
         return subcommand(args[1:])
-    return _agent(args, os.environ)
+    return _agent(args, os.environ, prog=prog)
+
+
+COMMANDS = (
+    ("status", "every node's reboot state: needs a reboot and why, what blocks it, the lock, the roll"),
+    ("request-reboot", "reboot nodes once, bound to their current boot: NODE... --reason TEXT [--cancel]"),
+    ("rollout", "request a reboot of a set of nodes, paced by the lock; rollout status | rollout cancel ID"),
+    ("freeze", "stop every new reboot in the cluster now: --reason TEXT [--until T]; --status shows it"),
+    ("unfreeze", "lift the freeze"),
+    ("lock", "the reboot lock: lock status | lock release NODE"),
+    ("notify-test", "send one test notification: --notify-url URL"),
+)
+"""pykured's subcommands with one line each, as ``pykured --help`` lists them after kured's flags."""
+
+
+def commands_help(prog: str = "pykured") -> str:
+    """The subcommands section of ``pykured --help``."""
+    width = max(len(name) for name, _ in COMMANDS)
+    lines = [
+        "",
+        f"Commands ({prog} COMMAND --help for each; without a command, {prog} runs the node agent with the",
+        "flags above):",
+        *(f"  {name.ljust(width)}   {text}" for name, text in COMMANDS),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _usage(prog: str) -> str:
+    """kured's usage text; under another name than ``kured``, followed by pykured's subcommands."""
+    return usage() if prog == "kured" else usage(prog) + commands_help(prog)
 
 
 def _log(level: int, message: str) -> None:
     logger.log(level, "%s", message)
 
 
-def _agent(args: list[str], env: Mapping[str, str]) -> int:
+def _agent(args: list[str], env: Mapping[str, str], *, prog: str = "kured") -> int:
     """kured's start-up in kured's order, then the agent. Every failure is one line and an exit code."""
     try:
         flags = read_flags(args, env)
     except errors.ConfigError as exc:
         if exc.exit_code in (0, 2):  # --help, or a flag error: pflag's usage, then its error, on stderr
-            sys.stderr.write(str(exc) if exc.exit_code == 0 else f"{usage()}{exc}\n")
+            sys.stderr.write(_usage(prog) if exc.exit_code == 0 else f"{_usage(prog)}{exc}\n")
             return exc.exit_code
         logrus.configure(log_format_hint(args, env))
         logger.critical("%s", exc)  # a KURED_* value kured's LoadFromEnv rejects
@@ -153,10 +183,10 @@ def _exit_after(seconds: float) -> None:
     timer.start()
 
 
-def _kube(kubeconfig: str) -> Kube:
+def _kube(kubeconfig: str, context: str = "") -> Kube:
     from pykured.kube.client import Kube
 
-    return Kube.auto(kubeconfig=kubeconfig or None)
+    return Kube.auto(kubeconfig=kubeconfig or None, context=context or None)
 
 
 def _lock_command(argv: list[str]) -> int:
@@ -164,6 +194,7 @@ def _lock_command(argv: list[str]) -> int:
     parser.add_argument("action", choices=["status", "release"])
     parser.add_argument("node", nargs="?", help="the holder to release (release only)")
     parser.add_argument("--kubeconfig", default=os.environ.get("KURED_KUBECONFIG", ""))
+    parser.add_argument("--context", default="", help="the kubeconfig context (default: its current one)")
     parser.add_argument("--ds-namespace", default=os.environ.get("KURED_DS_NAMESPACE", "kube-system"))
     parser.add_argument("--ds-name", default=os.environ.get("KURED_DS_NAME", "kured"))
     parser.add_argument(
@@ -175,7 +206,7 @@ def _lock_command(argv: list[str]) -> int:
     logrus.configure("text", "warning")
     from pykured.lock import admin
 
-    kube = _kube(opts.kubeconfig)
+    kube = _kube(opts.kubeconfig, opts.context)
     prefix = opts.lease_prefix or f"{opts.ds_name}-lock"
     common = {
         "namespace": opts.ds_namespace,
@@ -218,6 +249,7 @@ def _freeze_command(command: str, argv: list[str]) -> int:
         parser.add_argument("--json", action="store_true", help="with --status: print JSON")
         parser.add_argument("--time-zone", default=env.get("KURED_TIME_ZONE", "UTC"))
     parser.add_argument("--kubeconfig", default=env.get("KURED_KUBECONFIG", ""))
+    parser.add_argument("--context", default="", help="the kubeconfig context (default: its current one)")
     parser.add_argument("--ds-namespace", default=env.get("KURED_DS_NAMESPACE", "kube-system"))
     parser.add_argument(
         "--policy-configmap",
@@ -235,7 +267,7 @@ def _freeze_command(command: str, argv: list[str]) -> int:
     where = {"namespace": opts.ds_namespace, "name": opts.policy_configmap}
     now = datetime.datetime.now(datetime.UTC)
     try:
-        kube = _kube(opts.kubeconfig)
+        kube = _kube(opts.kubeconfig, opts.context)
         if command == "unfreeze":
             freezecmd.unfreeze(kube, **where)
             print(f"unfrozen ({opts.ds_namespace}/{opts.policy_configmap})")

@@ -31,14 +31,15 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def _kube(kubeconfig: str) -> Kube:
+def _kube(kubeconfig: str, context: str = "") -> Kube:
     from pykured.kube.client import Kube
 
-    return Kube.auto(kubeconfig=kubeconfig or None)
+    return Kube.auto(kubeconfig=kubeconfig or None, context=context or None)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", default=os.environ.get("KURED_KUBECONFIG", ""))
+    parser.add_argument("--context", default="", help="the kubeconfig context (default: its current one)")
 
 
 def _fail(prog: str, message: str, err: TextIO) -> int:
@@ -83,7 +84,7 @@ def request_reboot_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: T
     logrus.configure("text", "warning")
 
     def body() -> int:
-        kube = _kube(opts.kubeconfig)
+        kube = _kube(opts.kubeconfig, opts.context)
         views = requester.nodes(kube, names=names, selector=opts.selector, all_nodes=opts.all_nodes)
         if opts.cancel:
             outcomes = requester.cancel(kube, views)
@@ -135,7 +136,7 @@ def rollout_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO =
     logrus.configure("text", "warning")
 
     def body() -> int:
-        kube = _kube(opts.kubeconfig)
+        kube = _kube(opts.kubeconfig, opts.context)
         now = _now()
         rid = opts.id or rebootrequest.new_rollout_id(now, secrets.token_hex(2))
         views = requester.nodes(kube, selector=opts.selector, all_nodes=opts.all_nodes)
@@ -165,7 +166,7 @@ def _rollout_status(argv: list[str], *, out: TextIO, err: TextIO) -> int:
     logrus.configure("text", "warning")
 
     def body() -> int:
-        kube = _kube(opts.kubeconfig)
+        kube = _kube(opts.kubeconfig, opts.context)
         while True:
             prog_ = requester.rollout_progress(kube, opts.id, opts.selector)
             if opts.output == "json":
@@ -189,7 +190,7 @@ def _rollout_cancel(argv: list[str], *, out: TextIO, err: TextIO) -> int:
     logrus.configure("text", "warning")
 
     def body() -> int:
-        kube = _kube(opts.kubeconfig)
+        kube = _kube(opts.kubeconfig, opts.context)
         prog_ = requester.rollout_progress(kube, opts.id)
         pending = [n.node for n in prog_.nodes if n.progress is rollout.Progress.PENDING]
         if not pending:
@@ -232,7 +233,7 @@ def status_main(
     logrus.configure("text", "error")
 
     def body() -> int:
-        kube = _kube(opts.kubeconfig)
+        kube = _kube(opts.kubeconfig, opts.context)
         while True:
             if opts.nodes:
                 views = requester.nodes(kube, names=opts.nodes)

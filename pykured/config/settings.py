@@ -19,7 +19,6 @@ to log.
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any
 
 from pykured.config import checks
@@ -28,7 +27,7 @@ from pykured.config.flags import usage as _usage
 from pykured.config.reader import HelpRequested
 from pykured.core.errors import ConfigError
 from pykured.gocompat.goflags import Duration
-from pykured.gocompat.goregexp import compile_re2
+from pykured.gocompat.goregexp import GoRegexp, compile_re2
 from pykured.notify.redact import redact_password, redact_url
 from pykured.policy.maintenance import MaintenancePolicy
 from pykured.policy.weekly import TimeWindow
@@ -166,7 +165,7 @@ class Config:
         return tuple(url for url in (self.effective_notify_url, *extra) if url)
 
     @property
-    def alert_filter(self) -> re.Pattern[str] | None:
+    def alert_filter(self) -> GoRegexp | None:
         """``--alert-filter-regexp`` compiled with RE2 semantics (None when unset)."""
         return None if self.alert_filter_regexp is None else compile_re2(self.alert_filter_regexp)
 

@@ -261,11 +261,16 @@ class Kube:
         return cls(_Http(f"https://{address}", ca_file=ca_file, token=_TokenFile(token)), timeout=timeout)
 
     @classmethod
-    def auto(cls, *, kubeconfig: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> Kube:
-        """In-cluster when running in a pod (as kured), else the kubeconfig given or ``$KUBECONFIG``."""
+    def auto(
+        cls, *, kubeconfig: str | None = None, context: str | None = None, timeout: float = DEFAULT_TIMEOUT
+    ) -> Kube:
+        """The kubeconfig given or ``$KUBECONFIG`` (at ``context``, else its current context), else in-cluster
+        when running in a pod (as kured)."""
         path = kubeconfig or os.environ.get("KUBECONFIG")
         if path:
-            return cls.from_kubeconfig(path, timeout=timeout)
+            return cls.from_kubeconfig(path, context=context or None, timeout=timeout)
+        if context:
+            raise errors.KubeError(f"--context {context}: no kubeconfig (--kubeconfig or $KUBECONFIG)")
         try:
             return cls.in_cluster(timeout=timeout)
         except Exception as exc:

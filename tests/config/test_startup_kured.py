@@ -244,6 +244,11 @@ CASES: list[Case] = [
     c("alert-filter-backreference", "--alert-filter-regexp=(a)\\1"),
     c("alert-filter-repeat-too-large", "--alert-filter-regexp=a{1001}"),
     c("alert-filter-unicode-class", "--alert-filter-regexp=\\pL+"),
+    c("alert-filter-flags-mid-pattern", "--alert-filter-regexp=^(?i)watchdog|info$"),
+    c("alert-filter-ungreedy-and-script", "--alert-filter-regexp=(?U)\\p{Greek}+"),
+    c("alert-filter-lookbehind", "--alert-filter-regexp=(?<=x)"),
+    c("alert-filter-any-byte", "--alert-filter-regexp=x\\C"),
+    c("alert-filter-non-ascii-group-name", "--alert-filter-regexp=(?P<é>x)"),
     c("alert-filter-empty", "--alert-filter-regexp="),
     e("alert-filter-env", KURED_ALERT_FILTER_REGEXP="^Watchdog$"),
     e("alert-filter-env-invalid", KURED_ALERT_FILTER_REGEXP="(unclosed"),
@@ -462,10 +467,6 @@ KEPT: dict[str, str] = {
     "reboot-signal-too-large": (
         "--reboot-signal above 64: kured fails only when it reboots; pykured refuses it at start-up "
         "(`Failed to build rebooter: invalid signal: 65`)"
-    ),
-    "alert-filter-unicode-class": (
-        "RE2 Unicode classes (\\pL) have no Python `re` equivalent; pykured refuses them at start-up "
-        "(exit 2) instead of matching differently"
     ),
     "slack-hook-url-and-notify-url": (
         "kured's `Cannot use both` warning swaps the two URLs and prints their secrets; pykured names each "

@@ -1,0 +1,142 @@
+{{/*
+Names and labels. The application is named "kured" (not the chart's name), so every object, label and
+selector is the one kured's chart 6.1.0 renders for the same release: `helm upgrade` from kured's chart keeps
+the DaemonSet (whose selector cannot change), its ServiceAccount, RBAC and Service.
+*/}}
+
+{{- define "pykured.name" -}}
+{{- .Values.nameOverride | default "kured" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* <release>-<name>, or the release name alone when it already contains the name. */}}
+{{- define "pykured.fullname" -}}
+{{- $name := include "pykured.name" . -}}
+{{- $full := printf "%s-%s" .Release.Name $name -}}
+{{- if .Values.fullnameOverride -}}
+{{- $full = .Values.fullnameOverride -}}
+{{- else if contains (.Values.nameOverride | default "kured") .Release.Name -}}
+{{- $full = .Release.Name -}}
+{{- end -}}
+{{- $full | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "pykured.chartLabel" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "pykured.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "pykured.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "pykured.labels" -}}
+{{ include "pykured.selectorLabels" . }}
+helm.sh/chart: {{ include "pykured.chartLabel" . }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "pykured.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "pykured.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The agent's arguments: kured's flags from `configuration` (kured's chart's order and conditions), then
+pykured's from `pykured`, then `extraArgs`. Each line is "- <arg>".
+*/}}
+{{- define "pykured.kuredArgs" -}}
+{{- $c := .Values.configuration -}}
+- --ds-name={{ include "pykured.fullname" . }}
+- --ds-namespace={{ .Release.Namespace }}
+{{- range $pair := list (list "metrics-host" $c.metricsHost) (list "metrics-port" $c.metricsPort) (list "lock-ttl" $c.lockTtl) (list "lock-release-delay" $c.lockReleaseDelay) (list "alert-filter-regexp" $c.alertFilterRegexp) (list "alert-firing-only" $c.alertFiringOnly) (list "alert-filter-match-only" $c.alertFilterMatchOnly) }}
+{{- if index $pair 1 }}
+- --{{ index $pair 0 }}={{ index $pair 1 }}
+{{- end }}
+{{- end }}
+{{- range $c.blockingPodSelector }}
+- --blocking-pod-selector={{ . }}
+{{- end }}
+{{- range $pair := list (list "end-time" $c.endTime) (list "lock-annotation" $c.lockAnnotation) (list "period" $c.period) }}
+{{- if index $pair 1 }}
+- --{{ index $pair 0 }}={{ index $pair 1 }}
+{{- end }}
+{{- end }}
+{{- if $c.forceReboot }}
+- --force-reboot
+{{- end }}
+{{- range $pair := list (list "drain-grace-period" $c.drainGracePeriod) (list "drain-pod-selector" $c.drainPodSelector) (list "drain-delay" $c.drainDelay) (list "drain-timeout" $c.drainTimeout) (list "skip-wait-for-delete-timeout" $c.skipWaitForDeleteTimeout) (list "prometheus-url" $c.prometheusUrl) }}
+{{- if index $pair 1 }}
+- --{{ index $pair 0 }}={{ index $pair 1 }}
+{{- end }}
+{{- end }}
+{{- range $pair := list (list "reboot-days" $c.rebootDays) (list "pre-reboot-node-labels" $c.preRebootNodeLabels) (list "post-reboot-node-labels" $c.postRebootNodeLabels) }}
+{{- range index $pair 1 }}
+- --{{ index $pair 0 }}={{ . }}
+{{- end }}
+{{- end }}
+{{- if $c.rebootSentinel }}
+{{- if $c.useRebootSentinelHostPath }}
+- --reboot-sentinel=/sentinel/{{ base $c.rebootSentinel }}
+{{- else }}
+- --reboot-sentinel={{ $c.rebootSentinel }}
+{{- end }}
+{{- end }}
+{{- if and $c.rebootSentinelCommand (not $c.useRebootSentinelHostPath) }}
+- --reboot-sentinel-command={{ $c.rebootSentinelCommand }}
+{{- end }}
+{{- range $pair := list (list "reboot-command" $c.rebootCommand) (list "reboot-delay" $c.rebootDelay) (list "reboot-method" $c.rebootMethod) (list "reboot-signal" $c.rebootSignal) }}
+{{- if index $pair 1 }}
+- --{{ index $pair 0 }}={{ index $pair 1 }}
+{{- end }}
+{{- end }}
+{{- range $pair := list (list "slack-channel" $c.slackChannel) (list "slack-hook-url" $c.slackHookUrl) (list "slack-username" $c.slackUsername) }}
+{{- if index $pair 1 }}
+- --{{ index $pair 0 }}={{ tpl (index $pair 1) $ }}
+{{- end }}
+{{- end }}
+{{- range $pair := list (list "notify-url" $c.notifyUrl) (list "message-template-drain" $c.messageTemplateDrain) (list "message-template-reboot" $c.messageTemplateReboot) (list "message-template-uncordon" $c.messageTemplateUncordon) (list "start-time" $c.startTime) (list "time-zone" $c.timeZone) (list "annotate-nodes" $c.annotateNodes) (list "prefer-no-schedule-taint" $c.preferNoScheduleTaint) (list "log-format" $c.logFormat) (list "concurrency" $c.concurrency) }}
+{{- if index $pair 1 }}
+- --{{ index $pair 0 }}={{ index $pair 1 }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "pykured.ownArgs" -}}
+{{- $p := .Values.pykured -}}
+{{- range $pair := list (list "lock-backend" $p.lockBackend) (list "lease-prefix" $p.leasePrefix) (list "policy-configmap" $p.policyConfigMap) (list "concurrency-label" $p.concurrencyLabel) (list "concurrency-per-label" $p.concurrencyPerLabel) (list "settle-prometheus-query" $p.settle.prometheusQuery) (list "settle-timeout" $p.settle.timeout) (list "reboot-hook-timeout" $p.hooks.timeout) (list "fleetlock-listen" $p.fleetlock.listen) (list "fleetlock-group" $p.fleetlock.group) (list "log-level" $p.logLevel) }}
+{{- if index $pair 1 }}
+- --{{ index $pair 0 }}={{ index $pair 1 }}
+{{- end }}
+{{- end }}
+{{- range $pair := list (list "maintenance-window" $p.maintenanceWindows) (list "blackout" $p.blackouts) (list "settle-pod-selector" $p.settle.podSelectors) }}
+{{- range index $pair 1 }}
+- --{{ index $pair 0 }}={{ . }}
+{{- end }}
+{{- end }}
+{{- range $pair := list (list "before-reboot-annotations" $p.hooks.beforeReboot) (list "after-reboot-annotations" $p.hooks.afterReboot) }}
+{{- with index $pair 1 }}
+- --{{ index $pair 0 }}={{ join "," . }}
+{{- end }}
+{{- end }}
+{{- range $pair := list (list "resume-rolls" $p.resumeRolls) (list "settle-pdbs" $p.settle.pdbs) (list "settle-nodes-ready" $p.settle.nodesReady) }}
+{{- if index $pair 1 }}
+- --{{ index $pair 0 }}
+{{- end }}
+{{- end }}
+{{- if not $p.events }}
+- --events=false
+{{- end }}
+{{- end -}}
+
+{{- define "pykured.extraArgs" -}}
+{{- range $key, $value := .Values.extraArgs }}
+{{- if $value }}
+- --{{ $key }}={{ $value }}
+{{- else }}
+- --{{ $key }}
+{{- end }}
+{{- end }}
+{{- end -}}

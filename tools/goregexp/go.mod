@@ -1,0 +1,3 @@
+module pykured.dev/tools/goregexp
+
+go 1.26.0
