@@ -16,6 +16,7 @@ from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
 from pykured.config import Config
 from pykured.cycle.book import NodeBook
 from pykured.cycle.daemon import Daemon, Parts, Settings
+from pykured.cycle.nodecopy import NodeCopy
 from pykured.cycle.policy import Policy
 from pykured.cycle.steps import Behaviour
 from pykured.drain import Drainer
@@ -26,7 +27,7 @@ from pykured.gates.cycle import CycleGates
 from pykured.gates.settle import NodesReadyGate, PdbGate, PodsReadyGate, PromQueryGate
 from pykured.host import NSENTER
 from pykured.kube import Kube
-from pykured.lock.annotation import AnnotationLock
+from pykured.lock.annotation import WAITING_POLL, AnnotationLock
 from pykured.lock.base import Lock
 from pykured.lock.lease import LeaseLock
 from pykured.lock.paced import GroupPacedLock, node_label_lookup
@@ -101,6 +102,7 @@ def build_lock(cfg: Config, kube: Kube, metrics: Metrics | None = None) -> Lock:
         concurrency=cfg.concurrency,
         ttl=cfg.lock_ttl,
         on_gone_holder=hook,
+        poll_interval=WAITING_POLL,
     )
     lease = LeaseLock(
         kube,
@@ -256,6 +258,13 @@ def _delta(seconds: float) -> datetime.timedelta:
     return datetime.timedelta(seconds=seconds)
 
 
+def node_copy(kube: Kube, node: str) -> NodeCopy:
+    """The agent's copy of its own Node: kept by its watch and by the answers to its writes."""
+    copy = NodeCopy(node)
+    kube.on_node_written(copy.written)
+    return copy
+
+
 def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
     """Build the agent (does not start it), on ``kube`` or the client :func:`kube_for` makes."""
     kube = kube or kube_for(cfg)
@@ -289,7 +298,7 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
     parts = Parts(
         kube=kube,
         lock=build_lock(cfg, kube, metrics),
-        book=NodeBook(kube, node=node),
+        book=NodeBook(kube, node=node, copy=node_copy(kube, node)),
         drainer=build_drainer(cfg, kube, node, cancel),
         rebooter=build_rebooter(cfg),
         sentinel=sentinel,
