@@ -16,7 +16,9 @@ one object per slot instead of one per group:
   of 0–``stagger`` s and keeps watching; when its delay ends, it returns only if its copy still shows a
   free slot (and the daemon's next ``acquire`` takes it), else it goes on waiting and sends nothing. So a
   freed slot wakes, in the common case, the one waiter whose delay ends first: the others see its take
-  in their watch before their own delay ends. A waiter that has died or lost its watch never draws a
+  in their watch before their own delay ends. A waiter whose look found the slot taken all the same (a
+  near tie: a 409) doubles its spread, up to ``STAGGER_MAX``, and takes back ``stagger`` when it gets a
+  slot: near ties thin out as the crowd grows. A waiter that has died or lost its watch never draws a
   delay, so it never holds a slot up: the next delay to end takes it. An expiring TTL also ends the wait.
 * Right after a LIST or a wait that ended on a free slot (within ``FRESH`` seconds) the lock's reads
   (``holding``, ``acquire``, ``release``) use that copy instead of listing again; every write is still a
@@ -56,6 +58,8 @@ FRESH = 1.0
 """Seconds for which a LIST (or a wait's watched copy) stands in for the next read of the slots."""
 STAGGER = 1.0
 """The spread of the waiters' delays after a slot frees (seconds)."""
+STAGGER_MAX = 16.0
+"""The widest spread a waiter backs off to after its looks found the slot taken (seconds)."""
 
 
 def format_micro_time(ns: int) -> str:
@@ -173,6 +177,10 @@ class LeaseLock:
         """Until when (monotonic) :attr:`_copy` stands in for a LIST."""
         self._look_at: float | None = None
         """When (monotonic) this waiter's delay after a freed slot ends (kept across watch calls)."""
+        self._spread = stagger
+        """This waiter's spread: doubled each time its look found the slot taken, reset when it takes one."""
+        self._looked = False
+        """The last wait ended on a free slot in the copy (the next ``acquire`` tells if it came first)."""
 
     watched = True
     """A freed slot ends :meth:`wait_for_change` (the daemon need not look again before ``--period``)."""
@@ -288,7 +296,11 @@ class LeaseLock:
             except KubeError as exc:
                 return self._settle(exc, me, now_ns)
             self._keep(written)
+            self._looked, self._spread = False, self._stagger
             return AcquireResult(True, (*current, lease_entry(body) or LockEntry(me)))
+        if self._looked and conflicted:  # another waiter's delay ended first: wait longer next time
+            self._spread = min(self._spread * 2, max(STAGGER_MAX, self._stagger))
+        self._looked = False
         # Every free slot was taken under us. Who holds them now, the wait's watch (from the version we last
         # saw) will tell: no LIST for that (the result names the holders we knew of).
         return AcquireResult(
@@ -421,7 +433,7 @@ class LeaseLock:
                         return False  # the wait's deadline
                     self._look_at = None
                     if self._free_in_copy():
-                        self._fresh_until = time.monotonic() + FRESH
+                        self._fresh_until, self._looked = time.monotonic() + FRESH, True
                         return True
                     continue  # someone took it first: go on waiting, send nothing
                 if event is None:
@@ -442,7 +454,7 @@ class LeaseLock:
                     self._copy = {k: v for k, v in (self._copy or {}).items() if k != name}
                 freed = kind == "DELETED" or (kind in ("ADDED", "MODIFIED") and lease_entry(obj) is None)
                 if freed and self._look_at is None:
-                    self._look_at = time.monotonic() + self._rng.uniform(0, self._stagger)
+                    self._look_at = time.monotonic() + self._rng.uniform(0, self._spread)
         finally:
             done.set()
 

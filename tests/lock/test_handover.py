@@ -109,6 +109,10 @@ def test_a_freed_slot_wakes_one_waiter_and_the_others_send_nothing(
     assert len(quiet) >= len(waiters) - 3
     for waiter in quiet:
         assert waiter.requests() == before[waiters.index(waiter)], waiter.kube.calls
+    # A near tie (its look found the slot taken: a 409) widens that waiter's spread for the next hand-over.
+    for waiter in woke:
+        if waiter.acquired_at is None:
+            assert waiter.lock._spread == 4.0  # twice the stagger (2 s)
     # The whole hand-over: the winner's write, plus at most a write and a re-watch per near tie.
     extra = sum(w.requests() - b for w, b in zip(waiters, before, strict=True))
     assert extra <= 1 + 2 * (len(woke) - 1), [w.kube.calls for w in woke]
