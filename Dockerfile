@@ -2,15 +2,21 @@
 # Build it with `tools/image-build` (buildah, no Docker engine needed) or any OCI builder:
 # `docker build -t pykured .`
 #
+# The final stage is distroless: Debian 12's python3.11 runtime (gcr.io/distroless/python3-debian12: the
+# interpreter, its standard library and shared libraries, CA certificates, tzdata, /etc/passwd), the agent's
+# dependencies, the agent, and nsenter. No shell, no package manager, no coreutils: no flag of the agent
+# needs them (--reboot-command and --reboot-sentinel-command run in the host's mount namespace through
+# nsenter; --pre-reboot hooks and the other commands are the operator's own programs on the host).
+#
 # What kured's manifests and chart rely on, and how this image provides it:
 #   * /usr/bin/kured is the entry point (manifests use `command: [/usr/bin/kured]`): a symlink to the
-#     console script pip installs at /usr/local/bin/kured.
-#   * /usr/bin/nsenter for --reboot-command / --reboot-sentinel-command (util-linux, Essential in Debian),
-#     tzdata for --time-zone (Python's zoneinfo reads /usr/share/zoneinfo), CA certificates for
-#     notifications and Prometheus over HTTPS: the python:3.11-slim base ships all three (its Dockerfile
-#     installs ca-certificates, netbase and tzdata), so no apt-get runs here; the last step checks them.
-#   * readOnlyRootFilesystem: every module is byte-compiled at build time and PYTHONDONTWRITEBYTECODE=1,
-#     so Python never tries to write __pycache__ at run time.
+#     console script at /usr/local/bin/kured, whose first line runs /usr/bin/python3.11.
+#   * /usr/bin/nsenter for --reboot-command / --reboot-sentinel-command: Debian bookworm's util-linux binary
+#     and the two libraries it links beyond the C library (libselinux, libpcre2-8), copied from the builder.
+#   * tzdata for --time-zone (Python's zoneinfo reads /usr/share/zoneinfo) and CA certificates
+#     (/etc/ssl/certs/ca-certificates.crt, SSL_CERT_FILE) come with the base; the last step checks them.
+#   * readOnlyRootFilesystem: every module (the standard library's too) is byte-compiled at build time and
+#     PYTHONDONTWRITEBYTECODE=1, so Python never tries to write __pycache__ at run time.
 #   * The image runs as root, as kured's does: entering PID 1's mount namespace (nsenter) and signalling
 #     PID 1 need root with hostPID. The unprivileged variant is a pod securityContext matter
 #     (kustomize/overlays/signal: privileged false, only CAP_KILL); the central FleetLock Deployment
@@ -20,34 +26,51 @@
 # `tools/image-build lock`) in layers of their own (/deps in the builder, then in the final image), so a
 # change to pykured's source rebuilds only pykured's small layers. No compiler or build tool reaches the
 # final stage: every dependency ships wheels (--only-binary), and setuptools
-# (image/build-requirements.txt) stays in the builder.
+# (image/build-requirements.txt) stays in the builder. The lock leaves out aiohttp and what only it needs
+# (the Kubernetes client's asyncio twin, which pykured never loads); pydantic stays, as the client's
+# kubeconfig loader imports it.
 #
-# The base, by tag. A release pins it by digest: --build-arg BASE=python:3.11-slim-bookworm@sha256:<digest>
-# (tools/image-build passes PYKURED_IMAGE_BASE through and prints the digest it pulled).
-ARG BASE=python:3.11-slim-bookworm
+# The builder is python:3.11-slim-bookworm (the same Debian release and Python minor version, so the same
+# wheels and bytecode); the final base is distroless. A release pins both by digest:
+# --build-arg BUILDER=python:3.11-slim-bookworm@sha256:<digest>
+# --build-arg BASE=gcr.io/distroless/python3-debian12@sha256:<digest>
+# (tools/image-build passes PYKURED_IMAGE_BUILDER and PYKURED_IMAGE_BASE through and prints the digests).
+ARG BUILDER=python:3.11-slim-bookworm
+ARG BASE=gcr.io/distroless/python3-debian12:latest
 
-FROM ${BASE} AS builder
+FROM ${BUILDER} AS builder
 WORKDIR /src
 COPY image/build-requirements.txt image/requirements.txt /src/image/
-# The Kubernetes client's generated code is 124 of its 126 MB, and pykured never loads it: pykured.kube talks
+# The Kubernetes client's generated code is 124 of its 126 MB, and pykured never loads it: pykured.kube.client talks
 # to the API server with urllib3 itself and uses only the synchronous client's kubeconfig loader (for
 # --kubeconfig; a pod's agent never imports the package). So the asyncio twin (kubernetes.aio, 68 MB) goes,
 # and so do the generated API classes and models (client/api, client/models: 57 MB with bytecode), which the
 # client's __init__ files only load lazily, on first use of a class (their __init__.py files stay).
+# Debian's python3.11 looks for /usr/local's packages in dist-packages (not site-packages), and the bytecode
+# names the files where they will be (/usr/local), not where they are built (/deps).
 # tests/test_image.py runs the image as a node's agent through a full reboot cycle on a real API server.
 RUN pip install --no-cache-dir --no-compile --require-hashes --only-binary=:all: --no-deps \
         -r image/build-requirements.txt \
  && pip install --no-cache-dir --no-compile --require-hashes --only-binary=:all: --no-deps \
         --prefix=/deps -r image/requirements.txt \
- && cd /deps/lib/python3.11/site-packages/kubernetes \
+ && mv /deps/lib/python3.11/site-packages /deps/lib/python3.11/dist-packages \
+ && cd /deps/lib/python3.11/dist-packages/kubernetes \
  && rm -r aio \
  && find client/api client/models -name '*.py' ! -name __init__.py -delete \
- && python -m compileall -q -j 0 --invalidation-mode unchecked-hash /deps
+ && python -m compileall -q -j 0 --invalidation-mode unchecked-hash -s /deps -p /usr/local /deps
+# nsenter and the libraries it needs beyond the C library (which the base has), at their real paths.
+RUN mkdir -p /nsenter/usr/bin \
+ && cp /usr/bin/nsenter /nsenter/usr/bin/ \
+ && for lib in $(ldd /usr/bin/nsenter | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | grep -v '/libc\.so'); do \
+      dir=$(readlink -f "$(dirname "$lib")"); mkdir -p "/nsenter$dir"; cp -L "$lib" "/nsenter$dir/"; \
+    done
 # .dockerignore limits the rest of the context to pyproject.toml, README.md and pykured/ (the agent only).
 COPY pyproject.toml README.md /src/
 COPY pykured /src/pykured
 RUN pip install --no-cache-dir --no-compile --no-deps --no-build-isolation --prefix=/install . \
- && python -m compileall -q -j 0 --invalidation-mode unchecked-hash /install
+ && mv /install/lib/python3.11/site-packages /install/lib/python3.11/dist-packages \
+ && sed -i '1s|.*|#!/usr/bin/python3.11|' /install/bin/kured /install/bin/pykured \
+ && python -m compileall -q -j 0 --invalidation-mode unchecked-hash -s /install -p /usr/local /install
 
 FROM ${BASE}
 ARG VERSION=0.1.0
@@ -55,15 +78,15 @@ LABEL org.opencontainers.image.title="pykured" \
       org.opencontainers.image.description="Kubernetes reboot daemon, a drop-in Python replacement for kured" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
-# Two layers: the dependencies (unchanged by a source change, so cached and shared between versions) and
-# pykured itself.
+# Three layers: nsenter, the dependencies (both unchanged by a source change, so cached and shared between
+# versions) and pykured itself.
+COPY --from=builder /nsenter /
 COPY --from=builder /deps /usr/local
 COPY --from=builder /install /usr/local
 ENV PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1
-RUN ln -s /usr/local/bin/kured /usr/bin/kured \
- && /usr/bin/nsenter --version >/dev/null \
- && test -f /usr/share/zoneinfo/Europe/Berlin \
- && test -s /etc/ssl/certs/ca-certificates.crt \
- && /usr/bin/kured --help >/dev/null
+    PYTHONUNBUFFERED=1 \
+    SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
+# No shell here: one Python step links the entry point, byte-compiles the standard library (the base ships
+# only its sources; files already compiled are skipped) and checks what the agent needs from the image.
+RUN ["/usr/bin/python3.11", "-c", "import compileall, os, subprocess, sys, zoneinfo; os.symlink('/usr/local/bin/kured', '/usr/bin/kured'); ok = compileall.compile_dir('/usr/lib/python3.11', quiet=1); subprocess.run(['/usr/bin/nsenter', '--version'], check=True, stdout=subprocess.DEVNULL); zoneinfo.ZoneInfo('Europe/Berlin'); os.stat('/usr/share/zoneinfo/Europe/Berlin'); assert os.path.getsize('/etc/ssl/certs/ca-certificates.crt') > 0, 'CA certificates'; subprocess.run(['/usr/bin/kured', '--help'], check=True, stdout=subprocess.DEVNULL); sys.exit(0 if ok else 'compileall failed')"]
 ENTRYPOINT ["/usr/bin/kured"]

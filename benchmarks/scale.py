@@ -8,9 +8,13 @@ Prints, from kube-apiserver's own ``/metrics`` (``apiserver_request_total``,
 ``apiserver_longrunning_requests``, ``apiserver_flowcontrol_rejected_requests_total``) and ``/proc``:
 
 * the agents' memory (RSS) once settled;
+* waiting (``--wait-minutes``): every node needs a reboot while the benchmark holds every slot of the lock
+  (holder nodes of its own, with no agent): requests per waiting node per hour by verb and resource;
 * the roll: total time against the ideal (ceil(nodes / concurrency) × the median single-node cycle, cordon to
-  uncordon), API requests per second by verb and resource, 429s, the most open watches, agents' CPU;
-* idle: requests per agent per hour by verb and resource.
+  uncordon), API requests per second by verb and resource, 429s, the most open watches, agents' CPU, and
+  per hand-over (one slot freed and taken) the lock's requests for the whole fleet;
+* idle: requests per agent per hour by verb and resource;
+* the load of 1,000 and 5,000 nodes at a 5-minute cycle, from these figures (see ``project``).
 
 The API server's own background traffic (measured for a minute before any agent starts) and the harness's
 traffic (the simulated kubelet's pod watch, this script's node watch and scrapes) are subtracted or
@@ -35,6 +39,9 @@ from pathlib import Path
 from typing import TextIO
 
 from pykured.core import errors
+from pykured.gocompat.goflags import Duration
+from pykured.lock.annotation import AnnotationLock
+from pykured.lock.lease import LeaseLock
 from pykured_dev.testenv import Cluster
 from pykured_dev.testenv.fleet import Fleet
 
@@ -171,6 +178,87 @@ def table(rates: dict[tuple[str, str], float], unit: str, limit: int = 14) -> li
     return [f"    {verb:<7} {res:<28} {value:10.2f} {unit}" for (verb, res), value in rows]
 
 
+LOCK_RESOURCES = ("leases", "daemonsets")
+HARNESS = (("WATCH", "nodes"), ("WATCH", "pods"), ("PATCH", "nodes/status"), ("PATCH", "pods/status"))
+
+
+def hold_every_slot(cluster: Cluster, opts: argparse.Namespace) -> list[LeaseLock | AnnotationLock]:
+    """Take every slot of the agents' lock for holder nodes of the benchmark's own (Nodes that exist, so no
+    agent frees them as gone; no agent runs on them)."""
+    holders = cluster.add_nodes(*[f"holder-{i}" for i in range(opts.concurrency)])
+    locks: list[LeaseLock | AnnotationLock] = []
+    for name in holders:
+        lock: LeaseLock | AnnotationLock
+        if opts.lock_backend == "lease":
+            lock = LeaseLock(cluster.kube(), namespace="kube-system", prefix="kured-lock", node_id=name,
+                             concurrency=opts.concurrency, ttl=Duration(0))  # fmt: skip
+        else:
+            lock = AnnotationLock(cluster.kube(), namespace="kube-system", ds_name="kured",
+                                  annotation="weave.works/kured-node-lock", node_id=name,
+                                  concurrency=opts.concurrency, ttl=Duration(0))  # fmt: skip
+        assert lock.acquire(unschedulable=False, now_ns=time.time_ns()).acquired, name
+        locks.append(lock)
+    return locks
+
+
+def waiting_phase(
+    cluster: Cluster, opts: argparse.Namespace, background: dict[tuple[str, str], float], out: TextIO
+) -> float:
+    """Every node waits for a held lock for ``--wait-minutes``: requests per waiting node per hour."""
+    w0, _, _ = scrape(cluster)
+    time.sleep(opts.wait_minutes * 60)
+    w1, watches, _ = scrape(cluster)
+    seconds = opts.wait_minutes * 60
+    rates = {
+        k: (v / seconds - background.get(k, 0.0)) * 3600 / opts.nodes
+        for k, v in by_verb_resource(delta(w1, w0)).items()
+    }
+    rates = {k: v for k, v in rates.items() if v > 0.05 and k not in HARNESS}
+    total = sum(rates.values())
+    print(
+        f"  waiting {opts.wait_minutes:g} min, every slot held, all {opts.nodes} nodes needing a reboot: "
+        f"requests per waiting node per hour (background subtracted): total {total:.1f}",
+        file=out,
+    )
+    for line in table(rates, "req/node/h"):
+        print(line, file=out)
+    print(f"  open watches while waiting (all, API server's own included): {watches}", file=out, flush=True)
+    return float(total)
+
+
+def project(
+    opts: argparse.Namespace, *, per_handover: float, per_cycle: float, waiting_per_hour: float, out: TextIO
+) -> None:
+    """The fleet's request rate at 1,000 and 5,000 nodes, a 5-minute cycle, this ``--concurrency``.
+
+    A roll of N nodes hands a slot over h = concurrency / cycle times a second. Each hand-over costs the
+    measured lock requests of the whole fleet and one node's cycle (its own writes, drain, events); each
+    waiting node costs what it asked while waiting (``--wait-minutes``; on the Lease backend a waiter looks
+    again only at its ``--period`` pass, too rare for the window, so that pass is added: a LIST of the Leases
+    and a new watch an hour; the DaemonSet backend's minute passes are in the window).
+    W waiting nodes: N at the start of a roll (the peak), N/2 on average. Every agent also renews its watch
+    on its own Node twice an hour (idle or not).
+    """
+    cycle = 300.0
+    h = opts.concurrency / cycle
+    per_waiter = (waiting_per_hour + (2.0 if opts.lock_backend == "lease" else 0.0)) / 3600
+    print(
+        f"  projection, 5-minute cycle, --concurrency={opts.concurrency} (h = {h:.4f} hand-overs/s): "
+        f"{per_handover:.2f} lock requests per hand-over, {per_cycle:.1f} per node's cycle, "
+        f"{per_waiter * 3600:.1f} per waiting node per hour",
+        file=out,
+    )
+    for nodes in (1000, 5000):
+        renew = nodes * 2 / 3600
+        avg = h * (per_handover + per_cycle) + nodes / 2 * per_waiter + renew
+        peak = h * (per_handover + per_cycle) + nodes * per_waiter + renew
+        print(
+            f"    {nodes:>5} nodes: roll {math.ceil(nodes / opts.concurrency) * cycle / 3600:.1f} h; "
+            f"requests/s average {avg:.1f}, peak {peak:.1f}; idle {renew:.2f}",
+            file=out,
+        )
+
+
 def idle_phase(
     cluster: Cluster,
     fleet: Fleet,
@@ -220,6 +308,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--concurrency", type=int, default=5)
     parser.add_argument("--lock-backend", choices=["lease", "daemonset"], default="lease")
     parser.add_argument("--idle-minutes", type=float, default=10.0)
+    parser.add_argument(
+        "--wait-minutes", type=float, default=5.0, help="every node waits for a held lock this long first"
+    )
     parser.add_argument("--baseline-seconds", type=float, default=60.0)
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument(
@@ -275,6 +366,13 @@ def main(argv: list[str]) -> int:
                 flush=True,
             )
 
+            waiting_per_hour = 0.0
+            if opts.wait_minutes > 0:
+                held = hold_every_slot(cluster, opts)
+                for name in names:
+                    fleet.touch(name)
+                time.sleep(30)  # every agent sees its sentinel (inotify) and starts to wait
+                waiting_per_hour = waiting_phase(cluster, opts, background, out)
             watch = NodeWatch(cluster)
             watch.start()
             time.sleep(1)
@@ -283,8 +381,12 @@ def main(argv: list[str]) -> int:
             children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             most_watches: dict[str, float] = {}
             t0 = time.monotonic()
-            for name in names:
-                fleet.touch(name)
+            if opts.wait_minutes > 0:
+                for lock in held:
+                    lock.release()
+            else:
+                for name in names:
+                    fleet.touch(name)
             deadline = t0 + opts.timeout
             next_scrape = t0
             while time.monotonic() < deadline:
@@ -313,13 +415,7 @@ def main(argv: list[str]) -> int:
             ideal = math.ceil(opts.nodes / opts.concurrency) * cycle
             roll_counts = delta(m1, m0)
             rates = {k: v / roll - background.get(k, 0.0) for k, v in by_verb_resource(roll_counts).items()}
-            harness = (
-                ("WATCH", "nodes"),
-                ("WATCH", "pods"),
-                ("PATCH", "nodes/status"),
-                ("PATCH", "pods/status"),
-            )
-            rates = {k: v for k, v in rates.items() if v > 0.005 and k not in harness}
+            rates = {k: v for k, v in rates.items() if v > 0.005 and k not in HARNESS}
             throttled = sum(v for (_verb, _res, code), v in roll_counts.items() if code == "429")
             print(
                 f"  roll: {rolled}/{opts.nodes} nodes rebooted in {roll:.1f} s; ideal {ideal:.1f} s "
@@ -347,6 +443,25 @@ def main(argv: list[str]) -> int:
                 file=out,
             )
             print(f"  load average after the roll {loadavg()}", file=out, flush=True)
+            handovers = max(rolled, 1)
+            lock_total = sum(v for (_verb, res), v in rates.items() if res in LOCK_RESOURCES) * roll
+            per_handover = lock_total / handovers
+            per_cycle = (sum(rates.values()) * roll - lock_total) / handovers
+            lock_rates = {k: v * roll / handovers for k, v in rates.items() if k[1] in LOCK_RESOURCES}
+            print(
+                f"  per hand-over ({rolled} slots freed and taken): {per_handover:.2f} lock requests for the "
+                f"whole fleet ({', '.join(f'{v} {r} {n:.2f}' for (v, r), n in sorted(lock_rates.items()))}); "
+                f"{per_cycle:.1f} other requests per node's cycle",
+                file=out,
+                flush=True,
+            )
+            project(
+                opts,
+                per_handover=per_handover,
+                per_cycle=per_cycle,
+                waiting_per_hour=waiting_per_hour,
+                out=out,
+            )
 
             if opts.idle_minutes > 0:
                 idle_phase(cluster, fleet, opts, background, base_watches, out)

@@ -160,6 +160,7 @@ class Daemon:
             on_request=self.wake.set,
             clock=self._clock,
             poll_seconds=self.s.period,
+            copy=self.p.book.copy,
         )
         threading.Thread(
             target=watch.run, args=(self.stopping,), name="reboot-request-watch", daemon=True
@@ -311,9 +312,15 @@ class Daemon:
             self._turns.taken()
         return 0
 
-    def _wait_for_lock(self, at_most: float = LOCK_WAIT_MAX) -> float:
-        """Wait for the lock to change in the background; its end (or :meth:`stop`) wakes the loop."""
-        timeout = min(self.s.period, LOCK_WAIT_MAX, at_most)
+    def _wait_for_lock(self, at_most: float | None = None) -> float:
+        """Wait for the lock to change in the background; its end (or :meth:`stop`) wakes the loop.
+
+        A watched lock (Leases) ends the wait itself when a slot frees, so the loop looks again only at
+        ``--period`` (as kured polls its lock); a polled one (kured's annotation) at least every minute."""
+        watched = bool(getattr(self.p.lock, "watched", False))
+        timeout = min(self.s.period, LOCK_WAIT_MAX if not watched else self.s.period)
+        if at_most is not None:
+            timeout = min(timeout, at_most)
         if self._lock_waiter is None or not self._lock_waiter.is_alive():
             self._lock_waiter = threading.Thread(
                 target=self._lock_wait, args=(timeout,), name="lock-wait", daemon=True

@@ -17,6 +17,7 @@ from pykured.config import Config
 from pykured.core.errors import KubeError, NotFoundError
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import Policy
+from pykured.cycle.nodecopy import NodeCopy
 from pykured.cycle.steps import Behaviour, Hands
 from pykured.daemon import Daemon, Parts, Settings
 from pykured.drain import Drainer
@@ -30,7 +31,7 @@ from pykured.host.sentinel import CommandSentinel, FileSentinel, Sentinel
 from pykured.kube.client import Kube
 from pykured.kube.events import EventRecorder
 from pykured.kube.taints import PreferNoScheduleTaint
-from pykured.lock.annotation import AnnotationLock
+from pykured.lock.annotation import WAITING_POLL, AnnotationLock
 from pykured.lock.base import Lock
 from pykured.lock.lease import LeaseLock
 from pykured.lock.paced import GroupPacedLock, node_label_lookup
@@ -103,6 +104,7 @@ def build_lock(cfg: Config, kube: Kube, metrics: Metrics | None = None) -> Lock:
         ttl=cfg.lock_ttl,
         on_gone_holder=hook,
         missing_ok=cfg.lock_backend == "lease",
+        poll_interval=WAITING_POLL,
     )
     lease = LeaseLock(
         kube,
@@ -258,6 +260,13 @@ def _delta(seconds: float) -> datetime.timedelta:
     return datetime.timedelta(seconds=seconds)
 
 
+def node_copy(kube: Kube, node: str) -> NodeCopy:
+    """The agent's copy of its own Node: kept by its watch and by the answers to its writes."""
+    copy = NodeCopy(node)
+    kube.on_node_written(copy.written)
+    return copy
+
+
 def build_hands(
     cfg: Config,
     kube: Kube,
@@ -268,11 +277,13 @@ def build_hands(
     rebooter: Rebooter,
     notifier: Notifier,
     metrics: Metrics,
+    copy: NodeCopy | None = None,
 ) -> Hands:
     """The adapters one node's cycle acts through, the same for every driver (only the rebooter differs:
-    the configured method for the daemon, the grant for FleetLock)."""
+    the configured method for the daemon, the grant for FleetLock; and the agent reads its own Node from
+    its watched ``copy``)."""
     return Hands(
-        book=NodeBook(kube, node=node),
+        book=NodeBook(kube, node=node, copy=copy),
         drainer=build_drainer(cfg, kube, node, cancel),
         lock=lock,
         rebooter=rebooter,
@@ -333,8 +344,9 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
             daemon=None, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance
         )
     hands = build_hands(
-        cfg, kube, node, cancel, lock=lock, rebooter=build_rebooter(cfg), notifier=notifier, metrics=metrics
-    )
+        cfg, kube, node, cancel, lock=lock, rebooter=build_rebooter(cfg), notifier=notifier, metrics=metrics,
+        copy=node_copy(kube, node),
+    )  # fmt: skip
     parts = Parts(
         kube=kube,
         lock=lock,

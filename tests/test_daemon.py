@@ -613,3 +613,19 @@ def test_stop_ends_a_lock_wait_at_once(rig: Rig) -> None:
     thread.join(5)
     assert not thread.is_alive() and time.monotonic() - started < 1.0
     rig.lock.block.set()
+
+
+def test_a_watched_lock_is_looked_at_again_only_at_the_period(rig: Rig) -> None:
+    """A Lease waiter's wait ends by itself when a slot frees: the loop looks again only at ``--period``
+    (kured's cadence); a polled lock (kured's annotation) is looked at every minute."""
+    rig.lock.block = threading.Event()
+    try:
+        assert rig.daemon._wait_for_lock() == 60.0
+        rig.lock.block.set()
+        rig.daemon._lock_waiter.join(1)  # type: ignore[union-attr]
+        rig.lock.block.clear()
+        setattr(rig.lock, "watched", True)  # noqa: B010 - the Lease lock's attribute, on the fake
+        assert rig.daemon._wait_for_lock() == PERIOD
+        assert rig.daemon._wait_for_lock(at_most=15.0) == 15.0  # a turn's grace still bounds it
+    finally:
+        rig.lock.block.set()

@@ -70,7 +70,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-REBOOT_SCRIPT = "#!/bin/sh\necho requested >> /node/requests.log\ntouch /node/reboot-requested\n"
+# The image is distroless (no shell): the stand-in reboot command is a Python script.
+REBOOT_SCRIPT = (
+    "#!/usr/bin/python3.11\n"
+    "with open('/node/requests.log', 'a') as log:\n"
+    "    log.write('requested\\n')\n"
+    "open('/node/reboot-requested', 'a').close()\n"
+)
 
 
 class ImageFleet(Fleet):

@@ -25,6 +25,7 @@ import logging
 from collections.abc import Mapping
 
 from pykured.core import errors
+from pykured.cycle.nodecopy import NodeCopy
 from pykured.cycle.state import (
     IN_PROGRESS_ANNOTATION,
     KEEP,
@@ -47,13 +48,21 @@ _UNPROCESSABLE = 422
 class NodeBook:
     """Reads the cycle's state of one Node and writes its bookkeeping."""
 
-    def __init__(self, kube: Kube, *, node: str) -> None:
+    def __init__(self, kube: Kube, *, node: str, copy: NodeCopy | None = None) -> None:
         self._kube = kube
         self.node = node
+        self.copy = copy
+        """The Node as its watch keeps it (:mod:`pykured.cycle.nodecopy`): read instead of a GET."""
 
     def view(self, entry: LockEntry | None = None) -> NodeState:
-        """GET the node and decode it (with the node's lock entry, when given)."""
-        return NodeState.from_obj(self._kube.get_node(self.node), entry=entry)
+        """The node, decoded (with the node's lock entry, when given): the watched copy while the watch is
+        live, else a GET."""
+        obj = self.copy.get() if self.copy is not None else None
+        if obj is None:
+            obj = self._kube.get_node(self.node)
+            if self.copy is not None:
+                self.copy.offer(obj)
+        return NodeState.from_obj(obj, entry=entry)
 
     def _merge(self, annotations: Mapping[str, str | None]) -> Obj:
         return self._kube.patch_node(

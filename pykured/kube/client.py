@@ -218,6 +218,7 @@ class Kube:
         )
         self._timeout = timeout
         self._local = threading.local()
+        self._node_writes: list[Callable[[str, Obj], None]] = []
 
     # -- construction -------------------------------------------------------------------------------------
 
@@ -410,7 +411,15 @@ class Kube:
 
     def patch_node(self, name: str, patch: Any, *, patch_type: str = STRATEGIC_MERGE_PATCH) -> Obj:
         """PATCH a Node (strategic merge by default; a list body needs ``JSON_PATCH``)."""
-        return self.request("PATCH", f"/api/v1/nodes/{_q(name)}", body=patch, content_type=patch_type)
+        node = self.request("PATCH", f"/api/v1/nodes/{_q(name)}", body=patch, content_type=patch_type)
+        for written in self._node_writes:
+            written(name, node)
+        return node
+
+    def on_node_written(self, callback: Callable[[str, Obj], None]) -> None:
+        """Call ``callback(name, node)`` with the answer to every PATCH of a Node made through this client
+        (the agent's copy of its own Node, :mod:`pykured.cycle.nodecopy`)."""
+        self._node_writes.append(callback)
 
     def patch_node_status(self, name: str, patch: Any, *, patch_type: str = STRATEGIC_MERGE_PATCH) -> Obj:
         """PATCH a Node's status subresource (used by the simulated kubelet)."""

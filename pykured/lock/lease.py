@@ -11,9 +11,18 @@ one object per slot instead of one per group:
   ``resourceVersion`` (409 = it changed). So a slot has at most one holder. Before taking one, the unexpired
   holders of *all* labelled Leases are counted (Leases left over from a larger ``--concurrency`` included).
 * Release sets ``holderIdentity`` to null and keeps the object (``leaseTransitions`` counts handovers).
-* Waiting nodes watch the labelled Leases from the listed resourceVersion (410 Gone → re-list). When a
-  slot frees, a waiter sleeps a random 0–``jitter`` s (anti-stampede: fewer 409s) and returns, and the
-  daemon's next ``acquire`` takes it. An expiring TTL also ends the wait.
+* Waiting nodes watch the labelled Leases from the listed resourceVersion (410 Gone → re-list) and keep
+  their own copy of the slots from the watch's events. When a slot frees, each waiter draws a random delay
+  of 0–``stagger`` s and keeps watching; when its delay ends, it returns only if its copy still shows a
+  free slot (and the daemon's next ``acquire`` takes it), else it goes on waiting and sends nothing. So a
+  freed slot wakes, in the common case, the one waiter whose delay ends first: the others see its take
+  in their watch before their own delay ends. A waiter whose look found the slot taken all the same (a
+  near tie: a 409) doubles its spread, up to ``STAGGER_MAX``, and takes back ``stagger`` when it gets a
+  slot: near ties thin out as the crowd grows. A waiter that has died or lost its watch never draws a
+  delay, so it never holds a slot up: the next delay to end takes it. An expiring TTL also ends the wait.
+* Right after a LIST or a wait that ended on a free slot (within ``FRESH`` seconds) the lock's reads
+  (``holding``, ``acquire``, ``release``) use that copy instead of listing again; every write is still a
+  compare-and-swap on the Lease's resourceVersion, so a stale copy costs a 409, never a second holder.
 * An ambiguous write failure (5xx, timeout) is settled by re-listing; it is never blindly repeated.
 * RBAC: ``get``, ``list``, ``watch``, ``create``, ``update`` on leases in the namespace.
 """
@@ -22,9 +31,11 @@ from __future__ import annotations
 
 import logging
 import math
+import queue
 import random
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from pykured.core.errors import ConflictError, KubeError, LockError
@@ -43,6 +54,12 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 LOCK_LABEL = "pykured.dev/lock"
 UNSCHEDULABLE_ANNOTATION = "pykured.dev/unschedulable"
 _NS = 1_000_000_000
+FRESH = 1.0
+"""Seconds for which a LIST (or a wait's watched copy) stands in for the next read of the slots."""
+STAGGER = 1.0
+"""The spread of the waiters' delays after a slot frees (seconds)."""
+STAGGER_MAX = 16.0
+"""The widest spread a waiter backs off to after its looks found the slot taken (seconds)."""
 
 
 def format_micro_time(ns: int) -> str:
@@ -129,10 +146,10 @@ class LeaseLock:
         concurrency: int,
         ttl: Duration,
         on_gone_holder: GoneHolderHook | None = None,
-        jitter: float = 0.25,
+        stagger: float = STAGGER,
         retry_interval: float = 1.0,
         retry_timeout: float = 60.0,
-        watch_timeout: int = 300,
+        watch_timeout: int = 1800,
         liveness_interval: float | None = 30.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -142,7 +159,7 @@ class LeaseLock:
         self._node_id = node_id
         self._concurrency = concurrency
         self._ttl = ttl
-        self._jitter = jitter
+        self._stagger = stagger
         self._retry_interval = retry_interval
         self._retry_timeout = retry_timeout
         self._watch_timeout = watch_timeout
@@ -153,7 +170,20 @@ class LeaseLock:
         self._selector = f"{LOCK_LABEL}={prefix}"
         self._rv: str | None = None
         self._next_expiry_ns: int | None = None
-        self._rng = random.Random()  # noqa: S311 - jitter, not cryptography
+        self._rng = random.Random()  # noqa: S311 - the waiters' delays, not cryptography
+        self._copy: dict[str, Obj] | None = None
+        """The slots as last listed, watched or written (replaced whole, never changed in place)."""
+        self._fresh_until = 0.0
+        """Until when (monotonic) :attr:`_copy` stands in for a LIST."""
+        self._look_at: float | None = None
+        """When (monotonic) this waiter's delay after a freed slot ends (kept across watch calls)."""
+        self._spread = stagger
+        """This waiter's spread: doubled each time its look found the slot taken, reset when it takes one."""
+        self._looked = False
+        """The last wait ended on a free slot in the copy (the next ``acquire`` tells if it came first)."""
+
+    watched = True
+    """A freed slot ends :meth:`wait_for_change` (the daemon need not look again before ``--period``)."""
 
     @property
     def node_id(self) -> str:
@@ -169,7 +199,9 @@ class LeaseLock:
 
     # -- I/O --------------------------------------------------------------------------------------
 
-    def _list(self) -> dict[str, Obj]:
+    def _list(self, *, keep: bool = False) -> dict[str, Obj]:
+        """LIST the slots (retried); ``keep``: the next reads within ``FRESH`` seconds may use this one (a
+        pass's ``holding``, then its ``acquire`` or ``release``)."""
         answer = read_until_deadline(
             lambda: self._kube.list_leases(self._namespace, label_selector=self._selector),
             interval=self._retry_interval,
@@ -182,6 +214,28 @@ class LeaseLock:
         )
         self._rv = (answer.get("metadata") or {}).get("resourceVersion")
         leases = {item["metadata"]["name"]: item for item in answer.get("items") or []}
+        self._copy = leases
+        self._fresh_until = time.monotonic() + FRESH if keep else 0.0
+        self._note_expiries(leases)
+        return dict(leases)
+
+    def _leases(self, *, keep: bool = False, consume: bool = False) -> dict[str, Obj]:
+        """The slots: the copy a pass's ``holding`` (or a wait that ended on a free slot) made within the last
+        ``FRESH`` seconds (``consume``: only once), else a LIST."""
+        copy = self._copy
+        if copy is not None and time.monotonic() < self._fresh_until:
+            if consume:
+                self._fresh_until = 0.0
+            return dict(copy)
+        return self._list(keep=keep)
+
+    def _keep(self, lease: Obj) -> None:
+        """The answer to our own write goes into the copy (the next read sees what we wrote)."""
+        name = (lease.get("metadata") or {}).get("name")
+        if self._copy is not None and name:
+            self._copy = {**self._copy, name: lease}
+
+    def _note_expiries(self, leases: dict[str, Obj]) -> None:
         now = time.time_ns()
         expiries = [
             end
@@ -189,7 +243,6 @@ class LeaseLock:
             if e is not None and e.ttl_ns > 0 and (end := e.created_ns + e.ttl_ns) > now
         ]
         self._next_expiry_ns = min(expiries, default=None)  # only future expiries end a wait (no hot loop)
-        return leases
 
     def _body(self, name: str, base: Obj | None, holder: str | None, unschedulable: bool, now_ns: int) -> Obj:
         lease = lease_body(
@@ -209,13 +262,13 @@ class LeaseLock:
 
     def _free(self, lease: Obj) -> None:
         name = lease["metadata"]["name"]
-        self._kube.replace_lease(self._namespace, name, self._body(name, lease, None, False, 0))
+        self._keep(self._kube.replace_lease(self._namespace, name, self._body(name, lease, None, False, 0)))
 
     # -- the Lock protocol ------------------------------------------------------------------------
 
     def acquire(self, *, unschedulable: bool, now_ns: int, node_id: str | None = None) -> AcquireResult:
         me = node_id or self._node_id
-        leases = self._list()
+        leases = self._leases(consume=True)
         entries = {name: e for name, lease in leases.items() if (e := lease_entry(lease)) is not None}
         current = live(entries.values(), now_ns)
         if find(current, me):
@@ -228,20 +281,31 @@ class LeaseLock:
             current = live(entries.values(), now_ns)
             if len(current) >= self.concurrency:
                 return AcquireResult(False, current)
+        conflicted = False
         for name in self._candidates(leases, entries, me, now_ns):
             lease = leases.get(name)
             body = self._body(name, lease, me, unschedulable, now_ns)
             try:
                 if lease is None:
-                    self._kube.create_lease(self._namespace, body)
+                    written = self._kube.create_lease(self._namespace, body)
                 else:
-                    self._kube.replace_lease(self._namespace, name, body)
+                    written = self._kube.replace_lease(self._namespace, name, body)
             except ConflictError:
+                conflicted, self._fresh_until = True, 0.0  # our copy was stale: the next read lists
                 continue  # another node took (or touched) this slot first
             except KubeError as exc:
                 return self._settle(exc, me, now_ns)
+            self._keep(written)
+            self._looked, self._spread = False, self._stagger
             return AcquireResult(True, (*current, lease_entry(body) or LockEntry(me)))
-        return AcquireResult(False, live(self.entries(), now_ns))
+        if self._looked and conflicted:  # another waiter's delay ended first: wait longer next time
+            self._spread = min(self._spread * 2, max(STAGGER_MAX, self._stagger))
+        self._looked = False
+        # Every free slot was taken under us. Who holds them now, the wait's watch (from the version we last
+        # saw) will tell: no LIST for that (the result names the holders we knew of).
+        return AcquireResult(
+            False, current if conflicted and self._rv is not None else live(self.entries(), now_ns)
+        )
 
     def _candidates(
         self, leases: dict[str, Obj], entries: dict[str, LockEntry], me: str, now_ns: int
@@ -259,12 +323,16 @@ class LeaseLock:
     def _settle(self, exc: KubeError, me: str, now_ns: int) -> AcquireResult:
         """After an ambiguous write failure: did it land? Re-list and look."""
         logger.warning("Error writing a lock lease in %s, re-reading: %s", self.where, exc)
-        current = live(self.entries(), now_ns)
+        current = live(self._entries(self._list()), now_ns)
         return AcquireResult(find(current, me) is not None, current)
+
+    @staticmethod
+    def _entries(leases: dict[str, Obj]) -> list[LockEntry]:
+        return [e for lease in leases.values() if (e := lease_entry(lease)) is not None]
 
     def entries(self) -> list[LockEntry]:
         """Every holder of a labelled Lease, expired or not."""
-        return [e for lease in self._list().values() if (e := lease_entry(lease)) is not None]
+        return self._entries(self._list())
 
     def _free_gone_holders(self, leases: dict[str, Obj], entries: dict[str, LockEntry], me: str) -> bool:
         """Free the slots of holders whose Node is gone (conditional on the listed resourceVersion)."""
@@ -285,7 +353,7 @@ class LeaseLock:
     def holding(
         self, *, now_ns: int, honour_ttl: bool = True, node_id: str | None = None
     ) -> LockEntry | None:
-        entry = find(self.entries(), node_id or self._node_id)
+        entry = find(self._entries(self._leases(keep=True)), node_id or self._node_id)
         if entry is None or (honour_ttl and ttl_expired(entry, now_ns)):
             return None
         return entry
@@ -295,11 +363,9 @@ class LeaseLock:
         deadline = time.monotonic() + self._retry_timeout
         released = False
         while True:
-            mine = [
-                lease
-                for lease in self._list().values()
-                if (lease_entry(lease) or LockEntry("")).node_id == me
-            ]
+            # the pass's read once (a retry after a conflict lists again)
+            leases = self._leases(consume=True)
+            mine = [lease for lease in leases.values() if (lease_entry(lease) or LockEntry("")).node_id == me]
             if not mine and not released:
                 logger.info("Lock not held by %s in %s: nothing to release", me, self.where)
             retry = False
@@ -321,42 +387,93 @@ class LeaseLock:
         return live(self.entries(), now_ns)
 
     def wait_for_change(self, timeout: float) -> None:
-        """Watch the slots until one frees (or a TTL runs out), then return after a 0–``jitter`` s pause."""
+        """Watch the slots until one frees and this waiter's delay ends with a slot still free (or a TTL runs
+        out, or ``timeout`` passes)."""
         deadline = time.monotonic() + timeout
         if self._next_expiry_ns is not None:
             deadline = min(
                 deadline, time.monotonic() + max(0.0, (self._next_expiry_ns - time.time_ns()) / _NS)
             )
         try:
-            if self._rv is None:
+            if self._rv is None or self._copy is None:
                 self._list()
             while (remaining := deadline - time.monotonic()) > 0 and self._rv is not None:
-                if self._watch(min(math.ceil(remaining), self._watch_timeout)):
-                    self._sleep(self._rng.uniform(0, self._jitter))
+                if self._watch(min(math.ceil(remaining), self._watch_timeout), deadline):
                     return
         except (KubeError, LockError) as exc:
             logger.debug("Watching the lock leases %s failed: %s", self.where, exc)
             self._rv = None
             self._sleep(min(max(deadline - time.monotonic(), 0.0), self._retry_interval))
 
-    def _watch(self, seconds: int) -> bool:
-        """One watch call; ``True`` as soon as a slot may have freed. 410 Gone clears the resourceVersion."""
+    def _free_in_copy(self) -> bool:
+        """Whether our copy of the slots shows a free one (fewer unexpired holders than slots)."""
+        return len(live(self._entries(self._copy or {}), time.time_ns())) < self.concurrency
+
+    def _watch(self, seconds: int, deadline: float) -> bool:
+        """One watch call, keeping the copy of the slots from its events; ``True`` when this waiter should
+        look (its delay after a freed slot ended with a slot still free, or 410 Gone), ``False`` when the
+        watch or the wait ended."""
         assert self._rv is not None
         events = self._kube.watch_leases(
             self._namespace, resource_version=self._rv, label_selector=self._selector, timeout_seconds=seconds
         )
+        feed: queue.Queue[Obj | BaseException | None] = queue.Queue()
+        done = threading.Event()
+        threading.Thread(
+            target=_read_events, args=(events, feed, done), name="lease-watch", daemon=True
+        ).start()
         try:
-            for event in events:
+            while True:
+                look_at = self._look_at
+                until = deadline if look_at is None else min(look_at, deadline)
+                try:
+                    event = feed.get(timeout=max(until - time.monotonic(), 0.0))
+                except queue.Empty:
+                    if look_at is None or time.monotonic() < look_at:
+                        return False  # the wait's deadline
+                    self._look_at = None
+                    if self._free_in_copy():
+                        self._fresh_until, self._looked = time.monotonic() + FRESH, True
+                        return True
+                    continue  # someone took it first: go on waiting, send nothing
+                if event is None:
+                    return False  # the server ended the watch: the next one goes on from our version
+                if isinstance(event, BaseException):
+                    raise event
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
                     logger.debug("Lease watch ended: %s", obj.get("message"))
                     self._rv = None
                     return True
-                self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
-                if kind == "DELETED" or (kind in ("ADDED", "MODIFIED") and lease_entry(obj) is None):
-                    return True
+                meta = obj.get("metadata") or {}
+                self._rv = meta.get("resourceVersion") or self._rv
+                name = meta.get("name")
+                if kind in ("ADDED", "MODIFIED") and name:
+                    self._copy = {**(self._copy or {}), name: obj}
+                elif kind == "DELETED" and name:
+                    self._copy = {k: v for k, v in (self._copy or {}).items() if k != name}
+                freed = kind == "DELETED" or (kind in ("ADDED", "MODIFIED") and lease_entry(obj) is None)
+                if freed and self._look_at is None:
+                    self._look_at = time.monotonic() + self._rng.uniform(0, self._spread)
         finally:
-            close = getattr(events, "close", None)
-            if close is not None:
-                close()
-        return False
+            done.set()
+
+
+def _read_events(
+    events: Iterator[Obj], feed: queue.Queue[Obj | BaseException | None], done: threading.Event
+) -> None:
+    """Hand a watch's events to the waiting thread until it stops listening (the watch then closes at its
+    next event or when the server ends it)."""
+    try:
+        for event in events:
+            if done.is_set():
+                break
+            feed.put(event)
+        else:
+            feed.put(None)
+    except BaseException as exc:  # handed over to the waiting thread
+        feed.put(exc)
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()

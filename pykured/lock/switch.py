@@ -109,5 +109,10 @@ class GuardedLock:
     def holders(self, *, now_ns: int) -> tuple[LockEntry, ...]:
         return self._primary.holders(now_ns=now_ns)
 
+    @property
+    def watched(self) -> bool:
+        """Whether the primary backend's wait ends by itself when a slot frees."""
+        return bool(getattr(self._primary, "watched", False))
+
     def wait_for_change(self, timeout: float) -> None:
         self._primary.wait_for_change(timeout)

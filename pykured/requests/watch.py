@@ -2,11 +2,15 @@
 
 The agent watches its Node as the kubelet does (``fieldSelector=metadata.name=<node>``), from the
 resourceVersion of one GET, and hands every new copy to :meth:`RequestKeeper.see`; a request that became
-pending wakes the loop. An idle agent then costs the API server one long-running watch, re-opened about every
-half hour, instead of a GET a minute. The watch needs ``watch`` on nodes, which kured's RBAC (``get``,
+pending wakes the loop. An idle agent then costs the API server one long-running watch, renewed about every
+half hour from the last version it saw (bookmarks keep it recent: one request, no GET), instead of a GET a
+minute. The watch needs ``watch`` on nodes, which kured's RBAC (``get``,
 ``patch``) does not grant: on 403 the agent re-reads its Node every ``--period`` instead (as kured checks
 its sentinel; the loop's own pass reads the Node then too), and tries the watch again after an hour (the
 RBAC may have changed). Never raises; other failures back off up to a minute.
+
+While the watch is live, the copies it sees also keep the agent's :class:`~pykured.cycle.nodecopy.NodeCopy`,
+from which the loop's passes read the Node instead of GETting it; when it is not, they GET it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import threading
 from collections.abc import Callable
 
 from pykured.core import errors
+from pykured.cycle.nodecopy import NodeCopy
 from pykured.kube.client import Kube, Obj
 from pykured.requests.keeper import RequestKeeper
 
@@ -40,8 +45,10 @@ class RequestWatch:
         clock: Callable[[], datetime.datetime],
         watch_seconds: int = WATCH_SECONDS,
         poll_seconds: float = POLL_SECONDS,
+        copy: NodeCopy | None = None,
     ) -> None:
         self._kube = kube
+        self._copy = copy
         self._keeper = keeper
         self._on_request = on_request
         self._clock = clock
@@ -76,24 +83,47 @@ class RequestWatch:
             self._on_request()
 
     def _follow(self, stopping: threading.Event) -> None:
-        """One GET, then the watch until the server ends it (or it fails, or 410 Gone)."""
-        node = self._kube.get_node(self._keeper.node)
-        self._seen(node)
-        rv = str((node.get("metadata") or {}).get("resourceVersion") or "")
+        """One GET, then watches from the last version seen, each until the server ends it, until one fails
+        or gets 410 Gone (then the caller starts again from a GET).
+
+        Bookmarks keep the version recent, so a watch the server ended is renewed with one request. While it
+        follows, the watched copy (when given) serves the loop's passes instead of a GET."""
+        try:
+            node = self._kube.get_node(self._keeper.node)
+            self._seen(node)
+            if self._copy is not None:
+                self._copy.offer(node)
+            rv = str((node.get("metadata") or {}).get("resourceVersion") or "")
+            while rv and not stopping.is_set():
+                rv = self._watch(rv, stopping)
+        finally:
+            if self._copy is not None:
+                self._copy.set_live(False)
+
+    def _watch(self, rv: str, stopping: threading.Event) -> str:
+        """One watch from ``rv``; returns the last version seen ("" after 410 Gone or a stop)."""
         events = self._kube.watch_nodes(
             resource_version=rv,
             field_selector=f"metadata.name={self._keeper.node}",
             timeout_seconds=self._watch_seconds,
         )
         self.watching = True
+        if self._copy is not None:
+            self._copy.set_live(True)
         for event in events:
             if stopping.is_set():
-                return
+                return ""
             kind, obj = event.get("type"), event.get("object") or {}
             if kind == "ERROR":
-                return  # 410 Gone: start again from a GET
+                return ""  # 410 Gone: start again from a GET
+            rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
             if kind in ("ADDED", "MODIFIED"):
+                if self._copy is not None:
+                    self._copy.offer(obj)
                 self._seen(obj)
+            elif kind == "DELETED" and self._copy is not None:
+                self._copy.deleted()
+        return rv
 
     def _poll(self, stopping: threading.Event) -> None:
         """kured's RBAC: re-read the Node every ``poll_seconds`` (``--period``), for about an hour."""

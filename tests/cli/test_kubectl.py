@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from pykured.cli import kubectl
 from pykured.cli import agent as cli
+from pykured.cli import kubectl
 from pykured.config.flags import usage
 from pykured_dev.testenv.procs import find_binaries
 from tests.testenv import TestEnv

@@ -1,0 +1,167 @@
+"""The Lease lock's hand-over on the real API server: a freed slot wakes one waiter, the others send nothing.
+
+Each waiter has its own client (:class:`FaultyKube` counts every call it makes); they all wait on the same
+slot. When the holder releases it, the waiter whose delay ends first takes it; the others see the take in
+their watch and go on waiting without a request. A waiter that has died or whose watch is stuck never holds
+the slot up.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pykured.lock.lease import LeaseLock
+from tests.lock.conftest import FaultyKube, make_lease_lock
+from tests.testenv import TestEnv
+
+pytestmark = pytest.mark.k8s
+
+
+class Waiter:
+    """One waiting node: acquire, and on failure wait for a change, until it holds the slot or is stopped."""
+
+    def __init__(self, lock: LeaseLock, kube: FaultyKube) -> None:
+        self.lock, self.kube = lock, kube
+        self.woke = 0
+        """How many times its wait ended (it then tried the lock)."""
+        self.acquired_at: float | None = None
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            if self.lock.acquire(unschedulable=False, now_ns=time.time_ns()).acquired:
+                self.acquired_at = time.monotonic()
+                return
+            self.lock.wait_for_change(20)
+            self.woke += 1
+
+    def requests(self) -> int:
+        return sum(self.kube.calls.values())
+
+
+@pytest.fixture
+def waiters() -> Iterator[list[Waiter]]:
+    made: list[Waiter] = []
+    yield made
+    for waiter in made:
+        waiter.stopping.set()
+
+
+def start_waiters(
+    k8s: TestEnv, namespace: str, names: list[str], made: list[Waiter], **kw: Any
+) -> list[Waiter]:
+    """Waiters for ``names``, each with its own client, appended to ``made`` and started."""
+    new = []
+    for name in names:
+        kube = FaultyKube(k8s.kube_as("pykured-admin", ["system:masters"]))
+        new.append(Waiter(make_lease_lock(kube, namespace, name, **kw), kube))
+    made.extend(new)
+    for waiter in new:
+        waiter.thread.start()
+    return made
+
+
+def settled(waiters: list[Waiter]) -> bool:
+    """Every waiter has tried once and is watching (its first watch call was made)."""
+    return all(w.kube.calls.get("watch_leases", 0) >= 1 for w in waiters)
+
+
+def wait_until(predicate: Any, timeout: float) -> bool:
+    pause = threading.Event()
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        pause.wait(0.05)
+    return bool(predicate())
+
+
+def test_a_freed_slot_wakes_one_waiter_and_the_others_send_nothing(
+    k8s: TestEnv, nodes: Any, waiters: list[Waiter]
+) -> None:
+    namespace = k8s.new_namespace()
+    holder, *names = nodes(9)
+    holding = make_lease_lock(k8s.kube(), namespace, holder)
+    assert holding.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    start_waiters(k8s, namespace, names, waiters, stagger=2.0, watch_timeout=60)
+    assert wait_until(lambda: settled(waiters), 20)
+    before = [w.requests() for w in waiters]
+
+    released_at = time.monotonic()
+    holding.release()
+    assert wait_until(lambda: any(w.acquired_at for w in waiters), 10)
+    winner = next(w for w in waiters if w.acquired_at)
+    assert winner.acquired_at is not None
+    assert winner.acquired_at - released_at < 3.0  # within the stagger (2 s) and a round trip
+    # Give the others' delays (at most 2 s after the release) time to end: none of them takes a turn.
+    threading.Event().wait(max(0.0, released_at + 3.0 - time.monotonic()))
+
+    woke = [w for w in waiters if w.woke]
+    assert sum(1 for w in waiters if w.acquired_at) == 1
+    assert len(woke) <= 3, [w.woke for w in waiters]  # the winner, and at most a near tie or two
+    quiet = [w for w in waiters if not w.woke]
+    assert len(quiet) >= len(waiters) - 3
+    for waiter in quiet:
+        assert waiter.requests() == before[waiters.index(waiter)], waiter.kube.calls
+    # A near tie (its look found the slot taken: a 409) widens that waiter's spread for the next hand-over.
+    for waiter in woke:
+        if waiter.acquired_at is None:
+            assert waiter.lock._spread == 4.0  # twice the stagger (2 s)
+    # The whole hand-over: the winner's write, plus at most a write and a re-watch per near tie.
+    extra = sum(w.requests() - b for w, b in zip(waiters, before, strict=True))
+    assert extra <= 1 + 2 * (len(woke) - 1), [w.kube.calls for w in woke]
+
+
+def test_a_waiter_whose_watch_is_stuck_never_holds_the_slot_up(
+    k8s: TestEnv, nodes: Any, waiters: list[Waiter]
+) -> None:
+    """One waiter's watch delivers nothing (a hung agent, or a lost connection not yet noticed): the slot
+    goes to the other waiter all the same, within the stagger."""
+    namespace = k8s.new_namespace()
+    holder, stuck_name, alive_name = nodes(3)
+    holding = make_lease_lock(k8s.kube(), namespace, holder)
+    assert holding.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    stuck_kube = FaultyKube(k8s.kube_as("pykured-admin", ["system:masters"]))
+    listening, never = threading.Event(), threading.Event()
+
+    def silent(*args: Any, **kwargs: Any) -> Any:
+        listening.set()
+        never.wait(30)
+        yield from ()
+
+    stuck_kube.replaced["watch_leases"] = silent
+    stuck = Waiter(
+        make_lease_lock(stuck_kube, namespace, stuck_name, stagger=1.0, watch_timeout=60), stuck_kube
+    )
+    waiters.append(stuck)
+    stuck.thread.start()
+    (alive,) = start_waiters(k8s, namespace, [alive_name], waiters, stagger=1.0, watch_timeout=60)[1:]
+    assert wait_until(lambda: listening.is_set() and settled([alive]), 20)
+    released_at = time.monotonic()
+    holding.release()
+    assert wait_until(lambda: alive.acquired_at is not None, 10)
+    assert alive.acquired_at is not None and alive.acquired_at - released_at < 2.5
+    assert stuck.acquired_at is None
+    never.set()
+
+
+def test_with_no_waiter_left_alive_the_slot_stays_free_and_nobody_asks(
+    k8s: TestEnv, nodes: Any, waiters: list[Waiter]
+) -> None:
+    """A waiter that died (its process is gone: it never waits again) sends nothing and holds nothing; the
+    next node that comes takes the free slot at once."""
+    namespace = k8s.new_namespace()
+    holder, dead, late = nodes(3)
+    holding = make_lease_lock(k8s.kube(), namespace, holder)
+    assert holding.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    dead_lock = make_lease_lock(k8s.kube(), namespace, dead)
+    assert not dead_lock.acquire(unschedulable=False, now_ns=time.time_ns()).acquired  # then it dies
+    holding.release()
+    newcomer = make_lease_lock(k8s.kube(), namespace, late)
+    assert newcomer.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
