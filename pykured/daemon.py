@@ -42,6 +42,7 @@ from pykured.metrics import Metrics, NullMetrics
 from pykured.notify import Notifier
 from pykured.policy.maintenance import Window
 from pykured.requests.keeper import RequestKeeper
+from pykured.requests.record import Classified
 from pykured.requests.watch import RequestWatch
 from pykured.roll.queue import RollQueue
 from pykured.roll.turns import RollTurns
@@ -147,6 +148,8 @@ class Daemon:
         """``--resume-rolls``: the node's turn in the roll (cycle.turns)."""
         self._sentinel = False
         self._waiting_for_lock = False
+        self._request: Classified | None = None
+        """This pass's classification of the reboot request (its writes follow the step)."""
 
     # -- the loop ----------------------------------------------------------------------------------------
 
@@ -222,6 +225,9 @@ class Daemon:
         except errors.PykuredError as exc:
             logger.error("Step %s failed for node %s, will retry: %s", action.step.value, self.s.node, exc)
             pause = ERROR_BACKOFF
+        if self._request is not None:  # the writes the request's classification asks for, as a step
+            self.requests.tidy(obs.node, self._request, now, in_cycle=obs.node.reboot_boot_id is not None)
+            self._request = None
         if self._turns is not None and action.step is not Step.ACQUIRE:  # ACQUIRE renews or clears it itself
             self._turns.after_pass(obs.node, required=obs.required is True, in_window=obs.in_window, now=now)
         self._publish_status(obs, action, now)
@@ -259,7 +265,7 @@ class Daemon:
         """Read the sentinel, the window, the Node and the lock (and the blockers when they matter)."""
         required = self._sentinel = self._refresh_metric()
         node = self.p.book.view(self.p.lock.holding(now_ns=unix_ns(now), honour_ttl=False))
-        request = self.requests.observe(node, now, in_cycle=node.reboot_boot_id is not None)
+        request = self._request = self.requests.observe(node, now)
         if request.pending:  # a reboot request for the current boot counts as the sentinel does
             required = True
             self.p.metrics.set_reboot_required(self.s.node, True)

@@ -347,8 +347,12 @@ class CycleRunner:
     # -- reboot hooks and settle gates (pykured.gates) -----------------------------------------------------
 
     def _hold(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
-        """Keep the lock while a hook or settle gate is closed; log each new reason once."""
+        """Keep the lock while a hook or settle gate is closed; log each new reason once. A phase that has
+        not begun is begun here (the hooks are asked, the settle start stamped), then looked at at once."""
         gate = action.gate
+        if gate is not None and gate.start and self.h.gates:
+            self.h.gates.start(gate.start, now)
+            return Outcome(pause=0.0)
         reason = str(gate.reason) if gate else action.reason
         deadline = gate.deadline if gate else None
         if reason != self._last_gate:

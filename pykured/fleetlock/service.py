@@ -257,6 +257,8 @@ class FleetLockService:
             return p.Reply(p.BLOCKED, f"Reboot blocked: {action.reason}")
         if step is Step.HOLD:
             runner.execute(action, obs, now)
+            if action.gate is not None and action.gate.start:
+                return None  # the phase began (hooks asked, settle start stamped): look again at once
             if required:
                 return p.Reply(p.LOCK_HELD, f"node {node}: {action.reason}")
             return p.ok(f"node {node} rebooted; release scheduled ({action.reason})")
@@ -353,7 +355,7 @@ class FleetLockService:
                 runner.execute(action, obs, now)
                 if action.step is Step.POST_REBOOT:
                     self.count("released_no_steady_state")
-                if action.step is Step.HOLD:
+                if action.step is Step.HOLD and not (action.gate is not None and action.gate.start):
                     return
 
     def stop(self) -> None:

@@ -21,6 +21,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pykured.core.model import Reason
 from pykured.gates.hooks import MERGE_PATCH, RebootHook, phase_since
 from pykured.gates.phase import Gate, GatePhase, GateResult, Verdict, evaluate
 from pykured.gates.settle import DRAINED_PDBS_ANNOTATION, record_drained_pdbs
@@ -69,9 +70,19 @@ class CycleGates:
     def _hook_phase(self, hook: RebootHook, node: Mapping[str, Any], now: datetime.datetime) -> GateResult:
         since = hook.since(node)
         if since is None:
-            since = hook.begin(now)
-            node = self._node_obj()
+            return GateResult(
+                Verdict.WAIT, Reason(hook.name, f"asking the {hook.phase}-reboot hooks"), start=hook.phase
+            )
         return evaluate(GatePhase(hook.name, (hook,), self.hook_timeout), node, since=since, now=now)
+
+    def start(self, phase: str, now: datetime.datetime) -> None:
+        """Begin a phase the evaluation found not begun: ask the hooks, or stamp the settle gates' start."""
+        if phase == "before":
+            self.before.begin(now)
+        elif phase == "after":
+            self.after.begin(now)
+        elif phase == "settle":
+            self._stamp(SETTLE_SINCE_ANNOTATION, now)
 
     def before_drain(self, now: datetime.datetime) -> GateResult:
         if not self.before:
@@ -87,14 +98,13 @@ class CycleGates:
         node = self._node_obj()
         if self.after:
             result = self._hook_phase(self.after, node, now)
-            if result.verdict is Verdict.WAIT:
-                return result
-            node = self._node_obj()
-            if result.verdict is Verdict.TIMED_OUT:
+            if result.verdict is not Verdict.OPEN:
                 return result
         if not self.settle:
             return _OPEN
-        since = phase_since(node, SETTLE_SINCE_ANNOTATION) or self._stamp(SETTLE_SINCE_ANNOTATION, now)
+        since = phase_since(node, SETTLE_SINCE_ANNOTATION)
+        if since is None:
+            return GateResult(Verdict.WAIT, Reason("settle", "starting the settle gates"), start="settle")
         return evaluate(self.settle, node, since=since, now=now)
 
     def clear(self) -> None:

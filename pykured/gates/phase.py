@@ -44,6 +44,9 @@ class GateResult:
     verdict: Verdict
     reason: Reason | None = None
     deadline: datetime.datetime | None = None
+    start: str = ""
+    """A phase that has not begun (``before``, ``after``, ``settle``): the wait's step begins it (labels
+    the Node, stamps its start); evaluating never writes."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

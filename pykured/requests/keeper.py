@@ -77,18 +77,23 @@ class RequestKeeper:
 
     # -- requests ------------------------------------------------------------------------------------------
 
-    def observe(self, view: NodeState, now: datetime.datetime, *, in_cycle: bool) -> rebootrequest.Classified:
-        """Classify the request; remove a stale or invalid one at once, a satisfied one unless ``in_cycle``
-        (the cycle's post-reboot step settles it, see :meth:`settle`)."""
+    def observe(self, view: NodeState, now: datetime.datetime) -> rebootrequest.Classified:
+        """Classify the request (a read: nothing is written; :meth:`tidy` does the writes)."""
         found = classify(view, now)
         self._remember(found)
+        return found
+
+    def tidy(
+        self, view: NodeState, found: rebootrequest.Classified, now: datetime.datetime, *, in_cycle: bool
+    ) -> None:
+        """The writes a classification asks for: remove a stale or invalid request at once, a satisfied one
+        unless ``in_cycle`` (the cycle's post-reboot step settles it, see :meth:`settle`)."""
         if found.state in (rebootrequest.RequestState.STALE, rebootrequest.RequestState.INVALID):
             logger.warning("Ignoring and removing the reboot request of node %s: %s", self.node, found.why)
             self._events.record(STALE, f"ignored and removed: {found.why}", warning=True)
             self._remove(found)
         elif found.state is rebootrequest.RequestState.SATISFIED and not in_cycle:
             self._satisfy(view, found, now)
-        return found
 
     def settle(self, view: NodeState, now: datetime.datetime) -> None:
         """After a completed reboot: remove the request it satisfied, with an Event and a notification."""
