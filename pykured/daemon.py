@@ -26,7 +26,7 @@ from pykured import __version__
 from pykured.blockers import Blocker, first_block
 from pykured.core import errors
 from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import Action, Driver, Observation, Policy, Step, needs_blockers
+from pykured.cycle.decide import Action, Driver, Observation, Policy, Step, decide, needs_blockers
 from pykured.cycle.run import CycleRunner
 from pykured.cycle.state import unix_ns
 from pykured.cycle.steps import Behaviour, Hands
@@ -296,9 +296,11 @@ class Daemon:
         return outcome.pause
 
     def _acquire(self, action: Action, obs: Observation, now: datetime.datetime) -> float:
-        if not self.p.window.contains(self._clock()):
-            # The pass saw the window open, but observing took long enough (a slow API server) for it to
-            # close: take no slot outside the window; the next pass waits for it to open again.
+        # The pass saw the window open, but observing may have taken long enough (a slow API server) for it
+        # to close: decide again on the window as it is now; no slot is taken outside it.
+        later = self._clock()
+        again = dataclasses.replace(obs, in_window=self.p.window.contains(later))
+        if decide(again, policy=self.s.policy, now=later).step is not Step.ACQUIRE:
             logger.info("Not taking the lock: the maintenance window closed during this pass")
             return 0
         logger.info("Reboot required")
