@@ -27,18 +27,8 @@ logger = logging.getLogger(__name__)
 NORMAL: Final = "Normal"
 WARNING: Final = "Warning"
 
-REBOOT_REQUIRED: Final = "RebootRequired"
-REBOOT_BLOCKED: Final = "RebootBlocked"
-LOCK_ACQUIRED: Final = "LockAcquired"
-LOCK_HELD: Final = "LockHeld"
-LOCK_RELEASED: Final = "LockReleased"
-CORDONED: Final = "Cordoned"
-DRAINING: Final = "Draining"
 DRAIN_FAILED: Final = "DrainFailed"
 REBOOTING: Final = "Rebooting"
-REBOOTED: Final = "Rebooted"
-UNCORDONED: Final = "Uncordoned"
-REBOOT_LOOP_BACKOFF: Final = "RebootLoopBackoff"
 
 EVENT_NAMESPACE: Final = "default"
 _MAX_MESSAGE = 1024
