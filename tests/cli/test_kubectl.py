@@ -19,6 +19,8 @@ import pytest
 from pykured.cli import agent as cli
 from pykured.cli import kubectl
 from pykured.config.flags import usage
+from pykured.core import errors
+from pykured.kube.client import Kube
 from pykured_dev.testenv.procs import find_binaries
 from tests.testenv import TestEnv
 
@@ -71,6 +73,12 @@ def test_a_kubeconfig_list_s_current_context_is_the_first_file_s(tmp_path: Path)
         "--context",
         "x",
     ]
+
+
+def test_a_context_needs_a_kubeconfig(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    with pytest.raises(errors.KubeError, match="--context prod: no kubeconfig"):
+        Kube.auto(context="prod")
 
 
 def test_kubeconfig_follows_kubectl() -> None:
