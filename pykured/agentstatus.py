@@ -10,13 +10,17 @@ The value is compact JSON with sorted keys; absent fields are omitted::
     {"bootID":"…","lastBootID":"…","lastReboot":"2026-11-30T21:40:00Z","lockWait":true,
      "reason":"Reboot required","request":"kernel 6.12","sentinel":true,"step":"acquire",
      "blocked":"alerts","blockedBy":"Reboot blocked: 1 active alerts: [KubePodCrashLooping]",
-     "resumeRolls":true,"waitingSince":"2026-11-30T23:10:00Z","windowOpens":"2026-12-01T02:00:00Z","v":"0.1.0"}
+     "resumeRolls":true,"freeze":"on","policy":"kube-system/kured-policy","waitingSince":"2026-11-30T23:10:00Z","windowOpens":"2026-12-01T02:00:00Z","v":"0.1.0"}
 
 ``step`` is the decision of :mod:`pykured.cycle.policy` (``wait``, ``blocked``, ``acquire``,
 ``drain-and-reboot``, …); ``lastReboot``/``lastBootID`` record the last bootID change the agent saw (its
 previous status named another bootID); ``waitingSince`` is when the node began to need its pending reboot
 (kept from pass to pass while it needs it, on the same boot); ``resumeRolls`` says the agent takes the lock in
-the roll's order (:mod:`pykured.roll`). Pure: no I/O, ``now`` is passed in.
+the roll's order (:mod:`pykured.roll`); ``freeze`` says whether the agent honours the freeze (``on``: it
+reads the policy ConfigMap; ``forbidden``: its RBAC does not let it; ``off``: ``--policy-configmap=""``;
+``pending``: not read yet; absent: an agent that predates the field) and ``policy`` which ConfigMap it
+watches (``namespace/name``), so ``pykured freeze`` counts the agents that honour the freeze it sets.
+Pure: no I/O, ``now`` is passed in.
 """
 
 from __future__ import annotations
@@ -58,6 +62,10 @@ class AgentStatus:
     """When the node began to need its pending reboot (None while it needs none)."""
     resume_rolls: bool = False
     """The agent takes the lock in the roll's order (``--resume-rolls``), not in kured's race."""
+    freeze: str = ""
+    """Whether the agent honours the freeze: ``on``, ``forbidden``, ``off``, ``pending`` ("": not said)."""
+    policy: str = ""
+    """The policy ConfigMap the agent watches, ``namespace/name`` ("" when off)."""
 
     @property
     def needs_reboot(self) -> bool:
@@ -87,6 +95,10 @@ def encode(status: AgentStatus) -> str:
         data["waitingSince"] = format_rfc3339(status.waiting_since)
     if status.resume_rolls:
         data["resumeRolls"] = True
+    if status.freeze:
+        data["freeze"] = status.freeze
+    if status.policy:
+        data["policy"] = status.policy
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -122,6 +134,8 @@ def decode(text: str | None) -> AgentStatus | None:
         last_boot_id=_s(data, "lastBootID"),
         waiting_since=parse_rfc3339(_s(data, "waitingSince")),
         resume_rolls=data.get("resumeRolls") is True,
+        freeze=_s(data, "freeze"),
+        policy=_s(data, "policy"),
     )
 
 
@@ -139,6 +153,8 @@ def build(
     window_opens: datetime.datetime | None = None,
     lock_wait: bool = False,
     resume_rolls: bool = False,
+    freeze: str = "",
+    policy: str = "",
     now: datetime.datetime,
 ) -> AgentStatus:
     """The next status: the facts of this pass, plus the last reboot carried over or detected now.
@@ -173,4 +189,6 @@ def build(
         last_boot_id=last_boot_id,
         waiting_since=waiting_since,
         resume_rolls=resume_rolls,
+        freeze=freeze,
+        policy=policy,
     )

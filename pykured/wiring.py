@@ -16,6 +16,7 @@ from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
 from pykured.config import Config
 from pykured.cycle.book import NodeBook
 from pykured.cycle.daemon import Daemon, Parts, Settings
+from pykured.cycle.halt import HaltWatch
 from pykured.cycle.policy import Policy
 from pykured.cycle.steps import Behaviour
 from pykured.drain import Drainer
@@ -35,6 +36,7 @@ from pykured.lock.switch import GuardedLock
 from pykured.metrics import Metrics
 from pykured.notify import KuredMessages, Notifier
 from pykured.policy.maintenance import Window
+from pykured.policy.pause import PauseBlocker
 from pykured.policy.source import FreezeBlocker, PolicySource, PolicyWindow
 from pykured.reboot import CommandRebooter, Rebooter, SignalRebooter, ZincatiHandoff
 from pykured.sentinel import CommandSentinel, FileSentinel, Sentinel
@@ -56,11 +58,16 @@ class Agent:
     fleetlock: FleetLockServer | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
     policy: PolicySource | None = None
+    halt: HaltWatch | None = None
 
     def run(self) -> None:
         """Serve FleetLock (if configured) and run the daemon (if any) until stopped."""
         if self.policy:
             self.policy.start()
+        if self.halt:
+            threading.Thread(
+                target=self.halt.run, args=(self.stopping,), name="halt-watch", daemon=True
+            ).start()
         if self.fleetlock:
             self.fleetlock.start()
         if self.daemon:
@@ -286,6 +293,7 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
     else:
         sentinel = FileSentinel(cfg.reboot_sentinel, on_change=wake.set)
     window, freeze, maintenance = build_maintenance(cfg, kube, wake.set, metrics)
+    events_for = lambda name: EventRecorder(kube, node=name, enabled=cfg.events)  # noqa: E731
     parts = Parts(
         kube=kube,
         lock=build_lock(cfg, kube, metrics),
@@ -300,7 +308,7 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         taint=PreferNoScheduleTaint(kube, node=node, key=cfg.prefer_no_schedule_taint)
         if cfg.prefer_no_schedule_taint
         else None,
-        blockers=[*freeze, *prometheus, *build_pod_blockers(cfg, kube, node)],
+        blockers=[*freeze, PauseBlocker(kube, node), *prometheus, *build_pod_blockers(cfg, kube, node)],
         gates=build_gates(cfg, kube, node),
         queue=RollQueue(
             kube,
@@ -311,19 +319,48 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         )
         if cfg.resume_rolls
         else None,
+        freeze_state=(lambda: maintenance.honours) if maintenance is not None else (lambda: "off"),
+        policy_where=maintenance.where if maintenance is not None else "",
     )
+    halt = build_halt(cfg, parts, maintenance, events_for)
     settings = Settings(
         node=node, period=cfg.period.seconds, behaviour=build_behaviour(cfg), policy=build_policy(cfg)
     )
     fleetlock = build_fleetlock(cfg, parts, freeze) if cfg.fleetlock_listen else None
     if cfg.fleetlock_listen and cfg.fleetlock_mode == "central":
         return Agent(
-            daemon=None, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance
-        )
+            daemon=None, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance,
+            halt=halt,
+        )  # fmt: skip
     daemon = Daemon(parts, settings, stopping=cancel, wake=wake)
     return Agent(
-        daemon=daemon, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance
+        daemon=daemon, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance,
+        halt=halt,
+    )  # fmt: skip
+
+
+def build_halt(
+    cfg: Config, parts: Parts, source: PolicySource | None, events_for: Callable[[str], EventRecorder]
+) -> HaltWatch | None:
+    """``--reboot-deadline``: the watch that halts the fleet (None: off, or no policy ConfigMap)."""
+    if cfg.reboot_deadline.ns <= 0:
+        return None
+    if source is None:
+        logger.warning('--reboot-deadline needs the policy ConfigMap (--policy-configmap=""): no halt')
+        return None
+    watch = HaltWatch(
+        kube=parts.kube,
+        lock=parts.lock,
+        source=source,
+        namespace=cfg.ds_namespace,
+        configmap=cfg.policy_configmap,
+        me=cfg.node_id,
+        deadline=_delta(cfg.reboot_deadline.seconds),
+        notifier=parts.notifier,
+        events_for=events_for,
     )
+    parts.metrics.watch_halt(watch.halted)
+    return watch
 
 
 def build_fleetlock(cfg: Config, parts: Parts, freeze: Sequence[Blocker] = ()) -> FleetLockServer:
@@ -333,7 +370,7 @@ def build_fleetlock(cfg: Config, parts: Parts, freeze: Sequence[Blocker] = ()) -
     prometheus = build_prometheus_blockers(cfg)
 
     def blockers_for(node: str) -> list[Blocker]:
-        return [*freeze, *prometheus, *build_pod_blockers(cfg, kube, node)]
+        return [*freeze, PauseBlocker(kube, node), *prometheus, *build_pod_blockers(cfg, kube, node)]
 
     def drainer_for(node: str, stop: threading.Event) -> Drainer:
         return build_drainer(cfg, kube, node, stop)

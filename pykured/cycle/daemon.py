@@ -89,6 +89,10 @@ class Parts:
     """Reboot hooks and settle gates (:mod:`pykured.gates.cycle`); None or empty = kured's cycle."""
     queue: RollQueue | None = None
     """The lock queue of ``--resume-rolls`` (:mod:`pykured.lock.queue`); None = kured's race for the lock."""
+    freeze_state: Callable[[], str] = lambda: "off"
+    """Whether the agent honours the freeze, as published in its status (``on``, ``forbidden``, ``off``…)."""
+    policy_where: str = ""
+    """The policy ConfigMap watched, ``namespace/name`` ("" when none), published with ``freeze_state``."""
 
 
 StepMethod = Callable[[Action, Observation, datetime.datetime], float]
@@ -248,6 +252,8 @@ class Daemon:
             window_opens=None if obs.in_window else obs.next_window,
             lock_wait=self._waiting_for_lock and action.step is Step.ACQUIRE,
             resume_rolls=self._turns is not None,
+            freeze=self.p.freeze_state(),
+            policy=self.p.policy_where,
             now=now,
         )
 

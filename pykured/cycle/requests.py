@@ -185,6 +185,8 @@ class RequestKeeper:
         window_opens: datetime.datetime | None = None,
         lock_wait: bool = False,
         resume_rolls: bool = False,
+        freeze: str = "",
+        policy: str = "",
         now: datetime.datetime,
     ) -> bool:
         """Write ``pykured.dev/status`` if it differs from what the Node carries; ``True`` if written."""
@@ -204,6 +206,8 @@ class RequestKeeper:
             window_opens=window_opens,
             lock_wait=lock_wait,
             resume_rolls=resume_rolls,
+            freeze=freeze,
+            policy=policy,
             now=now,
         )
         text = agentstatus.encode(status)
