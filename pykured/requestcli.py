@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING, TextIO
 
 from pykured import errors, fleetview, rebootrequest, requester, rollout
 from pykured.gocompat import logrus
+from pykured.policy.command import read_freeze
+from pykured.policy.document import PolicyMapError
+from pykured.policy.freeze import FreezeRecord
 
 if TYPE_CHECKING:
     from pykured.kube import Kube
@@ -202,6 +205,22 @@ def _rollout_cancel(argv: list[str], *, out: TextIO, err: TextIO) -> int:
 # -- status --------------------------------------------------------------------------------------------------
 
 
+def _freeze_in_force(kube: Kube, namespace: str, name: str, now: datetime.datetime) -> FreezeRecord | None:
+    """The active freeze of the policy ConfigMap (None: none, or the caller may not read it)."""
+    try:
+        record = read_freeze(kube, namespace=namespace, name=name)
+    except (errors.KubeError, PolicyMapError):
+        return None
+    return record if record is not None and record.active(now) else None
+
+
+def _freeze_line(record: FreezeRecord) -> str:
+    """The first line of ``pykured status`` while the fleet is frozen or halted."""
+    if record.halted:
+        return f"HALTED: {record.describe()}; no reboot starts until `pykured unfreeze`\n"
+    return f"FROZEN: {record.describe()}; no new reboot starts\n"
+
+
 def status_main(
     argv: Sequence[str],
     *,
@@ -224,6 +243,9 @@ def status_main(
         "--lock-annotation", default=os.environ.get("KURED_LOCK_ANNOTATION", "weave.works/kured-node-lock")
     )
     parser.add_argument("--lease-prefix", default=os.environ.get("KURED_LEASE_PREFIX", ""))
+    parser.add_argument(
+        "--policy-configmap", default=os.environ.get("KURED_POLICY_CONFIGMAP") or "kured-policy"
+    )
     _common(parser)
     opts = parser.parse_args(list(argv))
     logrus.configure("text", "error")
@@ -231,6 +253,7 @@ def status_main(
     def body() -> int:
         kube = _kube(opts.kubeconfig)
         while True:
+            frozen = _freeze_in_force(kube, opts.ds_namespace, opts.policy_configmap, now())
             if opts.nodes:
                 views = requester.nodes(kube, names=opts.nodes)
             else:
@@ -245,10 +268,15 @@ def status_main(
             moment = now()
             table = fleetview.rows(views, locks, now=moment)
             if opts.output == "json":
-                out.write(json.dumps(fleetview.to_json(table, locks), sort_keys=True) + "\n")
+                data = fleetview.to_json(table, locks)
+                if frozen is not None:
+                    data["freeze"] = json.loads(frozen.to_json())
+                out.write(json.dumps(data, sort_keys=True) + "\n")
             else:
                 if opts.watch:
                     out.write("\x1b[H\x1b[2J")
+                if frozen is not None:
+                    out.write(_freeze_line(frozen))
                 out.write(fleetview.render_table(table, locks, now=moment))
             out.flush()
             if not opts.watch:

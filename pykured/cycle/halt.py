@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 
 from pykured import errors
-from pykured.cycle.state import NodeState
+from pykured.cycle.state import REBOOT_TRIGGERED_AT_ANNOTATION, NodeState
 from pykured.events import EventRecorder
 from pykured.kube import Kube
 from pykured.lock.base import Lock
@@ -96,6 +96,8 @@ class HaltWatch:
                 boot_id=view.boot_id,
                 reboot_boot_id=view.reboot_boot_id,
                 ready=view.ready,
+                halted_for=view.annotations.get(rules.HALTED_FOR_ANNOTATION, ""),
+                began_text=view.annotations.get(REBOOT_TRIGGERED_AT_ANNOTATION, ""),
             )
             found = rules.overdue(holder, deadline=self.deadline, now=now)
             if found is not None:
@@ -118,7 +120,9 @@ class HaltWatch:
         current = command.set_unless_frozen(self._kube, record=record, now=now, **where)
         if current is not None:
             return None
-        began = found.began.astimezone(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        began_text = found.began.astimezone(datetime.UTC).isoformat(timespec="seconds")
+        self._mark(found.node)
+        began = began_text.replace("+00:00", "Z")
         message = (
             f"{record.reason} (reboot began {began}; {found.what}): no new reboot starts until "
             "`pykured unfreeze`"
@@ -127,6 +131,16 @@ class HaltWatch:
         self._events_for(found.node).record("RebootHalted", message, warning=True, now=now)
         self._notifier.send(f"pykured halted the fleet: {message}", title="pykured: fleet halted")
         return found
+
+    def _mark(self, node: str) -> None:
+        """``pykured.dev/halted-for`` on the node: this reboot halted the fleet (best effort)."""
+        try:
+            obj = self._kube.get_node(node)
+            began = ((obj.get("metadata") or {}).get("annotations") or {}).get(REBOOT_TRIGGERED_AT_ANNOTATION)
+            patch = {"metadata": {"annotations": {rules.HALTED_FOR_ANNOTATION: began}}}
+            self._kube.patch_node(node, patch, patch_type="application/merge-patch+json")
+        except errors.KubeError as exc:
+            logger.warning("Could not mark node %s as halted for: %s", node, exc)
 
     def run(self, stopping: threading.Event) -> None:
         """Look every :func:`check_interval` seconds until ``stopping``; errors are logged and retried."""

@@ -7,6 +7,9 @@ of them). Any agent that sees such a holder sets the freeze with the reason
 ``node X did not come back within D`` and the node's name in ``halted`` (:class:`FreezeRecord`); the freeze
 stops every path that starts a reboot (each agent, FleetLock), and only ``pykured unfreeze`` lifts it.
 
+The halting agent also marks the node (``pykured.dev/halted-for`` = the reboot's start), so once an operator
+unfreezes, the same overdue reboot does not halt the fleet again (a new reboot of that node may).
+
 Pure: the facts and ``now`` are passed in; :mod:`pykured.cycle.halt` reads them and writes the freeze.
 """
 
@@ -16,7 +19,10 @@ import dataclasses
 import datetime
 
 from pykured.gocompat.goflags import format_duration
+from pykured.nodeinfo import PYKURED_PREFIX
 from pykured.policy.freeze import FreezeRecord
+
+HALTED_FOR_ANNOTATION = PYKURED_PREFIX + "halted-for"
 
 
 def format_deadline(deadline: datetime.timedelta) -> str:
@@ -44,6 +50,10 @@ class Holder:
     boot_id: str
     reboot_boot_id: str | None
     ready: bool
+    halted_for: str = ""
+    """``pykured.dev/halted-for``: the reboot start a halt was already set for ("" if none)."""
+    began_text: str = ""
+    """``pykured.dev/reboot-triggered-at`` as stored (compared with ``halted_for``)."""
 
 
 def overdue(holder: Holder, *, deadline: datetime.timedelta, now: datetime.datetime) -> Overdue | None:
@@ -52,6 +62,8 @@ def overdue(holder: Holder, *, deadline: datetime.timedelta, now: datetime.datet
         return None
     if now - holder.reboot_began < deadline:
         return None
+    if holder.halted_for and holder.halted_for == holder.began_text:
+        return None  # this reboot halted the fleet once; an operator lifted the halt
     if holder.reboot_boot_id and holder.boot_id == holder.reboot_boot_id:
         what = "still on the boot it was rebooted from"
     elif not holder.ready:

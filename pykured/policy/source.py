@@ -69,6 +69,8 @@ class PolicySource:
         self._watch_timeout = watch_timeout
         self._forbidden_interval = forbidden_interval
         self._forbidden: str | None = None
+        self.denials = 0
+        """How many reads were forbidden (403)."""
         self._lock = threading.Lock()
         self._doc: PolicyDoc | None = None
         self._refused: str | None = None
@@ -103,6 +105,7 @@ class PolicySource:
     def _deny(self, exc: ForbiddenError) -> None:
         """A 403: log one line (the first time), run on the empty policy."""
         with self._lock:
+            self.denials += 1
             first = self._forbidden is None
             self._forbidden = str(exc)
             changed = self._doc is None or bool(self._doc.blackouts) or self._doc.freeze is not None

@@ -1,0 +1,159 @@
+"""Rolls that stop themselves, with real agents on simulated nodes: a node whose reboot never comes back
+halts the fleet through the freeze (both lock backends), and a per-node pause stops one node only."""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pykured import requestcli
+from pykured.errors import NotFoundError
+from pykured.kube import Obj
+from pykured.policy import command as freezecmd
+from pykured.policy.source import configmaps_path
+from tests.fleets import MakeFleet, fleet_factory
+from tests.testenv import TestEnv
+
+pytestmark = [pytest.mark.k8s, pytest.mark.slow]
+POLICY = "kured-policy"
+
+
+@pytest.fixture
+def make_fleet(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeFleet]:
+    with fleet_factory(k8s, tmp_path, period="10s") as make:
+        yield make
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[str, list[str]]]:
+    """A real HTTP notification receiver on 127.0.0.1 (shoutrrr's generic service, JSON)."""
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append(self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode())
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, fmt: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"generic://127.0.0.1:{server.server_address[1]}/hook?template=json&disabletls=yes", seen
+    server.shutdown()
+    server.server_close()
+
+
+def policy_data(k8s: TestEnv, ns: str) -> dict[str, str]:
+    try:
+        obj = k8s.kube().request("GET", configmaps_path(ns, POLICY))
+    except NotFoundError:
+        return {}
+    return dict(obj.get("data") or {})
+
+
+def freeze_of(k8s: TestEnv, ns: str) -> dict[str, Any] | None:
+    text = policy_data(k8s, ns).get("freeze")
+    return json.loads(text) if text else None
+
+
+def events(k8s: TestEnv, node: str) -> list[Obj]:
+    found: list[Obj] = k8s.kube().get(
+        "/api/v1/namespaces/default/events", query={"fieldSelector": f"involvedObject.name={node}"}
+    )["items"]
+    return found
+
+
+def not_ready(k8s: TestEnv, node: str) -> None:
+    """The node went down for its reboot and stays down (its kubelet posts nothing more)."""
+    condition = {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "down"}
+    k8s.kube().patch_node_status(node, {"status": {"conditions": [condition]}})
+
+
+def cordoned(k8s: TestEnv, node: str) -> bool:
+    return bool(k8s.kube().get_node(node)["spec"].get("unschedulable"))
+
+
+@pytest.mark.parametrize("backend", ["daemonset", "lease"])
+def test_a_node_that_does_not_come_back_halts_the_fleet_until_unfreeze(
+    k8s: TestEnv, make_fleet: MakeFleet, receiver: tuple[str, list[str]], backend: str
+) -> None:
+    url, seen = receiver
+    args = (f"--lock-backend={backend}", "--concurrency=2", "--reboot-deadline=6s", f"--notify-url={url}")
+    fleet, ns, (doomed, *others) = make_fleet(3, args=args)
+    k8s.kube().request(
+        "POST",
+        configmaps_path(ns),
+        body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": POLICY}},
+    )
+    fleet.paused.add(doomed)  # its reboot command runs, but the simulated host never comes back
+    fleet.touch(doomed)
+    request = fleet.slots[doomed].request
+    assert fleet.wait_for(request.exists, timeout=60), fleet.log_text(doomed)
+    fleet.kill(doomed)
+    not_ready(k8s, doomed)
+
+    reason = f"node {doomed} did not come back within 6s"
+    assert fleet.wait_for(lambda: (freeze_of(k8s, ns) or {}).get("halted") == doomed, timeout=60), "\n".join(
+        fleet.log_text(n)[-2000:] for n in others
+    )
+    record = freeze_of(k8s, ns)
+    assert record is not None and record["reason"] == reason and "until" not in record
+    assert record["by"] in (f"pykured on {n}" for n in others)
+    halter = record["by"].removeprefix("pykured on ")
+    assert f"Halting the fleet: {reason} (reboot began " in fleet.log_text(halter)
+    assert "not Ready): no new reboot starts until `pykured unfreeze`" in fleet.log_text(halter)
+    assert sum("Halting the fleet" in fleet.log_text(n) for n in others) == 1  # exactly one agent halts
+    assert any(e["reason"] == "RebootHalted" and reason in e["message"] for e in events(k8s, doomed))
+    assert fleet.wait_for(lambda: any(reason in s for s in seen), timeout=30), seen
+    out, err = io.StringIO(), io.StringIO()
+    where = (f"--kubeconfig={k8s.admin_kubeconfig}", f"--ds-namespace={ns}")
+    assert requestcli.status_main([doomed, *where], out=out, err=err) == 0, err.getvalue()
+    first = out.getvalue().splitlines()[0]
+    assert first.startswith(f"HALTED: halted by pykured on {halter} at ") and first.endswith(
+        f": {reason}; no reboot starts until `pykured unfreeze`"
+    )
+
+    # nothing else starts a reboot: a free slot remains (--concurrency=2), but the freeze blocks it
+    for node in others:
+        fleet.touch(node)
+    assert fleet.wait_for(
+        lambda: all("Reboot blocked: halted by pykured on" in fleet.log_text(n) for n in others), timeout=60
+    ), "\n".join(fleet.log_text(n)[-2000:] for n in others)
+    assert all(fleet.slots[n].reboots == 0 and not cordoned(k8s, n) for n in others)
+    assert not any(fleet.slots[n].request.exists() for n in others)
+
+    # the operator lifts the halt: the roll goes on with the slot left; the same reboot does not halt again
+    freezecmd.unfreeze(k8s.kube(), namespace=ns, name=POLICY)
+    assert fleet.wait_for(lambda: all(fleet.slots[n].reboots == 1 for n in others), timeout=120), "\n".join(
+        fleet.log_text(n)[-2000:] for n in others
+    )
+    assert freeze_of(k8s, ns) is None
+    annotations = k8s.kube().get_node(doomed)["metadata"]["annotations"]
+    assert annotations["pykured.dev/halted-for"] == annotations["pykured.dev/reboot-triggered-at"]
+
+
+def test_a_paused_node_waits_while_the_fleet_rolls(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    fleet, _ns, (paused, other) = make_fleet(2, args=("--lock-backend=lease",))
+    now = datetime.datetime.now(datetime.UTC)
+    record = freezecmd.pause_nodes(k8s.kube(), [paused], reason="disk swap", until=None, now=now)
+    assert record.reason == "disk swap" and record.by == "pykured-admin"
+    fleet.touch(paused)
+    fleet.touch(other)
+    assert fleet.wait_for(lambda: fleet.slots[other].reboots == 1, timeout=60), fleet.log_text(other)
+    assert fleet.wait_for(
+        lambda: "Reboot blocked: paused by pykured-admin at " in fleet.log_text(paused), timeout=30
+    ), fleet.log_text(paused)
+    assert fleet.slots[paused].reboots == 0 and not cordoned(k8s, paused)
+    freezecmd.unpause_nodes(k8s.kube(), [paused])
+    assert fleet.wait_for(lambda: fleet.slots[paused].reboots == 1, timeout=60), fleet.log_text(paused)
