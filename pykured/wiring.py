@@ -143,8 +143,18 @@ def build_lock(cfg: Config, kube: Kube, metrics: Metrics | None = None) -> Lock:
     return GuardedLock(primary, other, node_exists=node_exists)
 
 
-def build_drainer(cfg: Config, kube: Kube, node: str, cancel: threading.Event) -> Drainer:
-    """kured's drain settings for ``node``; ``cancel`` interrupts a drain when the agent stops."""
+def build_drainer(
+    cfg: Config, kube: Kube, node: str, cancel: threading.Event, events: EventRecorder | None = None
+) -> Drainer:
+    """kured's drain settings for ``node``; ``cancel`` interrupts a drain when the agent stops.
+
+    ``events``: where an eviction denied by an admission webhook is told (an ``EvictionDenied`` Event).
+    """
+
+    def on_denied(text: str) -> None:
+        if events is not None:
+            events.record("EvictionDenied", text, warning=True)
+
     return Drainer(
         kube,
         node=node,
@@ -153,6 +163,7 @@ def build_drainer(cfg: Config, kube: Kube, node: str, cancel: threading.Event) -
         skip_wait_for_delete_timeout=cfg.skip_wait_for_delete_timeout,
         timeout=cfg.drain_timeout,
         cancel=cancel,
+        on_denied=on_denied if events is not None else None,
     )
 
 
@@ -293,17 +304,21 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
     else:
         sentinel = FileSentinel(cfg.reboot_sentinel, on_change=wake.set)
     window, freeze, maintenance = build_maintenance(cfg, kube, wake.set, metrics)
-    events_for = lambda name: EventRecorder(kube, node=name, enabled=cfg.events)  # noqa: E731
+
+    def events_for(name: str) -> EventRecorder:
+        return EventRecorder(kube, node=name, enabled=cfg.events)
+
+    events = events_for(node)
     parts = Parts(
         kube=kube,
         lock=build_lock(cfg, kube, metrics),
         book=NodeBook(kube, node=node),
-        drainer=build_drainer(cfg, kube, node, cancel),
+        drainer=build_drainer(cfg, kube, node, cancel, events),
         rebooter=build_rebooter(cfg),
         sentinel=sentinel,
         window=window,
         notifier=notifier,
-        events=EventRecorder(kube, node=node, enabled=cfg.events),
+        events=events,
         metrics=metrics,
         taint=PreferNoScheduleTaint(kube, node=node, key=cfg.prefer_no_schedule_taint)
         if cfg.prefer_no_schedule_taint
@@ -373,7 +388,7 @@ def build_fleetlock(cfg: Config, parts: Parts, freeze: Sequence[Blocker] = ()) -
         return [*freeze, PauseBlocker(kube, node), *prometheus, *build_pod_blockers(cfg, kube, node)]
 
     def drainer_for(node: str, stop: threading.Event) -> Drainer:
-        return build_drainer(cfg, kube, node, stop)
+        return build_drainer(cfg, kube, node, stop, EventRecorder(kube, node=node, enabled=cfg.events))
 
     return FleetLockServer(
         kube=kube,
