@@ -19,7 +19,8 @@ previous status named another bootID); ``waitingSince`` is when the node began t
 the roll's order (:mod:`pykured.roll`); ``freeze`` says whether the agent honours the freeze (``on``: it
 reads the policy ConfigMap; ``forbidden``: its RBAC does not let it; ``off``: ``--policy-configmap=""``;
 ``pending``: not read yet; absent: an agent that predates the field) and ``policy`` which ConfigMap it
-watches (``namespace/name``), so ``pykured freeze`` counts the agents that honour the freeze it sets.
+watches (``namespace/name``), so ``pykured freeze`` counts the agents that honour the freeze it sets;
+``lastCycle`` how many seconds the node's last cycle held the lock (``pykured plan`` estimates from it).
 Pure: no I/O, ``now`` is passed in.
 """
 
@@ -66,6 +67,8 @@ class AgentStatus:
     """Whether the agent honours the freeze: ``on``, ``forbidden``, ``off``, ``pending`` ("": not said)."""
     policy: str = ""
     """The policy ConfigMap the agent watches, ``namespace/name`` ("" when off)."""
+    last_cycle_s: int | None = None
+    """How long the node's last reboot cycle took, lock taken to lock released (seconds; for ``plan``)."""
 
     @property
     def needs_reboot(self) -> bool:
@@ -99,12 +102,18 @@ def encode(status: AgentStatus) -> str:
         data["freeze"] = status.freeze
     if status.policy:
         data["policy"] = status.policy
+    if status.last_cycle_s is not None:
+        data["lastCycle"] = status.last_cycle_s
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _s(data: Mapping[str, Any], key: str) -> str:
     value = data.get(key, "")
     return value if isinstance(value, str) else ""
+
+
+def _seconds(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def decode(text: str | None) -> AgentStatus | None:
@@ -136,6 +145,7 @@ def decode(text: str | None) -> AgentStatus | None:
         resume_rolls=data.get("resumeRolls") is True,
         freeze=_s(data, "freeze"),
         policy=_s(data, "policy"),
+        last_cycle_s=_seconds(data.get("lastCycle")),
     )
 
 
@@ -155,6 +165,7 @@ def build(
     resume_rolls: bool = False,
     freeze: str = "",
     policy: str = "",
+    last_cycle_s: int | None = None,
     now: datetime.datetime,
 ) -> AgentStatus:
     """The next status: the facts of this pass, plus the last reboot carried over or detected now.
@@ -191,4 +202,5 @@ def build(
         resume_rolls=resume_rolls,
         freeze=freeze,
         policy=policy,
+        last_cycle_s=last_cycle_s if last_cycle_s is not None or previous is None else previous.last_cycle_s,
     )

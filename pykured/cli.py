@@ -5,8 +5,9 @@ manifests call ``/usr/bin/kured``. Subcommands, which kured does not have:
 
 * ``pykured lock status`` / ``pykured lock release NODE`` — see and fix the lock (kured #137's runbook);
 * ``pykured notify-test --notify-url URL [--message TEXT]`` — send one notification and print the outcome;
-* ``pykured request-reboot NODE… --reason TEXT`` / ``pykured rollout`` / ``pykured status`` — reboot
-  requests bound to a boot, rollouts, and the fleet's reboot state (:mod:`pykured.requestcli`);
+* ``pykured request-reboot NODE… --reason TEXT`` / ``pykured rollout`` / ``pykured status`` / ``pykured
+  plan`` — reboot requests bound to a boot, rollouts, the fleet's reboot state and the roll's plan
+  (:mod:`pykured.requestcli`);
 * ``pykured freeze --reason R [--until T]``, ``pykured freeze --status``, ``pykured unfreeze`` — the
   cluster-wide freeze switch in the policy ConfigMap (docs/maintenance-policy.md).
 
@@ -90,7 +91,11 @@ def _agent(args: list[str], env: Mapping[str, str]) -> int:
 def _request_command(argv: list[str], name: str) -> int:
     from pykured import requestcli
 
-    commands = {"request-reboot": requestcli.request_reboot_main, "rollout": requestcli.rollout_main}
+    commands = {
+        "request-reboot": requestcli.request_reboot_main,
+        "rollout": requestcli.rollout_main,
+        "plan": requestcli.plan_main,
+    }
     return commands.get(name, requestcli.status_main)(argv)
 
 
@@ -291,6 +296,7 @@ _SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
     "request-reboot": lambda argv: _request_command(argv, "request-reboot"),
     "rollout": lambda argv: _request_command(argv, "rollout"),
     "status": lambda argv: _request_command(argv, "status"),
+    "plan": lambda argv: _request_command(argv, "plan"),
     "freeze": lambda argv: _freeze_command("freeze", argv),
     "unfreeze": lambda argv: _freeze_command("unfreeze", argv),
 }

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from pykured import errors, fleetview, rebootrequest, requester, rollout
+from pykured import errors, fleetview, plan, rebootrequest, requester, rollout
 from pykured.gocompat import logrus
 from pykured.policy.command import read_freeze
 from pykured.policy.document import PolicyMapError
@@ -282,5 +282,81 @@ def status_main(
             if not opts.watch:
                 return 0
             time.sleep(opts.interval)
+
+    return _run(prog, err, body)
+
+
+# -- plan ----------------------------------------------------------------------------------------------------
+
+
+def _read_freeze(kube: Kube, namespace: str, name: str) -> tuple[FreezeRecord | None, str]:
+    """The freeze record, or why it could not be read."""
+    try:
+        return read_freeze(kube, namespace=namespace, name=name), ""
+    except errors.ForbiddenError:
+        why = "forbidden (403) for this user"
+    except (errors.KubeError, PolicyMapError) as exc:
+        why = str(exc)
+    return None, f"policy ConfigMap {namespace}/{name}: {why}: a freeze or a halt would not show here"
+
+
+def plan_main(
+    argv: Sequence[str],
+    *,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    now: Callable[[], datetime.datetime] = _now,
+) -> int:
+    """``pykured plan [NODE…] [-l SELECTOR] [-o json]``: read-only; what the roll will do, what holds it."""
+    prog = "pykured plan"
+    env = os.environ
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="What the roll will do: per node whether it needs a reboot and why, what holds it, its "
+        "place in the order, and when the roll should end. Reads only.",
+    )
+    parser.add_argument("nodes", nargs="*", metavar="NODE", help="only these (get, not list: kured's RBAC)")
+    parser.add_argument("--selector", "-l", default="")
+    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    parser.add_argument("--ds-namespace", default=env.get("KURED_DS_NAMESPACE", "kube-system"))
+    parser.add_argument("--ds-name", default=env.get("KURED_DS_NAME", "kured"))
+    parser.add_argument(
+        "--lock-annotation", default=env.get("KURED_LOCK_ANNOTATION", "weave.works/kured-node-lock")
+    )
+    parser.add_argument("--lease-prefix", default=env.get("KURED_LEASE_PREFIX", ""))
+    parser.add_argument("--policy-configmap", default=env.get("KURED_POLICY_CONFIGMAP") or "kured-policy")
+    concurrency = int(env.get("KURED_CONCURRENCY") or 1)
+    parser.add_argument("--concurrency", type=int, default=concurrency, help="the agents' --concurrency")
+    _common(parser)
+    opts = parser.parse_args(list(argv))
+    logrus.configure("text", "error")
+
+    def body() -> int:
+        kube = _kube(opts.kubeconfig)
+        if opts.nodes:
+            views = requester.nodes(kube, names=opts.nodes)
+        else:
+            views = requester.all_nodes(kube, opts.selector)
+        locks = requester.lock_holders(
+            kube,
+            namespace=opts.ds_namespace,
+            ds_name=opts.ds_name,
+            annotation=opts.lock_annotation,
+            lease_prefix=opts.lease_prefix or f"{opts.ds_name}-lock",
+        )
+        record, unreadable = _read_freeze(kube, opts.ds_namespace, opts.policy_configmap)
+        result = plan.build(
+            views,
+            locks,
+            freeze=record,
+            unreadable=[unreadable] if unreadable else [],
+            concurrency=opts.concurrency,
+            now=now(),
+        )
+        if opts.output == "json":
+            out.write(json.dumps(plan.to_json(result), sort_keys=True) + "\n")
+        else:
+            out.write(plan.render_table(result))
+        return 0
 
     return _run(prog, err, body)

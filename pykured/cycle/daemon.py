@@ -147,6 +147,9 @@ class Daemon:
         """``--resume-rolls``: the node's turn in the roll (cycle.turns)."""
         self._sentinel = False
         self._waiting_for_lock = False
+        self._held_since_ns: int | None = None
+        """When this node's lock entry was written (the cycle's start), while it holds one."""
+        self._last_cycle_s: int | None = None
         self._dispatch: dict[Step, StepMethod] = {
             Step.WAIT: self._wait,
             Step.SYNC_TAINT: self._sync_taint,
@@ -254,6 +257,7 @@ class Daemon:
             resume_rolls=self._turns is not None,
             freeze=self.p.freeze_state(),
             policy=self.p.policy_where,
+            last_cycle_s=self._last_cycle_s,
             now=now,
         )
 
@@ -272,7 +276,9 @@ class Daemon:
     def observe(self, now: datetime.datetime) -> Observation:
         """Read the sentinel, the window, the Node and the lock (and the blockers when they matter)."""
         required = self._sentinel = self._refresh_metric()
-        node = self.p.book.view(self.p.lock.holding(now_ns=unix_ns(now), honour_ttl=False))
+        entry = self.p.lock.holding(now_ns=unix_ns(now), honour_ttl=False)
+        self._held_since_ns = entry.created_ns if entry is not None else None
+        node = self.p.book.view(entry)
         request = self.requests.observe(node, now, in_cycle=node.reboot_boot_id is not None)
         if request.pending:  # a reboot request for the current boot counts as the sentinel does
             required = True
@@ -456,6 +462,9 @@ class Daemon:
                 self._gate_timed_out(gate, releasing=True)
             self._gate_passed()
         self.steps.release()
+        if self._held_since_ns is not None and unix_ns(now) > self._held_since_ns:
+            held = (unix_ns(now) - self._held_since_ns) // 1_000_000_000
+            self._last_cycle_s = held if held < 7 * 24 * 3600 else None  # kured's entries carry no real time
         if action.backoff_until is not None:
             logger.warning(
                 "Reboot sentinel still present after a completed reboot: not rebooting again "

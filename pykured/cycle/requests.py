@@ -187,6 +187,7 @@ class RequestKeeper:
         resume_rolls: bool = False,
         freeze: str = "",
         policy: str = "",
+        last_cycle_s: int | None = None,
         now: datetime.datetime,
     ) -> bool:
         """Write ``pykured.dev/status`` if it differs from what the Node carries; ``True`` if written."""
@@ -208,6 +209,7 @@ class RequestKeeper:
             resume_rolls=resume_rolls,
             freeze=freeze,
             policy=policy,
+            last_cycle_s=last_cycle_s,
             now=now,
         )
         text = agentstatus.encode(status)
