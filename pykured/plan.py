@@ -107,7 +107,8 @@ def build(
             pause = paused_record(view.annotations)
             if pause is not None and pause.active(now):
                 held.append(describe_pause(pause))
-            if row.blocked_by:
+            own = status is not None and status.blocked in ("pause", "freeze")  # read fresh above instead
+            if row.blocked_by and not own:
                 held.append(row.blocked_by)
         out.append(PlanRow(row.node, row.needs_reboot, _why(row, status), tuple(held), order.get(row.node),
                            row.cordoned))  # fmt: skip
