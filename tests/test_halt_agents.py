@@ -123,6 +123,22 @@ def test_a_node_that_does_not_come_back_halts_the_fleet_until_unfreeze(
     assert first.startswith(f"HALTED: halted by pykured on {halter} at ") and first.endswith(
         f": {reason}; no reboot starts until `pykured unfreeze`"
     )
+    # the plan says the same, and, for a user who may only get nodes, what it cannot read
+    out = io.StringIO()
+    assert requestcli.plan_main([doomed, *others, *where], out=out, err=err) == 0, err.getvalue()
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith(f"HALTED: halted by pykured on {halter} at ")
+    assert "holds the lock (rebooting)" in next(line for line in lines if line.startswith(doomed))
+    assert "estimated end: none while halted (1 to reboot)" in lines
+    get_nodes = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}
+    viewer = k8s.user_with_cluster_role("viewer", [get_nodes])
+    out = io.StringIO()
+    mine = (f"--kubeconfig={k8s.kubeconfig_for(viewer)}", f"--ds-namespace={ns}")
+    assert requestcli.plan_main([doomed, *mine], out=out, err=err) == 0, err.getvalue()
+    assert out.getvalue().endswith(
+        f"cannot read: policy ConfigMap {ns}/{POLICY}: forbidden (403) for this user: a freeze or a halt "
+        "would not show here\n"
+    )
 
     # nothing else starts a reboot: a free slot remains (--concurrency=2), but the freeze blocks it
     for node in others:
