@@ -17,13 +17,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from pykured import errors, fleetview, plan, rebootrequest, requester, rollout
+from pykured import canary, errors, fleetview, plan, rebootrequest, requester, roll, rollout
 from pykured.gocompat import logrus
+from pykured.gocompat.goflags import GoValueError, format_duration, parse_duration
 from pykured.policy.command import read_freeze
 from pykured.policy.document import PolicyMapError
 from pykured.policy.freeze import FreezeRecord
 
 if TYPE_CHECKING:
+    from pykured.cycle.state import NodeState
     from pykured.kube import Kube
 
 
@@ -126,12 +128,29 @@ def rollout_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO =
     parser.add_argument("--all", action="store_true", dest="all_nodes")
     parser.add_argument("--reason", required=True)
     parser.add_argument("--id", default="", help="the rollout id (default: r<UTC date>-<time>-<random>)")
+    parser.add_argument(
+        "--canary",
+        type=int,
+        default=0,
+        metavar="N",
+        help="request the first N nodes alone; the rest once they came back, passed their gates and soaked",
+    )
+    parser.add_argument("--canary-soak", default="30m", help="how long each canary stays Ready (Go duration)")
+    parser.add_argument("--canary-timeout", default="1h", help="a canary not through by then fails it all")
+    parser.add_argument("--interval", type=float, default=5.0, help=argparse.SUPPRESS)
+    _canary_where(parser)
     _common(parser)
     opts = parser.parse_args(args)
     if bool(opts.selector) == bool(opts.all_nodes):
         parser.error("give --selector SELECTOR or --all (exactly one)")
     if opts.id and not rebootrequest.valid_rollout_id(opts.id):
         parser.error(f"invalid --id {opts.id!r}: lower-case letters, digits, '-' and '.', at most 63")
+    try:
+        soak, timeout = _duration(opts.canary_soak), _duration(opts.canary_timeout)
+    except GoValueError as exc:
+        parser.error(f"invalid --canary-soak or --canary-timeout: {exc}")
+    if opts.canary < 0:
+        parser.error("--canary must be 0 (off) or more")
     logrus.configure("text", "warning")
 
     def body() -> int:
@@ -140,6 +159,8 @@ def rollout_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO =
         rid = opts.id or rebootrequest.new_rollout_id(now, secrets.token_hex(2))
         views = requester.nodes(kube, selector=opts.selector, all_nodes=opts.all_nodes)
         who = requester.whoami(kube)
+        if opts.canary > 0:
+            return _canary_rollout(kube, opts, views, rid=rid, who=who, soak=soak, timeout=timeout, out=out)
         outcomes = requester.request_reboot(
             kube, views, reason=opts.reason, requested_by=who, now=now, rollout_id=rid
         )
@@ -150,6 +171,101 @@ def rollout_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO =
         return 0
 
     return _run(prog, err, body)
+
+
+def _duration(text: str) -> datetime.timedelta:
+    return datetime.timedelta(microseconds=parse_duration(text) // 1000)
+
+
+def _canary_where(parser: argparse.ArgumentParser) -> None:
+    env = os.environ
+    parser.add_argument("--ds-namespace", default=env.get("KURED_DS_NAMESPACE", "kube-system"))
+    parser.add_argument("--ds-name", default=env.get("KURED_DS_NAME", "kured"))
+    parser.add_argument(
+        "--lock-annotation", default=env.get("KURED_LOCK_ANNOTATION", "weave.works/kured-node-lock")
+    )
+    parser.add_argument("--lease-prefix", default=env.get("KURED_LEASE_PREFIX", ""))
+    parser.add_argument("--policy-configmap", default=env.get("KURED_POLICY_CONFIGMAP") or "kured-policy")
+
+
+def _in_roll_order(views: Sequence[NodeState], now: datetime.datetime) -> list[NodeState]:
+    by_name = {v.name: v for v in views}
+    rows = fleetview.rows(views, [], now=now)
+    members = sorted((roll.Member(r.node, r.last_reboot, r.waiting_since) for r in rows), key=roll.order_key)
+    return [by_name[m.node] for m in members]
+
+
+def _canary_rollout(
+    kube: Kube,
+    opts: argparse.Namespace,
+    views: Sequence[NodeState],
+    *,
+    rid: str,
+    who: str,
+    soak: datetime.timedelta,
+    timeout: datetime.timedelta,
+    out: TextIO,
+) -> int:
+    """Request the canaries, wait for them (:mod:`pykured.canary`), then the rest; a failure freezes."""
+    ordered = _in_roll_order(views, _now())
+    first, rest = ordered[: opts.canary], ordered[opts.canary :]
+    started = _now()
+    for o in requester.request_reboot(kube, first, reason=opts.reason, requested_by=who, now=started,
+                                      rollout_id=rid):  # fmt: skip
+        out.write(_describe(o, opts.reason) + " (canary)\n")
+    soaked = format_duration(round(soak.total_seconds()) * 1_000_000_000)
+    out.write(f"rollout {rid}: {len(first)} canary node(s) first; {len(rest)} after they soaked {soaked}\n")
+    out.flush()
+    names = [v.name for v in first]
+    shown = ""
+    while True:
+        now = _now()
+        locks = requester.lock_holders(
+            kube, namespace=opts.ds_namespace, ds_name=opts.ds_name, annotation=opts.lock_annotation,
+            lease_prefix=opts.lease_prefix or f"{opts.ds_name}-lock",
+        )  # fmt: skip
+        holders = {h for info in locks for h in info.holders}
+        frozen, _ = _read_freeze(kube, opts.ds_namespace, opts.policy_configmap)
+        state = canary.check(
+            requester.nodes(kube, names=names), rollout=rid, holders=holders, freeze=frozen, soak=soak,
+            timeout=timeout, started=started, now=now,
+        )  # fmt: skip
+        if state.failed:
+            return _canary_failed(kube, opts, state.failed, rid=rid, rest=len(rest), out=out)
+        if state.done:
+            break
+        line = "waiting for " + ", ".join(f"{n}: {what}" for n, what in state.waiting)
+        if line != shown:
+            out.write(line + "\n")
+            out.flush()
+            shown = line
+        time.sleep(opts.interval)
+    out.write(f"rollout {rid}: canaries passed ({', '.join(names)}); requesting the rest\n")
+    for o in requester.request_reboot(kube, rest, reason=opts.reason, requested_by=who, now=_now(),
+                                      rollout_id=rid):  # fmt: skip
+        out.write(_describe(o, opts.reason) + "\n")
+    out.write(f"follow it with: pykured rollout status {rid} --watch\n")
+    return 0
+
+
+def _canary_failed(
+    kube: Kube, opts: argparse.Namespace, why: str, *, rid: str, rest: int, out: TextIO
+) -> int:
+    """Freeze (unless a freeze is in force already), say so, exit 1."""
+    from pykured.policy import command as freezecmd
+
+    now = _now()
+    record = FreezeRecord(reason=f"rollout {rid}: {why}", by=requester.whoami(kube), at=now)
+    where = {"namespace": opts.ds_namespace, "name": opts.policy_configmap}
+    try:
+        current = freezecmd.set_unless_frozen(kube, record=record, now=now, **where)
+    except (errors.KubeError, PolicyMapError) as exc:
+        out.write(f"rollout {rid}: {why}; could not set the freeze: {exc}\n")
+        return 1
+    held = current.describe() if current is not None else record.describe()
+    out.write(f"rollout {rid}: {why}; the other {rest} node(s) were not requested; {held}\n")
+    out.write("after fixing it: pykured unfreeze, then run the rollout again\n")
+    return 1
 
 
 def _rollout_status(argv: list[str], *, out: TextIO, err: TextIO) -> int:
