@@ -173,3 +173,61 @@ def test_a_paused_node_waits_while_the_fleet_rolls(k8s: TestEnv, make_fleet: Mak
     assert fleet.slots[paused].reboots == 0 and not cordoned(k8s, paused)
     freezecmd.unpause_nodes(k8s.kube(), [paused])
     assert fleet.wait_for(lambda: fleet.slots[paused].reboots == 1, timeout=60), fleet.log_text(paused)
+
+
+def rollout(k8s: TestEnv, *argv: str) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = requestcli.rollout_main(
+        [*argv, "--interval=0.2", f"--kubeconfig={k8s.admin_kubeconfig}"], out=out, err=err
+    )
+    return code, out.getvalue() + err.getvalue()
+
+
+def requested(k8s: TestEnv, node: str) -> bool:
+    return "pykured.dev/reboot-request" in k8s.kube().get_node(node)["metadata"].get("annotations", {})
+
+
+def test_a_canary_goes_alone_and_the_rest_follow_once_it_soaked(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    pool = k8s.unique("pool")
+    fleet, ns, nodes = make_fleet(3, args=("--lock-backend=lease",), labels={"pool": pool})
+    first, *rest = sorted(nodes)  # none was ever rebooted: the roll's order is by name
+    seen: dict[str, bool] = {}
+    stop = threading.Event()
+
+    def watch_rest() -> None:  # while the canary is on its way, the others carry no request
+        while fleet.slots[first].reboots == 0 and not stop.wait(0.1):
+            seen["early"] = seen.get("early", False) or any(requested(k8s, n) for n in rest)
+
+    watcher = threading.Thread(target=watch_rest, daemon=True)
+    watcher.start()
+    code, text = rollout(
+        k8s, "-l", f"pool={pool}", "--reason", "kernel", "--canary=1", "--canary-soak=2s",
+        f"--ds-namespace={ns}", "--lease-prefix=kured-lock",
+    )  # fmt: skip
+    stop.set()
+    watcher.join(timeout=10)
+    assert code == 0, text
+    assert f"{first}: reboot requested" in text and "(canary)" in text
+    assert f"canaries passed ({first}); requesting the rest" in text
+    assert seen == {"early": False}
+    assert fleet.wait_for(lambda: all(fleet.slots[n].reboots == 1 for n in nodes), timeout=120), "\n".join(
+        fleet.log_text(n)[-1500:] for n in nodes
+    )
+
+
+def test_a_failed_canary_halts_its_rollout(k8s: TestEnv, make_fleet: MakeFleet) -> None:
+    pool = k8s.unique("pool")
+    fleet, ns, nodes = make_fleet(3, args=("--lock-backend=lease",), labels={"pool": pool})
+    first, *rest = sorted(nodes)
+    fleet.paused.add(first)  # its reboot command does nothing: the request is never satisfied
+    code, text = rollout(
+        k8s, "-l", f"pool={pool}", "--reason", "kernel", "--canary=1", "--canary-timeout=5s",
+        f"--ds-namespace={ns}", "--id=canary-fails",
+    )  # fmt: skip
+    assert code == 1, text
+    assert f"rollout canary-fails: canary {first} failed: still waiting for its reboot after 5s" in text
+    assert "the other 2 node(s) were not requested" in text
+    record = freeze_of(k8s, ns)
+    assert record is not None and record["reason"].startswith(f"rollout canary-fails: canary {first} failed")
+    assert not any(requested(k8s, n) for n in rest)
+    assert all(fleet.slots[n].reboots == 0 for n in nodes)
