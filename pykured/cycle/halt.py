@@ -115,7 +115,8 @@ class HaltWatch:
         found = self.find(now)
         if found is None:
             return None
-        record = rules.halt_record(found, deadline=self.deadline, by=f"pykured on {self._me}", now=now)
+        by = f"pykured on {self._me or 'the FleetLock server'}"
+        record = rules.halt_record(found, deadline=self.deadline, by=by, now=now)
         where = {"namespace": self._namespace, "name": self._configmap}
         current = command.set_unless_frozen(self._kube, record=record, now=now, **where)
         if current is not None:
