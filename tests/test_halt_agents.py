@@ -89,7 +89,7 @@ def test_a_node_that_does_not_come_back_halts_the_fleet_until_unfreeze(
     k8s: TestEnv, make_fleet: MakeFleet, receiver: tuple[str, list[str]], backend: str
 ) -> None:
     url, seen = receiver
-    args = (f"--lock-backend={backend}", "--concurrency=2", "--reboot-deadline=6s", f"--notify-url={url}")
+    args = (f"--lock-backend={backend}", "--concurrency=2", "--reboot-deadline=15s", f"--notify-url={url}")
     fleet, ns, (doomed, *others) = make_fleet(3, args=args)
     k8s.kube().request(
         "POST",
@@ -103,7 +103,7 @@ def test_a_node_that_does_not_come_back_halts_the_fleet_until_unfreeze(
     fleet.kill(doomed)
     not_ready(k8s, doomed)
 
-    reason = f"node {doomed} did not come back within 6s"
+    reason = f"node {doomed} did not come back within 15s"
     assert fleet.wait_for(lambda: (freeze_of(k8s, ns) or {}).get("halted") == doomed, timeout=60), "\n".join(
         fleet.log_text(n)[-2000:] for n in others
     )
