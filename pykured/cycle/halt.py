@@ -122,13 +122,13 @@ class HaltWatch:
         if current is not None:
             return None
         began_text = found.began.astimezone(datetime.UTC).isoformat(timespec="seconds")
-        self._mark(found.node)
         began = began_text.replace("+00:00", "Z")
         message = (
             f"{record.reason} (reboot began {began}; {found.what}): no new reboot starts until "
             "`pykured unfreeze`"
         )
         logger.error("Halting the fleet: %s", message)
+        self._mark(found.node)
         self._events_for(found.node).record("RebootHalted", message, warning=True, now=now)
         self._notifier.send(f"pykured halted the fleet: {message}", title="pykured: fleet halted")
         return found
