@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pykured import requestcli
+from pykured import cli, requestcli
 from pykured.errors import NotFoundError
 from pykured.kube import Obj
 from pykured.policy import command as freezecmd
@@ -165,8 +165,10 @@ def test_a_node_that_does_not_come_back_halts_the_fleet_until_unfreeze(
     assert annotations["pykured.dev/halted-for"] == annotations["pykured.dev/reboot-triggered-at"]
 
 
-def test_a_paused_node_waits_while_the_fleet_rolls(k8s: TestEnv, make_fleet: MakeFleet) -> None:
-    fleet, _ns, (paused, other) = make_fleet(2, args=("--lock-backend=lease",))
+def test_a_paused_node_waits_while_the_fleet_rolls(
+    k8s: TestEnv, make_fleet: MakeFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet, ns, (paused, other) = make_fleet(2, args=("--lock-backend=lease",))
     now = datetime.datetime.now(datetime.UTC)
     record = freezecmd.pause_nodes(k8s.kube(), [paused], reason="disk swap", until=None, now=now)
     assert record.reason == "disk swap" and record.by == "pykured-admin"
@@ -179,6 +181,13 @@ def test_a_paused_node_waits_while_the_fleet_rolls(k8s: TestEnv, make_fleet: Mak
     assert fleet.slots[paused].reboots == 0 and not cordoned(k8s, paused)
     freezecmd.unpause_nodes(k8s.kube(), [paused])
     assert fleet.wait_for(lambda: fleet.slots[paused].reboots == 1, timeout=60), fleet.log_text(paused)
+    # both agents watch the default policy ConfigMap: `pykured freeze` counts them
+    capsys.readouterr()
+    where = [f"--kubeconfig={k8s.admin_kubeconfig}", f"--ds-namespace={ns}"]
+    assert cli.main(["freeze", "--reason", "INC-7", *where]) == 0
+    printed = capsys.readouterr().out
+    assert "frozen by pykured-admin at " in printed and "\nhonoured by 2 of " in printed, printed
+    assert cli.main(["unfreeze", *where]) == 0
 
 
 def rollout(k8s: TestEnv, *argv: str) -> tuple[int, str]:
