@@ -92,6 +92,10 @@ class Parts:
     """Reboot hooks and settle gates (:mod:`pykured.gates.node`); None or empty = kured's cycle."""
     queue: RollQueue | None = None
     """The lock queue of ``--resume-rolls`` (:mod:`pykured.roll.queue`); None = kured's race for the lock."""
+    freeze_state: Callable[[], str] = lambda: "off"
+    """Whether the agent honours the freeze, as published in its status (``on``, ``forbidden``, ``off``…)."""
+    policy_where: str = ""
+    """The policy ConfigMap watched, ``namespace/name`` ("" when none), published with ``freeze_state``."""
 
 
 class Daemon:
@@ -148,6 +152,9 @@ class Daemon:
         """``--resume-rolls``: the node's turn in the roll (cycle.turns)."""
         self._sentinel = False
         self._waiting_for_lock = False
+        self._held_since_ns: int | None = None
+        """When this node's lock entry was written (the cycle's start), while it holds one."""
+        self._last_cycle_s: int | None = None
         self._request: Classified | None = None
         """This pass's classification of the reboot request (its writes follow the step)."""
 
@@ -246,6 +253,9 @@ class Daemon:
             window_opens=None if obs.in_window else obs.next_window,
             lock_wait=self._waiting_for_lock and action.step is Step.ACQUIRE,
             resume_rolls=self._turns is not None,
+            freeze=self.p.freeze_state(),
+            policy=self.p.policy_where,
+            last_cycle_s=self._last_cycle_s,
             now=now,
         )
 
@@ -264,7 +274,9 @@ class Daemon:
     def observe(self, now: datetime.datetime) -> Observation:
         """Read the sentinel, the window, the Node and the lock (and the blockers when they matter)."""
         required = self._sentinel = self._refresh_metric()
-        node = self.p.book.view(self.p.lock.holding(now_ns=unix_ns(now), honour_ttl=False))
+        entry = self.p.lock.holding(now_ns=unix_ns(now), honour_ttl=False)
+        self._held_since_ns = entry.created_ns if entry is not None else None
+        node = self.p.book.view(entry)
         request = self._request = self.requests.observe(node, now)
         if request.pending:  # a reboot request for the current boot counts as the sentinel does
             required = True
@@ -289,6 +301,13 @@ class Daemon:
         if action.step is Step.ACQUIRE:
             return self._acquire(action, obs, now)
         outcome = self.runner.execute(action, obs, now)
+        if (
+            action.step is Step.RELEASE
+            and self._held_since_ns is not None
+            and unix_ns(now) > self._held_since_ns
+        ):
+            held = (unix_ns(now) - self._held_since_ns) // 1_000_000_000
+            self._last_cycle_s = held if held < 7 * 24 * 3600 else None  # kured's entries carry no real time
         if outcome.retry:
             self._retry_at = self._clock() + datetime.timedelta(seconds=self.s.period)
         if action.step is Step.POST_REBOOT or (action.step is Step.CLEANUP and action.post_reboot):

@@ -42,7 +42,7 @@ IDLE_POLL = 3600.0
 """How often the metrics server's loop wakes by itself (``serve_forever``'s default, 0.5 s, costs an idle
 agent 7200 wakeups an hour); :meth:`Metrics.close` wakes it with a connection instead."""
 
-BLOCK_REASONS = ("none", "window", "sentinel", "prometheus", "pods", "lock", "freeze", "policy")
+BLOCK_REASONS = ("none", "window", "sentinel", "prometheus", "pods", "lock", "freeze", "policy", "pause")
 REBOOT_OUTCOMES = ("triggered", "completed", "failed", "handoff")
 KURED_VERSION = "1.23.0"
 MAX_LABEL = 128
@@ -156,6 +156,11 @@ class Metrics:
             "1 while the cluster-wide freeze (pykured freeze) stops new reboots.",
             registry=reg,
         )
+        self._halted = Gauge(
+            "pykured_halted",
+            "1 while the freeze is a halt: a node did not come back within --reboot-deadline.",
+            registry=reg,
+        )
         self._holding_gate = _OneHot(
             Gauge(
                 "pykured_lock_held_by_gate",
@@ -182,6 +187,10 @@ class Metrics:
     def watch_freeze(self, frozen: Callable[[], bool]) -> None:
         """``pykured_freeze_active`` is computed at scrape time from ``frozen()``."""
         self._freeze.set_function(lambda: 1.0 if frozen() else 0.0)
+
+    def watch_halt(self, halted: Callable[[], bool]) -> None:
+        """``pykured_halted`` is computed at scrape time from ``halted()``."""
+        self._halted.set_function(lambda: 1.0 if halted() else 0.0)
 
     def set_holding_gate(self, gate: str | None) -> None:
         """The gate (hook, settle gate) this node holds the lock for (``None`` = none)."""
@@ -379,6 +388,9 @@ class NullMetrics(Metrics):
         pass
 
     def watch_freeze(self, frozen: Callable[[], bool]) -> None:
+        pass
+
+    def watch_halt(self, halted: Callable[[], bool]) -> None:
         pass
 
     def set_holding_gate(self, gate: str | None) -> None:

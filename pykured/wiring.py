@@ -17,6 +17,7 @@ from pykured.config import Config
 from pykured.core.errors import KubeError, NotFoundError
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import Policy
+from pykured.cycle.halt import HaltWatch
 from pykured.cycle.nodecopy import NodeCopy
 from pykured.cycle.steps import Behaviour, Hands
 from pykured.daemon import Daemon, Parts, Settings
@@ -39,6 +40,7 @@ from pykured.lock.switch import GuardedLock
 from pykured.metrics import Metrics
 from pykured.notify import KuredMessages, Notifier
 from pykured.policy.maintenance import Window
+from pykured.policy.pause import PauseBlocker
 from pykured.policy.source import FreezeBlocker, PolicySource, PolicyWindow
 from pykured.roll.queue import RollQueue
 
@@ -58,11 +60,16 @@ class Agent:
     fleetlock: FleetLockServer | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
     policy: PolicySource | None = None
+    halt: HaltWatch | None = None
 
     def run(self) -> None:
         """Serve FleetLock (if configured) and run the daemon (if any) until stopped."""
         if self.policy:
             self.policy.start()
+        if self.halt:
+            threading.Thread(
+                target=self.halt.run, args=(self.stopping,), name="halt-watch", daemon=True
+            ).start()
         if self.fleetlock:
             self.fleetlock.start()
         if self.daemon:
@@ -140,8 +147,18 @@ def build_lock(cfg: Config, kube: Kube, metrics: Metrics | None = None) -> Lock:
     return GuardedLock(primary, other, node_exists=node_exists)
 
 
-def build_drainer(cfg: Config, kube: Kube, node: str, cancel: threading.Event) -> Drainer:
-    """kured's drain settings for ``node``; ``cancel`` interrupts a drain when the agent stops."""
+def build_drainer(
+    cfg: Config, kube: Kube, node: str, cancel: threading.Event, events: EventRecorder | None = None
+) -> Drainer:
+    """kured's drain settings for ``node``; ``cancel`` interrupts a drain when the agent stops.
+
+    ``events``: where an eviction denied by an admission webhook is told (an ``EvictionDenied`` Event).
+    """
+
+    def on_denied(text: str) -> None:
+        if events is not None:
+            events.record("EvictionDenied", text, warning=True)
+
     return Drainer(
         kube,
         node=node,
@@ -150,6 +167,7 @@ def build_drainer(cfg: Config, kube: Kube, node: str, cancel: threading.Event) -
         skip_wait_for_delete_timeout=cfg.skip_wait_for_delete_timeout,
         timeout=cfg.drain_timeout,
         cancel=cancel,
+        on_denied=on_denied if events is not None else None,
     )
 
 
@@ -282,13 +300,14 @@ def build_hands(
     """The adapters one node's cycle acts through, the same for every driver (only the rebooter differs:
     the configured method for the daemon, the grant for FleetLock; and the agent reads its own Node from
     its watched ``copy``)."""
+    events = EventRecorder(kube, node=node, enabled=cfg.events)
     return Hands(
         book=NodeBook(kube, node=node, copy=copy),
-        drainer=build_drainer(cfg, kube, node, cancel),
+        drainer=build_drainer(cfg, kube, node, cancel, events),
         lock=lock,
         rebooter=rebooter,
         notifier=notifier,
-        events=EventRecorder(kube, node=node, enabled=cfg.events),
+        events=events,
         metrics=metrics,
         taint=PreferNoScheduleTaint(kube, node=node, key=cfg.prefer_no_schedule_taint)
         if cfg.prefer_no_schedule_taint
@@ -331,7 +350,7 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
     prometheus = build_prometheus_blockers(cfg)
 
     def blockers_for(name: str) -> list[Blocker]:
-        return [*freeze, *prometheus, *build_pod_blockers(cfg, kube, name)]
+        return [*freeze, PauseBlocker(kube, name), *prometheus, *build_pod_blockers(cfg, kube, name)]
 
     fleetlock = None
     if cfg.fleetlock_listen:
@@ -339,10 +358,12 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
             cfg, kube, lock=lock, notifier=notifier, metrics=metrics, window=window, blockers=blockers_for,
             policy=policy, behaviour=behaviour,
         )  # fmt: skip
+    halt = build_halt(cfg, kube, lock=lock, source=maintenance, notifier=notifier, metrics=metrics)
     if cfg.fleetlock_listen and cfg.fleetlock_mode == "central":
         return Agent(
-            daemon=None, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance
-        )
+            daemon=None, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance,
+            halt=halt,
+        )  # fmt: skip
     hands = build_hands(
         cfg, kube, node, cancel, lock=lock, rebooter=build_rebooter(cfg), notifier=notifier, metrics=metrics,
         copy=node_copy(kube, node),
@@ -370,12 +391,39 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         )
         if cfg.resume_rolls
         else None,
+        freeze_state=(lambda: maintenance.honours) if maintenance is not None else (lambda: "off"),
+        policy_where=maintenance.where if maintenance is not None else "",
     )
     settings = Settings(node=node, period=cfg.period.seconds, behaviour=behaviour, policy=policy)
     daemon = Daemon(parts, settings, stopping=cancel, wake=wake)
     return Agent(
-        daemon=daemon, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance
+        daemon=daemon, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance,
+        halt=halt,
+    )  # fmt: skip
+
+
+def build_halt(
+    cfg: Config, kube: Kube, *, lock: Lock, source: PolicySource | None, notifier: Notifier, metrics: Metrics
+) -> HaltWatch | None:
+    """``--reboot-deadline``: the watch that halts the fleet (None: off, or no policy ConfigMap)."""
+    if cfg.reboot_deadline.ns <= 0:
+        return None
+    if source is None:
+        logger.warning('--reboot-deadline needs the policy ConfigMap (--policy-configmap=""): no halt')
+        return None
+    watch = HaltWatch(
+        kube=kube,
+        lock=lock,
+        source=source,
+        namespace=cfg.ds_namespace,
+        configmap=cfg.policy_configmap,
+        me=cfg.node_id,
+        deadline=_delta(cfg.reboot_deadline.seconds),
+        notifier=notifier,
+        events_for=lambda name: EventRecorder(kube, node=name, enabled=cfg.events),
     )
+    metrics.watch_halt(watch.halted)
+    return watch
 
 
 def build_fleetlock(

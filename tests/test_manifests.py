@@ -203,7 +203,15 @@ def test_base_uses_the_lease_lock_with_least_privilege(rendered: Any) -> None:
         },
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list", "watch", "create"]},
         {"apiGroups": ["apps"], "resources": ["daemonsets"], "resourceNames": ["kured"], "verbs": ["get"]},
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": [cfg.policy_configmap],
+            "verbs": ["get", "list", "watch", "update"],
+        },
     ]
+    assert cfg.policy_configmap == "kured-policy" and cfg.reboot_deadline.seconds == 3600
+    assert objects[("ConfigMap", "kured-policy")]["metadata"]["namespace"] == NS
     # Nothing beyond what the Lease lock needs: no DaemonSet writes, no delete of Leases, no node list.
     verbs = {v for rule in role["rules"] + BASE_CLUSTER_RULES for v in rule["verbs"]}
     assert not verbs & {"*", "deletecollection", "escalate", "bind", "impersonate"}

@@ -6,8 +6,9 @@ subcommands (:data:`COMMANDS`). Subcommands, which kured does not have:
 
 * ``pykured lock status`` / ``pykured lock release NODE`` — see and fix the lock (kured #137's runbook);
 * ``pykured notify-test --notify-url URL [--message TEXT]`` — send one notification and print the outcome;
-* ``pykured request-reboot NODE… --reason TEXT`` / ``pykured rollout`` / ``pykured status`` — reboot
-  requests bound to a boot, rollouts, and the fleet's reboot state (:mod:`pykured.cli.requests`);
+* ``pykured request-reboot NODE… --reason TEXT`` / ``pykured rollout`` / ``pykured status`` / ``pykured
+  plan`` — reboot requests bound to a boot, rollouts, the fleet's reboot state and the roll's plan
+  (:mod:`pykured.cli.requests`);
 * ``pykured freeze --reason R [--until T]``, ``pykured freeze --status``, ``pykured unfreeze`` — the
   cluster-wide freeze switch in the policy ConfigMap (docs/maintenance-policy.md).
 
@@ -26,7 +27,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pykured import __version__
 from pykured.config import Config, usage
@@ -121,7 +122,11 @@ def _agent(args: list[str], env: Mapping[str, str], *, prog: str = "kured") -> i
 def _request_command(argv: list[str], name: str) -> int:
     from pykured.cli import requests as requestcli
 
-    commands = {"request-reboot": requestcli.request_reboot_main, "rollout": requestcli.rollout_main}
+    commands = {
+        "request-reboot": requestcli.request_reboot_main,
+        "rollout": requestcli.rollout_main,
+        "plan": requestcli.plan_main,
+    }
     return commands.get(name, requestcli.status_main)(argv)
 
 
@@ -236,12 +241,14 @@ def _notify_test(argv: list[str]) -> int:
 
 
 def _freeze_command(command: str, argv: list[str]) -> int:
-    """``pykured freeze`` / ``pykured unfreeze``: set, show or clear the cluster-wide freeze."""
+    """``pykured freeze`` / ``pykured unfreeze``: set, show or clear the freeze, or pause nodes."""
     env = os.environ
     parser = argparse.ArgumentParser(
         prog=f"pykured {command}",
-        description="Stop (or allow again) every new reboot; a node already rebooting finishes.",
+        description="Stop (or allow again) every new reboot, or those of the NODEs named; a node already "
+        "rebooting finishes. Exit 3: the freeze was set but no agent honours it.",
     )
+    parser.add_argument("nodes", nargs="*", metavar="NODE", help="pause only these nodes (the fleet goes on)")
     if command == "freeze":
         parser.add_argument("--reason", default="", help="why (an incident id), recorded with the freeze")
         parser.add_argument("--until", default="", help="RFC 3339 time (local to --time-zone) or +DURATION")
@@ -265,12 +272,17 @@ def _freeze_command(command: str, argv: list[str]) -> int:
     from pykured.policy.weekly import load_location
 
     where = {"namespace": opts.ds_namespace, "name": opts.policy_configmap}
+    shown = f"{opts.ds_namespace}/{opts.policy_configmap}"
     now = datetime.datetime.now(datetime.UTC)
     try:
         kube = _kube(opts.kubeconfig, opts.context)
         if command == "unfreeze":
+            if opts.nodes:
+                freezecmd.unpause_nodes(kube, opts.nodes)
+                print(f"unpaused {', '.join(opts.nodes)}")
+                return 0
             freezecmd.unfreeze(kube, **where)
-            print(f"unfrozen ({opts.ds_namespace}/{opts.policy_configmap})")
+            print(f"unfrozen ({shown})")
             return 0
         if opts.status:
             return freezecmd.print_status(kube, now=now, out=sys.stdout, as_json=opts.json, **where)
@@ -279,11 +291,37 @@ def _freeze_command(command: str, argv: list[str]) -> int:
         until = None
         if opts.until:
             until = parse_until(opts.until, now=now, zone=load_location(opts.time_zone))
+        if opts.nodes:
+            record = freezecmd.pause_nodes(kube, opts.nodes, reason=opts.reason, until=until, now=now)
+            text = record.describe().removeprefix("frozen")
+            print(f"{', '.join(opts.nodes)}: paused{text}")
+            return 0
         record = freezecmd.freeze(kube, reason=opts.reason, until=until, now=now, **where)
     except (errors.PykuredError, FreezeError, ValueError) as exc:
         print(f"pykured {command}: {exc}", file=sys.stderr)
         return 1
-    print(f"{record.describe()} ({opts.ds_namespace}/{opts.policy_configmap})")
+    print(f"{record.describe()} ({shown})")
+    return _honoured(kube, freezecmd, where)
+
+
+def _honoured(kube: Kube, freezecmd: Any, where: dict[str, str]) -> int:
+    """After a freeze: how many agents honour it; exit 3 (a warning) when none does."""
+    from pykured.status import honour as honouring
+
+    try:
+        honour, agents, others = honouring.honouring(kube, **where)
+    except errors.PykuredError as exc:
+        print(f"warning: cannot tell which agents honour the freeze: {exc}", file=sys.stderr)
+        return 0
+    print(honouring.honour_line(honour, agents, others))
+    if honour == 0:
+        print(
+            f"warning: no agent honours this freeze: reboots go on. Agents watch {where['namespace']}/"
+            f"{where['name']} only with --policy-configmap set to it and RBAC get/list/watch on it "
+            "(docs/maintenance-policy.md)",
+            file=sys.stderr,
+        )
+        return 3
     return 0
 
 
@@ -293,6 +331,7 @@ _SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
     "request-reboot": lambda argv: _request_command(argv, "request-reboot"),
     "rollout": lambda argv: _request_command(argv, "rollout"),
     "status": lambda argv: _request_command(argv, "status"),
+    "plan": lambda argv: _request_command(argv, "plan"),
     "freeze": lambda argv: _freeze_command("freeze", argv),
     "unfreeze": lambda argv: _freeze_command("unfreeze", argv),
 }

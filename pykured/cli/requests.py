@@ -19,11 +19,18 @@ from typing import TYPE_CHECKING, TextIO
 
 from pykured.core import errors
 from pykured.gocompat import logrus
+from pykured.gocompat.goflags import GoValueError, format_duration, parse_duration
+from pykured.policy.command import read_freeze
+from pykured.policy.document import PolicyMapError
+from pykured.policy.freeze import FreezeRecord
+from pykured.requests import canary, requester, rollout
 from pykured.requests import record as rebootrequest
-from pykured.requests import requester, rollout
+from pykured.roll import order as roll
 from pykured.status import fleet as fleetview
+from pykured.status import plan
 
 if TYPE_CHECKING:
+    from pykured.cycle.state import NodeState
     from pykured.kube.client import Kube
 
 
@@ -127,12 +134,29 @@ def rollout_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO =
     parser.add_argument("--all", action="store_true", dest="all_nodes")
     parser.add_argument("--reason", required=True)
     parser.add_argument("--id", default="", help="the rollout id (default: r<UTC date>-<time>-<random>)")
+    parser.add_argument(
+        "--canary",
+        type=int,
+        default=0,
+        metavar="N",
+        help="request the first N nodes alone; the rest once they came back, passed their gates and soaked",
+    )
+    parser.add_argument("--canary-soak", default="30m", help="how long each canary stays Ready (Go duration)")
+    parser.add_argument("--canary-timeout", default="1h", help="a canary not through by then fails it all")
+    parser.add_argument("--interval", type=float, default=5.0, help=argparse.SUPPRESS)
+    _canary_where(parser)
     _common(parser)
     opts = parser.parse_args(args)
     if bool(opts.selector) == bool(opts.all_nodes):
         parser.error("give --selector SELECTOR or --all (exactly one)")
     if opts.id and not rebootrequest.valid_rollout_id(opts.id):
         parser.error(f"invalid --id {opts.id!r}: lower-case letters, digits, '-' and '.', at most 63")
+    try:
+        soak, timeout = _duration(opts.canary_soak), _duration(opts.canary_timeout)
+    except GoValueError as exc:
+        parser.error(f"invalid --canary-soak or --canary-timeout: {exc}")
+    if opts.canary < 0:
+        parser.error("--canary must be 0 (off) or more")
     logrus.configure("text", "warning")
 
     def body() -> int:
@@ -141,6 +165,8 @@ def rollout_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO =
         rid = opts.id or rebootrequest.new_rollout_id(now, secrets.token_hex(2))
         views = requester.nodes(kube, selector=opts.selector, all_nodes=opts.all_nodes)
         who = requester.whoami(kube)
+        if opts.canary > 0:
+            return _canary_rollout(kube, opts, views, rid=rid, who=who, soak=soak, timeout=timeout, out=out)
         outcomes = requester.request_reboot(
             kube, views, reason=opts.reason, requested_by=who, now=now, rollout_id=rid
         )
@@ -151,6 +177,102 @@ def rollout_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO =
         return 0
 
     return _run(prog, err, body)
+
+
+def _duration(text: str) -> datetime.timedelta:
+    return datetime.timedelta(microseconds=parse_duration(text) // 1000)
+
+
+def _canary_where(parser: argparse.ArgumentParser) -> None:
+    env = os.environ
+    parser.add_argument("--ds-namespace", default=env.get("KURED_DS_NAMESPACE", "kube-system"))
+    parser.add_argument("--ds-name", default=env.get("KURED_DS_NAME", "kured"))
+    parser.add_argument(
+        "--lock-annotation", default=env.get("KURED_LOCK_ANNOTATION", "weave.works/kured-node-lock")
+    )
+    parser.add_argument("--lease-prefix", default=env.get("KURED_LEASE_PREFIX", ""))
+    parser.add_argument("--policy-configmap", default=env.get("KURED_POLICY_CONFIGMAP") or "kured-policy")
+
+
+def _in_roll_order(views: Sequence[NodeState], now: datetime.datetime) -> list[NodeState]:
+    by_name = {v.name: v for v in views}
+    rows = fleetview.rows(views, [], now=now)
+    members = sorted((roll.Member(r.node, r.last_reboot, r.waiting_since) for r in rows), key=roll.order_key)
+    return [by_name[m.node] for m in members]
+
+
+def _canary_rollout(
+    kube: Kube,
+    opts: argparse.Namespace,
+    views: Sequence[NodeState],
+    *,
+    rid: str,
+    who: str,
+    soak: datetime.timedelta,
+    timeout: datetime.timedelta,
+    out: TextIO,
+) -> int:
+    """Request the canaries, wait for them (:mod:`pykured.requests.canary`), then the rest; a failure
+    freezes."""
+    ordered = _in_roll_order(views, _now())
+    first, rest = ordered[: opts.canary], ordered[opts.canary :]
+    started = _now()
+    for o in requester.request_reboot(kube, first, reason=opts.reason, requested_by=who, now=started,
+                                      rollout_id=rid):  # fmt: skip
+        out.write(_describe(o, opts.reason) + " (canary)\n")
+    soaked = format_duration(round(soak.total_seconds()) * 1_000_000_000)
+    out.write(f"rollout {rid}: {len(first)} canary node(s) first; {len(rest)} after they soaked {soaked}\n")
+    out.flush()
+    names = [v.name for v in first]
+    shown = ""
+    while True:
+        now = _now()
+        locks = requester.lock_holders(
+            kube, namespace=opts.ds_namespace, ds_name=opts.ds_name, annotation=opts.lock_annotation,
+            lease_prefix=opts.lease_prefix or f"{opts.ds_name}-lock",
+        )  # fmt: skip
+        holders = {h for info in locks for h in info.holders}
+        frozen, _ = _read_freeze(kube, opts.ds_namespace, opts.policy_configmap)
+        state = canary.check(
+            requester.nodes(kube, names=names), rollout=rid, holders=holders, freeze=frozen, soak=soak,
+            timeout=timeout, started=started, now=now,
+        )  # fmt: skip
+        if state.failed:
+            return _canary_failed(kube, opts, state.failed, rid=rid, rest=len(rest), out=out)
+        if state.done:
+            break
+        line = "waiting for " + ", ".join(f"{n}: {what}" for n, what in state.waiting)
+        if line != shown:
+            out.write(line + "\n")
+            out.flush()
+            shown = line
+        time.sleep(opts.interval)
+    out.write(f"rollout {rid}: canaries passed ({', '.join(names)}); requesting the rest\n")
+    for o in requester.request_reboot(kube, rest, reason=opts.reason, requested_by=who, now=_now(),
+                                      rollout_id=rid):  # fmt: skip
+        out.write(_describe(o, opts.reason) + "\n")
+    out.write(f"follow it with: pykured rollout status {rid} --watch\n")
+    return 0
+
+
+def _canary_failed(
+    kube: Kube, opts: argparse.Namespace, why: str, *, rid: str, rest: int, out: TextIO
+) -> int:
+    """Freeze (unless a freeze is in force already), say so, exit 1."""
+    from pykured.policy import command as freezecmd
+
+    now = _now()
+    record = FreezeRecord(reason=f"rollout {rid}: {why}", by=requester.whoami(kube), at=now)
+    where = {"namespace": opts.ds_namespace, "name": opts.policy_configmap}
+    try:
+        current = freezecmd.set_unless_frozen(kube, record=record, now=now, **where)
+    except (errors.KubeError, PolicyMapError) as exc:
+        out.write(f"rollout {rid}: {why}; could not set the freeze: {exc}\n")
+        return 1
+    held = current.describe() if current is not None else record.describe()
+    out.write(f"rollout {rid}: {why}; the other {rest} node(s) were not requested; {held}\n")
+    out.write("after fixing it: pykured unfreeze, then run the rollout again\n")
+    return 1
 
 
 def _rollout_status(argv: list[str], *, out: TextIO, err: TextIO) -> int:
@@ -206,6 +328,22 @@ def _rollout_cancel(argv: list[str], *, out: TextIO, err: TextIO) -> int:
 # -- status --------------------------------------------------------------------------------------------------
 
 
+def _freeze_in_force(kube: Kube, namespace: str, name: str, now: datetime.datetime) -> FreezeRecord | None:
+    """The active freeze of the policy ConfigMap (None: none, or the caller may not read it)."""
+    try:
+        record = read_freeze(kube, namespace=namespace, name=name)
+    except (errors.KubeError, PolicyMapError):
+        return None
+    return record if record is not None and record.active(now) else None
+
+
+def _freeze_line(record: FreezeRecord) -> str:
+    """The first line of ``pykured status`` while the fleet is frozen or halted."""
+    if record.halted:
+        return f"HALTED: {record.describe()}; no reboot starts until `pykured unfreeze`\n"
+    return f"FROZEN: {record.describe()}; no new reboot starts\n"
+
+
 def status_main(
     argv: Sequence[str],
     *,
@@ -228,6 +366,9 @@ def status_main(
         "--lock-annotation", default=os.environ.get("KURED_LOCK_ANNOTATION", "weave.works/kured-node-lock")
     )
     parser.add_argument("--lease-prefix", default=os.environ.get("KURED_LEASE_PREFIX", ""))
+    parser.add_argument(
+        "--policy-configmap", default=os.environ.get("KURED_POLICY_CONFIGMAP") or "kured-policy"
+    )
     _common(parser)
     opts = parser.parse_args(list(argv))
     logrus.configure("text", "error")
@@ -235,6 +376,7 @@ def status_main(
     def body() -> int:
         kube = _kube(opts.kubeconfig, opts.context)
         while True:
+            frozen = _freeze_in_force(kube, opts.ds_namespace, opts.policy_configmap, now())
             if opts.nodes:
                 views = requester.nodes(kube, names=opts.nodes)
             else:
@@ -249,14 +391,95 @@ def status_main(
             moment = now()
             table = fleetview.rows(views, locks, now=moment)
             if opts.output == "json":
-                out.write(json.dumps(fleetview.to_json(table, locks), sort_keys=True) + "\n")
+                data = fleetview.to_json(table, locks)
+                if frozen is not None:
+                    data["freeze"] = json.loads(frozen.to_json())
+                out.write(json.dumps(data, sort_keys=True) + "\n")
             else:
                 if opts.watch:
                     out.write("\x1b[H\x1b[2J")
+                if frozen is not None:
+                    out.write(_freeze_line(frozen))
                 out.write(fleetview.render_table(table, locks, now=moment))
             out.flush()
             if not opts.watch:
                 return 0
             time.sleep(opts.interval)
+
+    return _run(prog, err, body)
+
+
+# -- plan ----------------------------------------------------------------------------------------------------
+
+
+def _read_freeze(kube: Kube, namespace: str, name: str) -> tuple[FreezeRecord | None, str]:
+    """The freeze record, or why it could not be read."""
+    try:
+        return read_freeze(kube, namespace=namespace, name=name), ""
+    except errors.ForbiddenError:
+        why = "forbidden (403) for this user"
+    except (errors.KubeError, PolicyMapError) as exc:
+        why = str(exc)
+    return None, f"policy ConfigMap {namespace}/{name}: {why}: a freeze or a halt would not show here"
+
+
+def plan_main(
+    argv: Sequence[str],
+    *,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    now: Callable[[], datetime.datetime] = _now,
+) -> int:
+    """``pykured plan [NODE…] [-l SELECTOR] [-o json]``: read-only; what the roll will do, what holds it."""
+    prog = "pykured plan"
+    env = os.environ
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="What the roll will do: per node whether it needs a reboot and why, what holds it, its "
+        "place in the order, and when the roll should end. Reads only.",
+    )
+    parser.add_argument("nodes", nargs="*", metavar="NODE", help="only these (get, not list: kured's RBAC)")
+    parser.add_argument("--selector", "-l", default="")
+    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    parser.add_argument("--ds-namespace", default=env.get("KURED_DS_NAMESPACE", "kube-system"))
+    parser.add_argument("--ds-name", default=env.get("KURED_DS_NAME", "kured"))
+    parser.add_argument(
+        "--lock-annotation", default=env.get("KURED_LOCK_ANNOTATION", "weave.works/kured-node-lock")
+    )
+    parser.add_argument("--lease-prefix", default=env.get("KURED_LEASE_PREFIX", ""))
+    parser.add_argument("--policy-configmap", default=env.get("KURED_POLICY_CONFIGMAP") or "kured-policy")
+    concurrency = int(env.get("KURED_CONCURRENCY") or 1)
+    parser.add_argument("--concurrency", type=int, default=concurrency, help="the agents' --concurrency")
+    _common(parser)
+    opts = parser.parse_args(list(argv))
+    logrus.configure("text", "error")
+
+    def body() -> int:
+        kube = _kube(opts.kubeconfig)
+        if opts.nodes:
+            views = requester.nodes(kube, names=opts.nodes)
+        else:
+            views = requester.all_nodes(kube, opts.selector)
+        locks = requester.lock_holders(
+            kube,
+            namespace=opts.ds_namespace,
+            ds_name=opts.ds_name,
+            annotation=opts.lock_annotation,
+            lease_prefix=opts.lease_prefix or f"{opts.ds_name}-lock",
+        )
+        record, unreadable = _read_freeze(kube, opts.ds_namespace, opts.policy_configmap)
+        result = plan.build(
+            views,
+            locks,
+            freeze=record,
+            unreadable=[unreadable] if unreadable else [],
+            concurrency=opts.concurrency,
+            now=now(),
+        )
+        if opts.output == "json":
+            out.write(json.dumps(plan.to_json(result), sort_keys=True) + "\n")
+        else:
+            out.write(plan.render_table(result))
+        return 0
 
     return _run(prog, err, body)

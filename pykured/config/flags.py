@@ -315,8 +315,8 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
     _x(
         "policy-configmap",
         STR,
-        "",
-        "pykured: ConfigMap in --ds-namespace watched for blackouts and the freeze switch (default: off)",
+        "kured-policy",
+        'pykured: ConfigMap in --ds-namespace watched for blackouts and the freeze switch; "" turns it off',
     ),
     _x(
         "concurrency-label",
@@ -378,6 +378,13 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
         DUR,
         "1h0m0s",
         "pykured: give up waiting for reboot hooks after this long (before: abort the cycle; after: release)",
+    ),
+    _x(
+        "reboot-deadline",
+        DUR,
+        "0s",
+        "pykured: a lock holder not back (Ready, new bootID, after-reboot gates passed) this long after its "
+        "reboot began halts the fleet: the freeze is set until pykured unfreeze (default: off)",
     ),
 )
 

@@ -42,6 +42,7 @@ _ZERO = Duration(0)
 _H = Duration(3_600_000_000_000)
 _10M = Duration(600_000_000_000)
 _30M = Duration(1_800_000_000_000)
+_ZERO = Duration(0)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,7 +114,7 @@ class Config:
     machine_id_file: str = "/etc/machine-id"
     maintenance_window: tuple[str, ...] = ()
     blackout: tuple[str, ...] = ()
-    policy_configmap: str = ""
+    policy_configmap: str = "kured-policy"
     concurrency_label: str = ""
     concurrency_per_label: int = 1
     resume_rolls: bool = False
@@ -125,6 +126,7 @@ class Config:
     before_reboot_annotations: tuple[str, ...] = ()
     after_reboot_annotations: tuple[str, ...] = ()
     reboot_hook_timeout: Duration = _H
+    reboot_deadline: Duration = _ZERO
     # derived at parse time
     time_window: TimeWindow = _DEFAULT_WINDOW
     """The reboot window built from reboot_days, start_time, end_time and time_zone by :func:`parse`."""

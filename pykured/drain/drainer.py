@@ -8,8 +8,12 @@ Invariants:
 * Evictions run in parallel (at most ``max_parallel`` at once). HTTP 429 (a PodDisruptionBudget) is retried
   after a jittered delay that doubles from ``retry_delay`` up to ``max_retry_delay`` (kured leaves kubectl's
   retry delay at 0 and so retries in a hot loop); before each retry the pod is re-read, and a pod that is
-  gone or replaced (new UID) counts as evicted. 404 means done; any other error fails that pod, and the
-  drain fails after the other pods had their chance (kubectl's aggregate error).
+  gone or replaced (new UID) counts as evicted. An eviction denied by an admission webhook (``admission
+  webhook "…" denied the request: …``, e.g. Strimzi Drain Cleaner, Longhorn; or ``failed calling webhook``)
+  is retried the same way until ``timeout``: the webhook's message is logged, passed once per pod and message
+  to ``on_denied`` (the agent posts an ``EvictionDenied`` Event) and ends the timeout error. 404 means done;
+  any other error fails that pod, and the drain fails after the other pods had their chance (kubectl's
+  aggregate error).
 * Without the eviction API (discovery of ``pods/eviction``) pods are DELETEd with a UID precondition.
 * A pod counts as gone when it is no longer listed on the node with the same UID (one LIST per poll for all
   pods instead of one GET per pod and second), or when it has been terminating longer than the skip-wait
@@ -107,6 +111,7 @@ class Drainer:
         cancel: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime.datetime] = _utcnow,
+        on_denied: Callable[[str], None] | None = None,
     ) -> None:
         self._kube = kube
         self.node = node
@@ -122,6 +127,9 @@ class Drainer:
         self._clock = clock
         self._wall_clock = wall_clock
         self._random = random.SystemRandom()
+        self._on_denied = on_denied
+        self._denials: dict[tuple[str, str], str] = {}
+        """The latest webhook denial per pod (namespace, name) during the current drain."""
 
     # -- cordon --------------------------------------------------------------------------------------------
 
@@ -189,6 +197,7 @@ class Drainer:
     def drain(self) -> DrainResult:
         """Evict (or delete) the node's pods and wait until they are gone; raises :class:`DrainError`."""
         start = self._clock()
+        self._denials.clear()
         deadline = start + self._timeout.seconds if self._timeout.ns > 0 else None
         try:
             pods = self._list(label_selector=self._selector or None)
@@ -252,8 +261,14 @@ class Drainer:
 
     def _timeout_errors(self, evicting: list[PodRef], waiting: list[PodRef]) -> list[str]:
         limit = format_duration(self._timeout.ns)
+
+        def denied(r: PodRef) -> str:
+            message = self._denials.get((r.namespace, r.name))
+            return f" (eviction denied: {message})" if message else ""
+
         out = [
             f'error when evicting pods/"{r.name}" -n "{r.namespace}": global timeout reached: {limit}'
+            + denied(r)
             for r in evicting
         ]
         out += [
@@ -300,9 +315,14 @@ class Drainer:
             except (errors.NotFoundError, errors.ConflictError):
                 return _OK  # already gone, or (UID precondition) replaced by a new pod of the same name
             except errors.KubeError as exc:
-                retryable = isinstance(exc, errors.TooManyRequestsError) or (
-                    isinstance(exc, errors.ForbiddenError) and "being terminated" in str(exc)
+                webhook = denied_by_webhook(exc)
+                retryable = (
+                    isinstance(exc, errors.TooManyRequestsError)
+                    or (isinstance(exc, errors.ForbiddenError) and "being terminated" in str(exc))
+                    or webhook
                 )
+                if webhook:
+                    self._denied(ref, str(exc))
                 if not retryable:
                     return f'error when evicting pods/"{ref.name}" -n "{ref.namespace}": {exc}'
                 delay = retry_delay_for(
@@ -323,6 +343,17 @@ class Drainer:
                     return _OK if not stop.is_set() else _STOPPED
         return _STOPPED
 
+    def _denied(self, ref: PodRef, message: str) -> None:
+        key = (ref.namespace, ref.name)
+        if self._denials.get(key) == message:
+            return
+        self._denials[key] = message
+        if self._on_denied is not None:
+            try:
+                self._on_denied(f"eviction of pod {ref.namespace}/{ref.name} denied, retrying: {message}")
+            except Exception as exc:  # an Event that cannot be posted never stops the drain
+                logger.debug("on_denied failed: %s", exc)
+
     def _replaced(self, ref: PodRef) -> bool:
         """Before a retry: is the pod gone, or a different pod by now (kubectl re-reads it too)?"""
         try:
@@ -331,3 +362,9 @@ class Drainer:
             return True
         except errors.KubeError:
             return False
+
+
+def denied_by_webhook(exc: BaseException) -> bool:
+    """An admission webhook refused (or could not be asked about) an eviction: worth retrying."""
+    text = str(exc)
+    return ("admission webhook" in text and "denied the request" in text) or "failed calling webhook" in text

@@ -13,9 +13,10 @@ import datetime
 import json
 from typing import IO, TYPE_CHECKING
 
-from pykured.core.errors import KubeError, NotFoundError
+from pykured.core.errors import ConflictError, KubeError, NotFoundError
 from pykured.policy.document import FREEZE_KEY, PolicyMapError, parse_policy_map
 from pykured.policy.freeze import FreezeRecord
+from pykured.policy.pause import PAUSED_ANNOTATION, describe, paused_record, set_pause
 from pykured.policy.source import configmaps_path
 
 if TYPE_CHECKING:
@@ -69,6 +70,36 @@ def freeze(
     return record
 
 
+def set_unless_frozen(
+    kube: Kube, *, namespace: str, name: str, record: FreezeRecord, now: datetime.datetime
+) -> FreezeRecord | None:
+    """Set ``record`` as the freeze unless an active one is there already (a halt is idempotent).
+
+    Returns None when this call set it, else the freeze in force. The write is conditional (PUT with the
+    resourceVersion read, or POST of a missing ConfigMap), so of several agents halting at once exactly one
+    sets it. Raises :class:`KubeError` (and :class:`PolicyMapError` for a ConfigMap that does not parse).
+    """
+    for _ in range(5):
+        try:
+            obj = kube.request("GET", configmaps_path(namespace, name))
+        except NotFoundError:
+            obj = None
+        if obj is not None:
+            current = parse_policy_map(obj.get("data") or {}, zone=datetime.UTC).freeze
+            if current is not None and current.active(now):
+                return current
+            obj = {**obj, "data": {**(obj.get("data") or {}), FREEZE_KEY: record.to_json()}}
+        try:
+            if obj is None:
+                _write(kube, namespace, name, record.to_json())
+            else:
+                kube.request("PUT", configmaps_path(namespace, name), body=obj)
+            return None
+        except ConflictError:
+            continue  # another agent wrote first (or created it): read again
+    raise KubeError(f"policy ConfigMap {namespace}/{name} kept changing while setting the freeze")
+
+
 def unfreeze(kube: Kube, *, namespace: str, name: str) -> None:
     """Remove the freeze (nothing to do when there is none)."""
     _write(kube, namespace, name, None)
@@ -81,6 +112,33 @@ def read_freeze(kube: Kube, *, namespace: str, name: str) -> FreezeRecord | None
     except NotFoundError:
         return None
     return parse_policy_map(obj.get("data") or {}, zone=datetime.UTC).freeze
+
+
+def pause_nodes(
+    kube: Kube, nodes: list[str], *, reason: str, until: datetime.datetime | None, now: datetime.datetime
+) -> FreezeRecord:
+    """Pause each node (raises :class:`KubeError`, e.g. NotFound for an unknown node)."""
+    record = FreezeRecord(reason=reason, by=whoami(kube), at=now, until=until)
+    for node in nodes:
+        set_pause(kube, node, record)
+    return record
+
+
+def unpause_nodes(kube: Kube, nodes: list[str]) -> None:
+    for node in nodes:
+        set_pause(kube, node, None)
+
+
+def paused_nodes(kube: Kube, now: datetime.datetime) -> list[tuple[str, FreezeRecord]]:
+    """The nodes with an active pause, by name."""
+    out = []
+    for obj in kube.list_nodes().get("items") or []:
+        meta = obj.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        record = paused_record(annotations) if PAUSED_ANNOTATION in annotations else None
+        if record is not None and record.active(now):
+            out.append((str(meta.get("name", "")), record))
+    return sorted(out, key=lambda item: item[0])
 
 
 def print_status(
@@ -102,4 +160,10 @@ def print_status(
         print(record.describe(), file=out)
     else:
         print(f"not frozen (expired: {record.describe()})", file=out)
+    if not as_json:
+        try:
+            for node, pause in paused_nodes(kube, now):
+                print(f"node {node}: {describe(pause)}", file=out)
+        except KubeError as exc:
+            print(f"paused nodes: cannot read: {exc}", file=out)
     return 0

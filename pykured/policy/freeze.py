@@ -5,6 +5,9 @@
 and, while a record is active, block every NEW reboot like a blocker (``Reboot blocked: frozen by …``). A
 node already holding the lock and past the gates finishes its cycle. ``by`` is the user name the API
 server reports for the caller (SelfSubjectReview). A record whose ``until`` has passed is inactive.
+
+A halt (:mod:`pykured.policy.halt`) is a freeze an agent sets by itself when a node did not come back from
+its reboot in time; it names that node in ``halted`` and lasts until ``pykured unfreeze``.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ class FreezeRecord:
     by: str
     at: datetime.datetime
     until: datetime.datetime | None = None
+    halted: str = ""
+    """For a halt: the node that did not come back ("" for an operator's freeze)."""
 
     def active(self, now: datetime.datetime) -> bool:
         return self.until is None or now < self.until
@@ -52,6 +57,8 @@ class FreezeRecord:
         data: dict[str, str] = {"reason": self.reason, "by": self.by, "at": _rfc3339(self.at)}
         if self.until is not None:
             data["until"] = _rfc3339(self.until)
+        if self.halted:
+            data["halted"] = self.halted
         return json.dumps(data, sort_keys=True)
 
     @classmethod
@@ -66,18 +73,21 @@ class FreezeRecord:
         if not isinstance(reason, str) or not isinstance(by, str):
             raise FreezeError("freeze record: reason and by must be strings")
         until = data.get("until")
+        halted = data.get("halted", "")
         return cls(
             reason=reason,
             by=by,
             at=_parse_time(data.get("at"), "at"),
             until=None if until in (None, "") else _parse_time(until, "until"),
+            halted=halted if isinstance(halted, str) else "",
         )
 
     def describe(self) -> str:
-        """One line: ``frozen by alice at 2026-…Z until 2026-…Z: INC-123``."""
+        """One line: ``frozen by alice at 2026-…Z until 2026-…Z: INC-123`` (``halted by …`` for a halt)."""
+        verb = "halted" if self.halted else "frozen"
         until = f" until {_rfc3339(self.until)}" if self.until else ""
         why = f": {self.reason}" if self.reason else ""
-        return f"frozen by {self.by or 'unknown'} at {_rfc3339(self.at)}{until}{why}"
+        return f"{verb} by {self.by or 'unknown'} at {_rfc3339(self.at)}{until}{why}"
 
 
 def parse_until(text: str, *, now: datetime.datetime, zone: datetime.tzinfo) -> datetime.datetime:

@@ -7,6 +7,12 @@ and the last good policy stays in force. Until the first successful read the pol
 reboot may start (fail closed). ``on_change`` is called after every accepted change, so the daemon
 re-evaluates at once.
 
+Forbidden (403: kured's RBAC grants no access to ConfigMaps) is not an outage: the agent says once, in one
+line, that blackouts and the freeze are unavailable and why, takes the empty policy (the static windows and
+``--blackout`` still apply) and keeps working; it looks again every ``forbidden_interval`` seconds, quietly,
+and says so when access is granted. :attr:`PolicySource.honours` is what the agent publishes in its status:
+``on`` (the ConfigMap was read: the freeze is honoured), ``forbidden`` or ``pending`` (never read yet).
+
 Two views for the daemon: :class:`PolicyWindow` (the static
 :class:`~pykured.policy.maintenance.MaintenancePolicy` plus the ConfigMap's blackouts, with the same
 ``contains``/``next_open`` as kured's window) and :class:`FreezeBlocker` (a blocker that holds every new
@@ -23,7 +29,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pykured.core.errors import KubeError
+from pykured.core.errors import ForbiddenError, KubeError
 from pykured.core.model import Reason
 from pykured.policy.document import PolicyDoc, PolicyMapError, parse_policy_map
 from pykured.policy.maintenance import MaintenancePolicy
@@ -52,6 +58,7 @@ class PolicySource:
         on_change: Callable[[], None] | None = None,
         retry_interval: float = 5.0,
         watch_timeout: int = 300,
+        forbidden_interval: float = 300.0,
     ) -> None:
         self._kube = kube
         self._namespace = namespace
@@ -60,6 +67,10 @@ class PolicySource:
         self._on_change = on_change
         self._retry_interval = retry_interval
         self._watch_timeout = watch_timeout
+        self._forbidden_interval = forbidden_interval
+        self._forbidden: str | None = None
+        self.denials = 0
+        """How many reads were forbidden (403)."""
         self._lock = threading.Lock()
         self._doc: PolicyDoc | None = None
         self._refused: str | None = None
@@ -76,6 +87,39 @@ class PolicySource:
         """The policy in force (None until the first successful read)."""
         with self._lock:
             return self._doc
+
+    @property
+    def forbidden(self) -> str | None:
+        """Why the ConfigMap may not be read (403), or None."""
+        with self._lock:
+            return self._forbidden
+
+    @property
+    def honours(self) -> str:
+        """``on`` (read: the freeze is honoured), ``forbidden`` (RBAC) or ``pending`` (not read yet)."""
+        with self._lock:
+            if self._forbidden is not None:
+                return "forbidden"
+            return "pending" if self._doc is None else "on"
+
+    def _deny(self, exc: ForbiddenError) -> None:
+        """A 403: log one line (the first time), run on the empty policy."""
+        with self._lock:
+            self.denials += 1
+            first = self._forbidden is None
+            self._forbidden = str(exc)
+            changed = self._doc is None or bool(self._doc.blackouts) or self._doc.freeze is not None
+            self._doc = PolicyDoc()
+        if first:
+            logger.warning(
+                "Policy ConfigMap %s cannot be read (forbidden: the agent's RBAC grants no get/list/watch on "
+                "configmaps in %s): blackouts from it and the freeze (pykured freeze) are unavailable; "
+                "continuing without them",
+                self.where,
+                self._namespace,
+            )
+        if changed and self._on_change is not None:
+            self._on_change()
 
     @property
     def refused(self) -> str | None:
@@ -102,7 +146,10 @@ class PolicySource:
         with self._lock:
             changed = doc != self._doc
             first = self._doc is None
-            self._doc, self._refused = doc, None
+            granted = self._forbidden is not None
+            self._doc, self._refused, self._forbidden = doc, None, None
+        if granted:
+            logger.info("Policy ConfigMap %s can be read now: blackouts and the freeze apply", self.where)
         if changed:
             freeze = doc.freeze.describe() if doc.freeze else "none"
             logger.info(
@@ -159,6 +206,10 @@ class PolicySource:
                 if self._rv is None:
                     self.refresh()
                 self._watch_once()
+            except ForbiddenError as exc:
+                self._rv = None
+                self._deny(exc)
+                self._stop.wait(self._forbidden_interval)
             except KubeError as exc:
                 self._rv = None
                 logger.warning("Reading policy ConfigMap %s failed, retrying: %s", self.where, exc)
@@ -168,6 +219,8 @@ class PolicySource:
         """Read once now (best effort), then keep watching in a daemon thread."""
         try:
             self.refresh()
+        except ForbiddenError as exc:
+            self._deny(exc)
         except KubeError as exc:
             logger.warning("Reading policy ConfigMap %s failed, retrying: %s", self.where, exc)
         self._thread = threading.Thread(target=self.run, name="policy-configmap", daemon=True)

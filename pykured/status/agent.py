@@ -10,13 +10,18 @@ The value is compact JSON with sorted keys; absent fields are omitted::
     {"bootID":"…","lastBootID":"…","lastReboot":"2026-11-30T21:40:00Z","lockWait":true,
      "reason":"Reboot required","request":"kernel 6.12","sentinel":true,"step":"acquire",
      "blocked":"alerts","blockedBy":"Reboot blocked: 1 active alerts: [KubePodCrashLooping]",
-     "resumeRolls":true,"waitingSince":"2026-11-30T23:10:00Z","windowOpens":"2026-12-01T02:00:00Z","v":"0.1.0"}
+     "resumeRolls":true,"freeze":"on","policy":"kube-system/kured-policy","waitingSince":"2026-11-30T23:10:00Z","windowOpens":"2026-12-01T02:00:00Z","v":"0.1.0"}
 
 ``step`` is the decision of :mod:`pykured.cycle.decide` (``wait``, ``blocked``, ``acquire``,
 ``drain-and-reboot``, …); ``lastReboot``/``lastBootID`` record the last bootID change the agent saw (its
 previous status named another bootID); ``waitingSince`` is when the node began to need its pending reboot
 (kept from pass to pass while it needs it, on the same boot); ``resumeRolls`` says the agent takes the lock in
-the roll's order (:mod:`pykured.roll.order`). Pure: no I/O, ``now`` is passed in.
+the roll's order (:mod:`pykured.roll.order`); ``freeze`` says whether the agent honours the freeze (``on``: it
+reads the policy ConfigMap; ``forbidden``: its RBAC does not let it; ``off``: ``--policy-configmap=""``;
+``pending``: not read yet; absent: an agent that predates the field) and ``policy`` which ConfigMap it
+watches (``namespace/name``), so ``pykured freeze`` counts the agents that honour the freeze it sets;
+``lastCycle`` how many seconds the node's last cycle held the lock (``pykured plan`` estimates from it).
+Pure: no I/O, ``now`` is passed in.
 """
 
 from __future__ import annotations
@@ -59,6 +64,12 @@ class AgentStatus:
     """When the node began to need its pending reboot (None while it needs none)."""
     resume_rolls: bool = False
     """The agent takes the lock in the roll's order (``--resume-rolls``), not in kured's race."""
+    freeze: str = ""
+    """Whether the agent honours the freeze: ``on``, ``forbidden``, ``off``, ``pending`` ("": not said)."""
+    policy: str = ""
+    """The policy ConfigMap the agent watches, ``namespace/name`` ("" when off)."""
+    last_cycle_s: int | None = None
+    """How long the node's last reboot cycle took, lock taken to lock released (seconds; for ``plan``)."""
 
     @property
     def needs_reboot(self) -> bool:
@@ -88,12 +99,22 @@ def encode(status: AgentStatus) -> str:
         data["waitingSince"] = format_rfc3339(status.waiting_since)
     if status.resume_rolls:
         data["resumeRolls"] = True
+    if status.freeze:
+        data["freeze"] = status.freeze
+    if status.policy:
+        data["policy"] = status.policy
+    if status.last_cycle_s is not None:
+        data["lastCycle"] = status.last_cycle_s
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _s(data: Mapping[str, Any], key: str) -> str:
     value = data.get(key, "")
     return value if isinstance(value, str) else ""
+
+
+def _seconds(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def decode(text: str | None) -> AgentStatus | None:
@@ -123,6 +144,9 @@ def decode(text: str | None) -> AgentStatus | None:
         last_boot_id=_s(data, "lastBootID"),
         waiting_since=parse_rfc3339(_s(data, "waitingSince")),
         resume_rolls=data.get("resumeRolls") is True,
+        freeze=_s(data, "freeze"),
+        policy=_s(data, "policy"),
+        last_cycle_s=_seconds(data.get("lastCycle")),
     )
 
 
@@ -140,6 +164,9 @@ def build(
     window_opens: datetime.datetime | None = None,
     lock_wait: bool = False,
     resume_rolls: bool = False,
+    freeze: str = "",
+    policy: str = "",
+    last_cycle_s: int | None = None,
     now: datetime.datetime,
 ) -> AgentStatus:
     """The next status: the facts of this pass, plus the last reboot carried over or detected now.
@@ -174,4 +201,7 @@ def build(
         last_boot_id=last_boot_id,
         waiting_since=waiting_since,
         resume_rolls=resume_rolls,
+        freeze=freeze,
+        policy=policy,
+        last_cycle_s=last_cycle_s if last_cycle_s is not None or previous is None else previous.last_cycle_s,
     )

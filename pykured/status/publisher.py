@@ -43,6 +43,9 @@ class StatusPublisher:
         window_opens: datetime.datetime | None = None,
         lock_wait: bool = False,
         resume_rolls: bool = False,
+        freeze: str = "",
+        policy: str = "",
+        last_cycle_s: int | None = None,
         now: datetime.datetime,
     ) -> bool:
         """Write ``pykured.dev/status`` if it differs from what the Node carries; ``True`` if written."""
@@ -62,6 +65,9 @@ class StatusPublisher:
             window_opens=window_opens,
             lock_wait=lock_wait,
             resume_rolls=resume_rolls,
+            freeze=freeze,
+            policy=policy,
+            last_cycle_s=last_cycle_s,
             now=now,
         )
         text = agentstatus.encode(status)

@@ -17,7 +17,11 @@ from pykured.cycle.state import (
     UNSCHEDULABLE_BEFORE_ANNOTATION,
 )
 from pykured.kube.client import Obj
-from tests.fleetlock.conftest import Rig, zincati, zincati_id
+from pykured.policy import halt
+from pykured.policy.command import pause_nodes, set_unless_frozen, unfreeze, unpause_nodes
+from pykured.policy.pause import PauseBlocker
+from pykured.policy.source import FreezeBlocker, PolicySource
+from tests.fleetlock.conftest import Rig, utcnow, zincati, zincati_id
 from tests.lock.conftest import History, annotation_history
 
 pytestmark = pytest.mark.k8s
@@ -420,3 +424,30 @@ def test_steady_state_from_a_node_whose_kubelet_is_not_back_yet(rig: Rig) -> Non
     assert zincati(server.port, "steady-state", zid) == (200, "ok")
     assert rig.holders() == [] and not rig.cordoned(node)
     assert rig.count("cycle", "rebooted") == 1 and rig.count("cycle", "released_without_reboot") == 0
+
+
+def test_the_freeze_a_halt_sets_and_a_node_pause_answer_423(rig: Rig) -> None:
+    """FleetLock honours the freeze (a halt is one) and the per-node pause, as wiring builds its blockers."""
+    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    source = PolicySource(rig.kube, namespace=rig.namespace, name="kured-policy", zone=datetime.UTC)
+    source.refresh()
+    server = rig.server(
+        mode="central", blockers=lambda name: [FreezeBlocker(source), PauseBlocker(rig.kube, name)]
+    )
+    found = halt.Overdue("zn-gone", utcnow(), "not Ready")
+    five = datetime.timedelta(minutes=5)
+    record = halt.halt_record(found, deadline=five, by="pykured on zn-1", now=utcnow())
+    where = {"namespace": rig.namespace, "name": "kured-policy"}
+    assert set_unless_frozen(rig.kube, record=record, now=utcnow(), **where) is None
+    again = set_unless_frozen(rig.kube, record=record, now=utcnow(), **where)
+    assert again is not None and again.to_json() == record.to_json()  # idempotent: the freeze in force stays
+    source.refresh()
+    assert zincati(server.port, "pre-reboot", zincati_id(node)) == (423, "blocked")
+    assert rig.holders() == [] and not rig.cordoned(node)
+    unfreeze(rig.kube, namespace=rig.namespace, name="kured-policy")
+    source.refresh()
+    pause_nodes(rig.kube, [node], reason="disk", until=None, now=utcnow())
+    assert zincati(server.port, "pre-reboot", zincati_id(node)) == (423, "blocked")
+    assert rig.holders() == []
+    unpause_nodes(rig.kube, [node])
+    assert zincati(server.port, "pre-reboot", zincati_id(node))[0] == 200

@@ -137,3 +137,37 @@ def test_freeze_creates_the_configmap_and_unfreeze_of_nothing_is_fine(k8s: TestE
     freezecmd.freeze(kube, namespace=ns, name="p", reason="", until=None, now=now)
     record = freezecmd.read_freeze(kube, namespace=ns, name="p")
     assert record is not None and record.by == "bob" and record.until is None
+
+
+def test_forbidden_is_one_line_and_the_agent_runs_without_the_freeze(
+    k8s: TestEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    ns = k8s.new_namespace("policy")
+    put(k8s, ns, {"freeze": json.dumps({"reason": "INC-9", "by": "alice", "at": "2026-01-01T00:00:00Z"})})
+    nobody = k8s.kube_as(k8s.unique("nobody"))  # no RBAC at all: 403 on configmaps, as kured's
+    changed = threading.Event()
+    src = PolicySource(
+        nobody, namespace=ns, name="kured-policy", zone=UTC, on_change=changed.set, forbidden_interval=0.1
+    )
+    assert src.honours == "pending"
+    caplog.set_level("INFO", logger="pykured.policy.source")
+    src.start()
+    try:
+        assert src.honours == "forbidden" and src.forbidden is not None
+        assert changed.is_set()
+        now = datetime.datetime.now(UTC)
+        assert FreezeBlocker(src).check(now=now) is None  # the freeze is unavailable, not fail-closed
+        assert PolicyWindow(MaintenancePolicy.build(ALWAYS), src).contains(now)
+        wait_for(lambda: src.denials >= 4)  # the watch loop retried, quietly
+        lines = [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()]
+        assert len(lines) == 1, lines
+        assert lines[0] == (
+            f"Policy ConfigMap {ns}/kured-policy cannot be read (forbidden: the agent's RBAC grants no "
+            f"get/list/watch on configmaps in {ns}): blackouts from it and the freeze (pykured freeze) are "
+            "unavailable; continuing without them"
+        )
+    finally:
+        src.stop()
+    admin = PolicySource(k8s.kube(), namespace=ns, name="kured-policy", zone=UTC)
+    admin.refresh()
+    assert admin.honours == "on" and FreezeBlocker(admin).check(now=datetime.datetime.now(UTC)) is not None

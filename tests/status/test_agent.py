@@ -111,3 +111,22 @@ def test_an_agent_that_follows_the_rolls_order_says_so() -> None:
         None, version="v", boot_id="b", step="wait", reason="", sentinel=False, request=None, now=now
     )
     assert "resumeRolls" not in st.encode(plain) and not plain.resume_rolls
+
+
+def test_freeze_state_policy_and_last_cycle_round_trip_and_carry_over() -> None:
+    now = datetime.datetime(2026, 12, 1, 3, 0, tzinfo=datetime.UTC)
+    first = st.build(
+        None, version="0.1.0", boot_id="b1", step="wait", reason="", sentinel=False, request=None,
+        freeze="on", policy="kube-system/kured-policy", last_cycle_s=610, now=now,
+    )  # fmt: skip
+    text = st.encode(first)
+    assert '"freeze":"on"' in text and '"policy":"kube-system/kured-policy"' in text
+    assert '"lastCycle":610' in text
+    assert st.decode(text) == first
+    later = st.build(
+        first, version="0.1.0", boot_id="b2", step="wait", reason="", sentinel=False, request=None,
+        freeze="forbidden", now=now,
+    )  # fmt: skip
+    assert later.last_cycle_s == 610 and later.freeze == "forbidden" and later.policy == ""
+    odd = st.decode('{"v":"0.0.9","bootID":"b","step":"wait","lastCycle":true}')
+    assert odd is not None and odd.last_cycle_s is None

@@ -1,0 +1,156 @@
+"""The halt watch: every agent looks at the lock holders, and one that did not come back halts the fleet.
+
+A node that does not come back from its reboot cannot say so itself, so each agent (and a central FleetLock
+server) looks, every few seconds, at the lock holders and their Nodes' ``pykured.dev/*`` memory
+(:func:`pykured.policy.halt.overdue`). The first to see a holder past ``--reboot-deadline`` sets the freeze
+(:func:`pykured.policy.command.set_unless_frozen`: conditional, so exactly one agent does), logs it, posts a
+``RebootHalted`` Event on that node and sends a notification. The freeze stops every new reboot on every path
+(the agents, FleetLock) until ``pykured unfreeze``. ``pykured_halted`` shows it.
+
+Nothing happens while the freeze is already in force, or while the policy ConfigMap cannot be read (the
+agent said so at start-up: the halt needs ``update`` on it).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+from collections.abc import Callable
+
+from pykured.core import errors
+from pykured.cycle.state import REBOOT_TRIGGERED_AT_ANNOTATION, NodeState
+from pykured.kube.client import Kube
+from pykured.kube.events import EventRecorder
+from pykured.lock.base import Lock
+from pykured.lock.record import UNKNOWN_HOLDER
+from pykured.notify import Notifier
+from pykured.policy import command
+from pykured.policy import halt as rules
+from pykured.policy.document import PolicyMapError
+from pykured.policy.source import PolicySource
+
+logger = logging.getLogger(__name__)
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def check_interval(deadline: datetime.timedelta) -> float:
+    """How often to look: a quarter of the deadline, between 1 s and 30 s."""
+    return min(max(deadline.total_seconds() / 4, 1.0), 30.0)
+
+
+class HaltWatch:
+    """Sets the freeze when a lock holder has not come back within the deadline."""
+
+    def __init__(
+        self,
+        *,
+        kube: Kube,
+        lock: Lock,
+        source: PolicySource,
+        namespace: str,
+        configmap: str,
+        me: str,
+        deadline: datetime.timedelta,
+        notifier: Notifier,
+        events_for: Callable[[str], EventRecorder],
+        clock: Callable[[], datetime.datetime] = _utcnow,
+    ) -> None:
+        self._kube = kube
+        self._lock = lock
+        self._source = source
+        self._namespace = namespace
+        self._configmap = configmap
+        self._me = me
+        self.deadline = deadline
+        self._notifier = notifier
+        self._events_for = events_for
+        self._clock = clock
+        self._last_error = ""
+
+    def halted(self) -> bool:
+        """The freeze in force is a halt (for ``pykured_halted``)."""
+        doc = self._source.doc
+        return (
+            doc is not None
+            and doc.freeze is not None
+            and bool(doc.freeze.halted)
+            and doc.freeze.active(self._clock())
+        )
+
+    def find(self, now: datetime.datetime) -> rules.Overdue | None:
+        """The first lock holder past the deadline (None: all in time)."""
+        for entry in self._lock.holders(now_ns=0):  # expired entries too: a TTL does not bring a node back
+            if entry.node_id in ("", UNKNOWN_HOLDER):
+                continue
+            try:
+                view = NodeState.from_obj(self._kube.get_node(entry.node_id))
+            except errors.NotFoundError:
+                continue  # a deleted node frees its slot (pykured.lock.liveness)
+            holder = rules.Holder(
+                node=entry.node_id,
+                reboot_began=view.reboot_triggered_at,
+                boot_id=view.boot_id,
+                reboot_boot_id=view.reboot_boot_id,
+                ready=view.ready,
+                halted_for=view.annotations.get(rules.HALTED_FOR_ANNOTATION, ""),
+                began_text=view.annotations.get(REBOOT_TRIGGERED_AT_ANNOTATION, ""),
+            )
+            found = rules.overdue(holder, deadline=self.deadline, now=now)
+            if found is not None:
+                return found
+        return None
+
+    def check(self) -> rules.Overdue | None:
+        """One look: sets the freeze and says so when this agent is the one that halts; what it halted for."""
+        doc = self._source.doc
+        now = self._clock()
+        if doc is None or self._source.forbidden is not None:
+            return None
+        if doc.freeze is not None and doc.freeze.active(now):
+            return None
+        found = self.find(now)
+        if found is None:
+            return None
+        by = f"pykured on {self._me or 'the FleetLock server'}"
+        record = rules.halt_record(found, deadline=self.deadline, by=by, now=now)
+        where = {"namespace": self._namespace, "name": self._configmap}
+        current = command.set_unless_frozen(self._kube, record=record, now=now, **where)
+        if current is not None:
+            return None
+        began_text = found.began.astimezone(datetime.UTC).isoformat(timespec="seconds")
+        began = began_text.replace("+00:00", "Z")
+        message = (
+            f"{record.reason} (reboot began {began}; {found.what}): no new reboot starts until "
+            "`pykured unfreeze`"
+        )
+        logger.error("Halting the fleet: %s", message)
+        self._mark(found.node)
+        self._events_for(found.node).record("RebootHalted", message, warning=True, now=now)
+        self._notifier.send(f"pykured halted the fleet: {message}", title="pykured: fleet halted")
+        return found
+
+    def _mark(self, node: str) -> None:
+        """``pykured.dev/halted-for`` on the node: this reboot halted the fleet (best effort)."""
+        try:
+            obj = self._kube.get_node(node)
+            began = ((obj.get("metadata") or {}).get("annotations") or {}).get(REBOOT_TRIGGERED_AT_ANNOTATION)
+            patch = {"metadata": {"annotations": {rules.HALTED_FOR_ANNOTATION: began}}}
+            self._kube.patch_node(node, patch, patch_type="application/merge-patch+json")
+        except errors.KubeError as exc:
+            logger.warning("Could not mark node %s as halted for: %s", node, exc)
+
+    def run(self, stopping: threading.Event) -> None:
+        """Look every :func:`check_interval` seconds until ``stopping``; errors are logged and retried."""
+        interval = check_interval(self.deadline)
+        while not stopping.wait(interval):
+            try:
+                self.check()
+                self._last_error = ""
+            except (errors.PykuredError, PolicyMapError) as exc:
+                if str(exc) != self._last_error:
+                    logger.warning("Checking for nodes that did not come back failed, retrying: %s", exc)
+                self._last_error = str(exc)
