@@ -16,7 +16,7 @@ from pykured.status import agent as agentstatus
 from pykured.status import fleet as fleetview
 from pykured.status import plan
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
 HOUR = datetime.timedelta(hours=1)
 S = agentstatus.STATUS_ANNOTATION
