@@ -1,0 +1,227 @@
+"""What the real-node scenarios share: installing a DaemonSet as users do, workloads, waiting for effects.
+
+ServiceAccount tokens reach the pods as in any cluster: the control plane keeps the ServiceAccount admission
+plugin, so every pod gets the projected ``kube-api-access-*`` volume, and the real kubelet requests and
+rotates the token through the TokenRequest API (the ``ca.crt`` comes from the ``kube-root-ca.crt`` ConfigMap
+kube-controller-manager publishes). Pods reach the API server at the ``kubernetes`` Service's address, which
+the kubelet puts in ``KUBERNETES_SERVICE_HOST``/``_PORT``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pykured import errors
+from pykured.lock.record import decode
+from pykured_dev.testenv import images
+from pykured_dev.testenv.procs import find_binaries
+from pykured_dev.testenv.realnode import RealNodes
+
+ROOT = Path(__file__).resolve().parents[3]
+NS = "kube-system"
+DS = "kured"
+KURED_ANNOTATION = "weave.works/kured-node-lock"
+WAIT = 480.0
+"""Generous: the tier must pass on a loaded 2-core machine; every wait ends as soon as its effect is seen."""
+
+
+def wait_for(what: str, cond: Callable[[], bool], fleet: RealNodes, timeout: float = WAIT) -> None:
+    """Wait until ``cond()``; on timeout fail with the nodes' log tails."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if cond():
+                return
+        except errors.KubeError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{fleet.diagnostics()}")
+        time.sleep(0.5)
+
+
+def apply(fleet: RealNodes, docs: list[dict[str, Any]]) -> None:
+    """Server-side apply, as ``kubectl apply --server-side`` does for users."""
+    text = "\n---\n".join(yaml.safe_dump(d) for d in docs)
+    fleet.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=text)
+
+
+def kustomize_base(image: str, *extra_args: str, overlay: str = "kustomize/base") -> list[dict[str, Any]]:
+    """``kustomize/base`` (or an overlay) rendered, with the image swapped and ``extra_args`` appended."""
+    kubectl = find_binaries(("kubectl",)) / "kubectl"
+    rendered = subprocess.run(
+        [str(kubectl), "kustomize", str(ROOT / overlay)], capture_output=True, text=True, check=True
+    ).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    for doc in docs:
+        if doc["kind"] == "DaemonSet":
+            container = doc["spec"]["template"]["spec"]["containers"][0]
+            container["image"] = image
+            container["imagePullPolicy"] = "Never"
+            container["args"] = [*container.get("args", []), *extra_args]
+    return docs
+
+
+def daemonset(fleet: RealNodes) -> dict[str, Any]:
+    return dict(fleet.cluster.kube().get(f"/apis/apps/v1/namespaces/{NS}/daemonsets/{DS}"))
+
+
+def ds_rolled_out(fleet: RealNodes, image: str) -> bool:
+    """Every node runs a Ready pod of the DaemonSet's current template, with ``image``."""
+    ds = daemonset(fleet)
+    status = ds.get("status", {})
+    if ds["spec"]["template"]["spec"]["containers"][0]["image"] != image:
+        return False
+    want = len(fleet.nodes)
+    return bool(
+        status.get("observedGeneration") == ds["metadata"]["generation"]
+        and status.get("desiredNumberScheduled") == want
+        and status.get("updatedNumberScheduled") == want
+        and status.get("numberReady") == want
+        and status.get("numberAvailable") == want
+    )
+
+
+def agent_pods(fleet: RealNodes) -> dict[str, dict[str, Any]]:
+    """The DaemonSet's pods by node."""
+    pods = fleet.cluster.kube().get(f"/api/v1/namespaces/{NS}/pods", query={"labelSelector": "name=kured"})
+    return {p["spec"].get("nodeName", ""): p for p in pods.get("items", [])}
+
+
+def boot_ids(fleet: RealNodes) -> dict[str, str]:
+    return {n.name: fleet.node_obj(n.name)["status"]["nodeInfo"]["bootID"] for n in fleet.nodes}
+
+
+def cordoned(fleet: RealNodes) -> list[str]:
+    return [n.name for n in fleet.nodes if fleet.node_obj(n.name).get("spec", {}).get("unschedulable")]
+
+
+def lease_holders(fleet: RealNodes) -> list[str]:
+    leases = fleet.cluster.kube().get(
+        f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases", query={"labelSelector": "pykured.dev/lock"}
+    )
+    return [h for item in leases.get("items", []) if (h := item.get("spec", {}).get("holderIdentity"))]
+
+
+def annotation_holders(fleet: RealNodes) -> list[str]:
+    raw = (daemonset(fleet)["metadata"].get("annotations") or {}).get(KURED_ANNOTATION)
+    return [e.node_id for e in decode(raw).entries] if raw else []
+
+
+def settled(fleet: RealNodes, before: dict[str, str], names: list[str]) -> bool:
+    """``names`` rebooted (a new bootID), every node Ready on its boot and schedulable, no lock held."""
+    now = boot_ids(fleet)
+    return (
+        all(now[n] != before[n] for n in names)
+        and all(fleet.is_ready(n.name, boot=n.boots[-1]) for n in fleet.nodes)
+        and not cordoned(fleet)
+        and not lease_holders(fleet)
+        and not annotation_holders(fleet)
+    )
+
+
+def workload(fleet: RealNodes, namespace: str, *, replicas: int = 2) -> None:
+    """A Deployment of ``replicas`` busybox pods under a PodDisruptionBudget (minAvailable 1)."""
+    kube = fleet.cluster.kube()
+    kube.create(
+        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    )
+    labels = {"app": "web"}
+    kube.create(
+        f"/apis/apps/v1/namespaces/{namespace}/deployments",
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "automountServiceAccountToken": False,
+                        "terminationGracePeriodSeconds": 5,
+                        "containers": [
+                            {
+                                "name": "web",
+                                "image": images.BUSYBOX_IMAGE,
+                                "imagePullPolicy": "Never",
+                                "command": [
+                                    "/bin/sh",
+                                    "-c",
+                                    "trap 'exit 0' TERM; while :; do sleep 1 & wait; done",
+                                ],
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+    )
+    kube.create(
+        f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}},
+        },
+    )
+
+
+def workload_pods(fleet: RealNodes, namespace: str) -> dict[str, dict[str, Any]]:
+    pods = fleet.cluster.kube().get(
+        f"/api/v1/namespaces/{namespace}/pods", query={"labelSelector": "app=web"}
+    )
+    return {p["metadata"]["name"]: p for p in pods.get("items", [])}
+
+
+def workload_available(fleet: RealNodes, namespace: str, replicas: int = 2) -> bool:
+    dep = fleet.cluster.kube().get(f"/apis/apps/v1/namespaces/{namespace}/deployments/web")
+    return (
+        int(dep.get("status", {}).get("availableReplicas") or 0) == replicas
+        and int(dep.get("status", {}).get("updatedReplicas") or 0) == replicas
+    )
+
+
+def reset(fleet: RealNodes) -> None:
+    """Between scenarios: no agent DaemonSet, no lock, every node up, Ready, uncordoned, without marks."""
+    kube = fleet.cluster.kube()
+    with contextlib.suppress(errors.NotFoundError):
+        kube.request(
+            "DELETE",
+            f"/apis/apps/v1/namespaces/{NS}/daemonsets/{DS}",
+            body={"propagationPolicy": "Foreground"},
+            content_type="application/json",
+        )
+    wait_for("the agent pods to go", lambda: not agent_pods(fleet), fleet, timeout=120)
+    for lease in kube.get(
+        f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases", query={"labelSelector": "pykured.dev/lock"}
+    ).get("items", []):
+        kube.request(
+            "DELETE", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{lease['metadata']['name']}"
+        )
+    for node in fleet.nodes:
+        node.power_on()
+    fleet.wait_ready()
+    for node in fleet.nodes:
+        obj = fleet.node_obj(node.name)
+        marks = {
+            k: None
+            for k in (obj["metadata"].get("annotations") or {})
+            if k.startswith(("pykured.dev/", "weave.works/"))
+        }
+        labels = {k: None for k in (obj["metadata"].get("labels") or {}) if k.startswith("pykured.dev/")}
+        kube.patch_node(
+            node.name,
+            {"metadata": {"annotations": marks, "labels": labels}, "spec": {"unschedulable": None}},
+            patch_type="application/merge-patch+json",
+        )
+        for name in ("reboot-required",):
+            (node.run_dir / name).unlink(missing_ok=True)
