@@ -61,8 +61,10 @@ SYSCTLS = (
 CONTROLLERS = (
     "daemonset-controller,deployment-controller,replicaset-controller,disruption-controller,"
     "garbage-collector-controller,namespace-controller,serviceaccount-controller,"
-    "root-ca-certificate-publisher-controller"
+    "root-ca-certificate-publisher-controller,node-lifecycle-controller"
 )
+"""What real nodes need of kube-controller-manager: DaemonSets, Deployments, PodDisruptionBudget status,
+ServiceAccounts and their CA, and a node that stops reporting marked ``Unknown`` (as users see it)."""
 COMMANDS = {
     "containerd": "containerd",
     "containerd-shim-runc-v2": "containerd",

@@ -7,10 +7,12 @@ every process the fixture started is ended when the session ends, whatever happe
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from pykured_dev.testenv import Cluster
+from pykured_dev.testenv import Cluster, images
+from pykured_dev.testenv.procs import run_build
 from pykured_dev.testenv.realnode import RealNodeError, RealNodes, require
 
 
@@ -20,11 +22,12 @@ def realnodes() -> Iterator[RealNodes]:
         require()
     except RealNodeError as exc:
         pytest.fail(str(exc), pytrace=False)
+    kured = Path(run_build("kured-build", ["kured"], missing="kured 1.23.0").splitlines()[-1]) / "kured"
     cluster = Cluster(service_account_admission=True).start()
     nodes = RealNodes(cluster, 3)
     try:
         try:
-            nodes.start()
+            nodes.start(extra_images=[images.kured_image(kured)])
         except RealNodeError as exc:
             pytest.fail(str(exc), pytrace=False)
         yield nodes

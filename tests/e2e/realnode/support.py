@@ -20,14 +20,30 @@ import yaml
 
 from pykured import errors
 from pykured.lock.record import decode
-from pykured_dev.testenv import images
-from pykured_dev.testenv.procs import find_binaries
+from pykured_dev.testenv.install import (
+    DS,
+    NS,
+    apply,
+    daemonset,
+    ds_rolled_out,
+    kustomize_base,
+    workload,
+    workload_available,
+)
+from pykured_dev.testenv.procs import run_build
 from pykured_dev.testenv.realnode import RealNodes
 
-ROOT = Path(__file__).resolve().parents[3]
-NS = "kube-system"
-DS = "kured"
 KURED_ANNOTATION = "weave.works/kured-node-lock"
+__all__ = [
+    "DS",
+    "NS",
+    "apply",
+    "daemonset",
+    "ds_rolled_out",
+    "kustomize_base",
+    "workload",
+    "workload_available",
+]
 WAIT = 480.0
 """Generous: the tier must pass on a loaded 2-core machine; every wait ends as soon as its effect is seen."""
 
@@ -46,46 +62,31 @@ def wait_for(what: str, cond: Callable[[], bool], fleet: RealNodes, timeout: flo
         time.sleep(0.5)
 
 
-def apply(fleet: RealNodes, docs: list[dict[str, Any]]) -> None:
-    """Server-side apply, as ``kubectl apply --server-side`` does for users."""
-    text = "\n---\n".join(yaml.safe_dump(d) for d in docs)
-    fleet.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=text)
+def chart(repository: str, tag: str) -> list[dict[str, Any]]:
+    """kured's Helm chart 6.1.0 as users install it (``helm template``), with only the image chosen.
 
-
-def kustomize_base(image: str, *extra_args: str, overlay: str = "kustomize/base") -> list[dict[str, Any]]:
-    """``kustomize/base`` (or an overlay) rendered, with the image swapped and ``extra_args`` appended."""
-    kubectl = find_binaries(("kubectl",)) / "kubectl"
-    rendered = subprocess.run(
-        [str(kubectl), "kustomize", str(ROOT / overlay)], capture_output=True, text=True, check=True
-    ).stdout
-    docs = [d for d in yaml.safe_load_all(rendered) if d]
-    for doc in docs:
-        if doc["kind"] == "DaemonSet":
-            container = doc["spec"]["template"]["spec"]["containers"][0]
-            container["image"] = image
-            container["imagePullPolicy"] = "Never"
-            container["args"] = [*container.get("args", []), *extra_args]
-    return docs
-
-
-def daemonset(fleet: RealNodes) -> dict[str, Any]:
-    return dict(fleet.cluster.kube().get(f"/apis/apps/v1/namespaces/{NS}/daemonsets/{DS}"))
-
-
-def ds_rolled_out(fleet: RealNodes, image: str) -> bool:
-    """Every node runs a Ready pod of the DaemonSet's current template, with ``image``."""
-    ds = daemonset(fleet)
-    status = ds.get("status", {})
-    if ds["spec"]["template"]["spec"]["containers"][0]["image"] != image:
-        return False
-    want = len(fleet.nodes)
-    return bool(
-        status.get("observedGeneration") == ds["metadata"]["generation"]
-        and status.get("desiredNumberScheduled") == want
-        and status.get("updatedNumberScheduled") == want
-        and status.get("numberReady") == want
-        and status.get("numberAvailable") == want
+    The one other value, ``configuration.period=10s``, is the same for kured and pykured (a user's own value:
+    kured checks its sentinel only every period).
+    """
+    bindir = Path(
+        run_build("kured-build", ["helm", "chart"], missing="helm and kured's chart").splitlines()[-1]
     )
+    rendered = subprocess.run(
+        [
+            str(bindir / "helm"),
+            "template",
+            "kured",
+            str(bindir.parent / "chart" / "kured"),
+            f"--namespace={NS}",
+            f"--set=image.repository={repository}",
+            f"--set=image.tag={tag}",
+            "--set=configuration.period=10s",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [d for d in yaml.safe_load_all(rendered) if d]
 
 
 def agent_pods(fleet: RealNodes) -> dict[str, dict[str, Any]]:
@@ -126,68 +127,11 @@ def settled(fleet: RealNodes, before: dict[str, str], names: list[str]) -> bool:
     )
 
 
-def workload(fleet: RealNodes, namespace: str, *, replicas: int = 2) -> None:
-    """A Deployment of ``replicas`` busybox pods under a PodDisruptionBudget (minAvailable 1)."""
-    kube = fleet.cluster.kube()
-    kube.create(
-        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-    )
-    labels = {"app": "web"}
-    kube.create(
-        f"/apis/apps/v1/namespaces/{namespace}/deployments",
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "web"},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "automountServiceAccountToken": False,
-                        "terminationGracePeriodSeconds": 5,
-                        "containers": [
-                            {
-                                "name": "web",
-                                "image": images.BUSYBOX_IMAGE,
-                                "imagePullPolicy": "Never",
-                                "command": [
-                                    "/bin/sh",
-                                    "-c",
-                                    "trap 'exit 0' TERM; while :; do sleep 1 & wait; done",
-                                ],
-                            }
-                        ],
-                    },
-                },
-            },
-        },
-    )
-    kube.create(
-        f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets",
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "web"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}},
-        },
-    )
-
-
 def workload_pods(fleet: RealNodes, namespace: str) -> dict[str, dict[str, Any]]:
     pods = fleet.cluster.kube().get(
         f"/api/v1/namespaces/{namespace}/pods", query={"labelSelector": "app=web"}
     )
     return {p["metadata"]["name"]: p for p in pods.get("items", [])}
-
-
-def workload_available(fleet: RealNodes, namespace: str, replicas: int = 2) -> bool:
-    dep = fleet.cluster.kube().get(f"/apis/apps/v1/namespaces/{namespace}/deployments/web")
-    return (
-        int(dep.get("status", {}).get("availableReplicas") or 0) == replicas
-        and int(dep.get("status", {}).get("updatedReplicas") or 0) == replicas
-    )
 
 
 def reset(fleet: RealNodes) -> None:
