@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import tarfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -170,6 +171,9 @@ def pykured_image() -> tuple[str, Path]:
     if inspect.returncode != 0:
         raise TestEnvError(f"the pykured image {name} is not built (run tools/image-build)")
     path = images_dir() / f"pykured-{inspect.stdout.strip()[:16]}.tar"
+    for old in images_dir().glob("pykured-*.tar"):  # earlier builds' archives, a day old
+        if old != path and time.time() - old.stat().st_mtime > 86400:
+            old.unlink(missing_ok=True)
     if not path.exists():
         tmp = path.with_suffix(f".tmp.{os.getpid()}")
         tmp.unlink(missing_ok=True)

@@ -149,7 +149,11 @@ mount --bind "$N/run-$BOOT" /run
 mount --bind "$N/var-lib" /var/lib
 mount --bind "$N/log" /var/log
 mount --bind "$N/bin" /usr/local/bin
-mount --bind "$N/bin/systemctl" /usr/bin/systemctl
+if [ -e /usr/bin/systemctl ]; then  # kured's reboot command, /bin/systemctl reboot, is the node's own
+  mount --bind "$N/bin/systemctl" /usr/bin/systemctl
+else
+  mount -t overlay overlay -o "lowerdir=$N/usr-bin:/usr/bin" /usr/bin
+fi
 set +e
 echo "$BOOT" > /run/pykured-realnode
 containerd --config "$N/etc/containerd.toml" >> /var/log/containerd.log 2>&1 &
@@ -219,6 +223,7 @@ class Node:
         self.proc: Proc | None = None
         self._lock = threading.Lock()
         self._stopping = False
+        self._watching = False
         self.powered_off = threading.Event()
 
     # paths
@@ -269,6 +274,8 @@ class Node:
         ):
             (d / "bin" / name).write_text(text)
             (d / "bin" / name).chmod(0o755)
+        (d / "usr-bin").mkdir(exist_ok=True)
+        shutil.copy(d / "bin" / "systemctl", d / "usr-bin" / "systemctl")
         script = (
             BOOT_SCRIPT.replace("@NODE@", str(d))
             .replace("@SYSCTLS@", " ".join(SYSCTLS))
@@ -307,62 +314,58 @@ class Node:
         return self.relay is not None and self.relay.alive()
 
     def boot(self) -> None:
-        """Power on: a new boot id, an empty ``/run``, a new PID 1."""
+        """Power on and keep the node running: a new boot each time its PID 1 ends (see :meth:`_watch`)."""
         with self._lock:
-            if self._stopping:
+            if self._stopping or self._watching:
                 return
-            boot_id = str(uuid.uuid4())
-            self.boots.append(boot_id)
-            (self.dir / "boot_id").write_text(boot_id + "\n")
-            old = self.dir / f"run-{len(self.boots) - 2}"
-            if len(self.boots) > 1 and old.exists() and not _mounted_under(old):
-                shutil.rmtree(old, ignore_errors=True)
-            self.run_dir.mkdir()
-            self.powered_off.clear()
-            self.proc = Proc(
-                f"{self.name}-boot-{len(self.boots)}",
-                [
-                    "nsenter",
-                    f"--net={self.netns}",
-                    "--",
-                    "unshare",
-                    "--pid",
-                    "--fork",
-                    "--kill-child=SIGKILL",
-                    "--mount",
-                    "--mount-proc",
-                    "--propagation=slave",
-                    "--",
-                    "/bin/sh",
-                    str(self.dir / "boot.sh"),
-                ],
-                log_dir=self.dir,
-                env={**_clean_env(), "BOOT": str(len(self.boots))},
-            )
+            self.stay_down = False
+            self._boot_locked()
+            self._watching = True
+        threading.Thread(target=self._watch, daemon=True, name=f"{self.name}-power").start()
 
-    def watch(self) -> None:
-        """Reboot the node each time its PID 1 ends, until stopped or told to stay down."""
+    def _boot_locked(self) -> None:
+        """A new boot id, an empty ``/run``, a new PID 1."""
+        boot_id = str(uuid.uuid4())
+        self.boots.append(boot_id)
+        (self.dir / "boot_id").write_text(boot_id + "\n")
+        old = self.dir / f"run-{len(self.boots) - 1}"
+        if old.exists() and not _mounted_under(old):
+            shutil.rmtree(old, ignore_errors=True)
+        self.run_dir.mkdir()
+        self.powered_off.clear()
+        self.proc = Proc(
+            f"{self.name}-boot-{len(self.boots)}",
+            [
+                "nsenter",
+                f"--net={self.netns}",
+                "--",
+                "unshare",
+                "--pid",
+                "--fork",
+                "--kill-child=SIGKILL",
+                "--mount",
+                "--mount-proc",
+                "--propagation=slave",
+                "--",
+                "/bin/sh",
+                str(self.dir / "boot.sh"),
+            ],
+            log_dir=self.dir,
+            env={**_clean_env(), "BOOT": str(len(self.boots))},
+        )
+
+    def _watch(self) -> None:
+        """Boot the node again each time its PID 1 ends, until stopped or told to stay down."""
         while True:
             proc = self.proc
-            if proc is None:
-                return
+            assert proc is not None
             proc.popen.wait()
             with self._lock:
-                if self._stopping:
-                    self.powered_off.set()
+                self.powered_off.set()
+                if self._stopping or self.stay_down:
+                    self._watching = False
                     return
-            self.powered_off.set()
-            if self.stay_down:
-                return
-            self.boot()
-
-    def power_on(self) -> None:
-        """Boot a node that was kept down, and watch it again."""
-        self.stay_down = False
-        if self.proc is not None and self.proc.alive():
-            return
-        self.boot()
-        threading.Thread(target=self.watch, daemon=True, name=f"{self.name}-power").start()
+                self._boot_locked()
 
     def stop(self) -> None:
         with self._lock:
@@ -553,7 +556,6 @@ class RealNodes:
                 node.prepare(bindir, self.archives)
                 node.start_network(self.cluster.port)
                 node.boot()
-                threading.Thread(target=node.watch, daemon=True, name=f"{node.name}-power").start()
             self.wait_ready()
         except BaseException:
             self.stop()

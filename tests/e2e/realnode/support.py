@@ -152,7 +152,7 @@ def reset(fleet: RealNodes) -> None:
             "DELETE", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{lease['metadata']['name']}"
         )
     for node in fleet.nodes:
-        node.power_on()
+        node.boot()  # a node kept down (no-op for running nodes)
     fleet.wait_ready()
     for node in fleet.nodes:
         obj = fleet.node_obj(node.name)
