@@ -32,6 +32,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -224,6 +225,8 @@ class Node:
         self._lock = threading.Lock()
         self._stopping = False
         self._watching = False
+        self.failed = False
+        """The node's boot script ended before it started the kubelet (see its boot log)."""
         self.powered_off = threading.Event()
 
     # paths
@@ -362,7 +365,9 @@ class Node:
             proc.popen.wait()
             with self._lock:
                 self.powered_off.set()
-                if self._stopping or self.stay_down:
+                if not (self.run_dir / "pykured-booted").exists():  # the boot itself failed: no boot loop
+                    self.failed = True
+                if self._stopping or self.stay_down or self.failed:
                     self._watching = False
                     return
                 self._boot_locked()
@@ -489,7 +494,8 @@ class RealNodes:
         self.cluster = cluster
         self.count = count
         self.id = uuid.uuid4().hex[:6]
-        self.workdir = Path(cluster.workdir) / "realnodes"
+        # on disk, not beside etcd on /dev/shm: containerd's images and snapshots take a few hundred MB a node
+        self.workdir = Path(tempfile.mkdtemp(prefix="pykured-realnodes-", dir="/var/tmp"))
         self.nodes = [Node(self, i, f"{prefix}-{i}") for i in range(count)]
         self.cgroup_base = f"/pykured-realnode-{self.id}"
         self.archives: list[Path] = []
@@ -671,8 +677,11 @@ class RealNodes:
             pending = [n for n in todo if not (n.boots and self.is_ready(n.name, boot=n.boots[-1]))]
             if not pending:
                 return
-            if time.monotonic() > deadline:
+            failed = [n.name for n in pending if n.failed]
+            if failed or time.monotonic() > deadline:
                 tails = "\n".join(n.tail() for n in pending)
+                if failed:
+                    raise RealNodeError(f"nodes failed to boot: {', '.join(failed)}\n{tails}")
                 raise RealNodeError(
                     f"nodes not Ready after {timeout:.0f} s: {', '.join(n.name for n in pending)}\n{tails}"
                 )
