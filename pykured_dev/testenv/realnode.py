@@ -363,6 +363,7 @@ class Node:
             proc = self.proc
             assert proc is not None
             proc.popen.wait()
+            proc.stop(timeout=1)  # already ended: reaps it and closes its log
             with self._lock:
                 self.powered_off.set()
                 if not (self.run_dir / "pykured-booted").exists():  # the boot itself failed: no boot loop

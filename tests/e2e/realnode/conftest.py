@@ -7,13 +7,12 @@ every process the fixture started is ended when the session ends, whatever happe
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from pykured_dev.testenv import Cluster, images
-from pykured_dev.testenv.procs import run_build
 from pykured_dev.testenv.realnode import RealNodeError, RealNodes, require
+from tests.e2e.realnode.support import built
 
 
 @pytest.fixture(scope="session")
@@ -22,7 +21,7 @@ def realnodes() -> Iterator[RealNodes]:
         require()
     except RealNodeError as exc:
         pytest.fail(str(exc), pytrace=False)
-    kured = Path(run_build("kured-build", ["kured"], missing="kured 1.23.0").splitlines()[-1]) / "kured"
+    kured = built("kured")
     cluster = Cluster(service_account_admission=True).start()
     nodes = RealNodes(cluster, 3)
     try:

@@ -30,9 +30,10 @@ from pykured_dev.testenv.install import (
     workload,
     workload_available,
 )
-from pykured_dev.testenv.procs import run_build
+from pykured_dev.testenv.procs import cache_dir, run_build
 from pykured_dev.testenv.realnode import RealNodes
 
+KURED_BUILD = "tools/kured-build"
 KURED_ANNOTATION = "weave.works/kured-node-lock"
 __all__ = [
     "DS",
@@ -62,21 +63,28 @@ def wait_for(what: str, cond: Callable[[], bool], fleet: RealNodes, timeout: flo
         time.sleep(0.5)
 
 
+def built(name: str) -> Path:
+    """``tools/kured-build NAME``'s binary (kured; helm, with kured's chart beside it), built if missing."""
+    path = cache_dir() / "bin" / "current" / name
+    if not path.exists() or (name == "helm" and not (path.parent.parent / "chart" / "kured").is_dir()):
+        wanted = [name, "chart"] if name == "helm" else [name]
+        run_build("kured-build", wanted, missing=f"{name} ({KURED_BUILD})")
+    return path
+
+
 def chart(repository: str, tag: str) -> list[dict[str, Any]]:
     """kured's Helm chart 6.1.0 as users install it (``helm template``), with only the image chosen.
 
     The one other value, ``configuration.period=10s``, is the same for kured and pykured (a user's own value:
     kured checks its sentinel only every period).
     """
-    bindir = Path(
-        run_build("kured-build", ["helm", "chart"], missing="helm and kured's chart").splitlines()[-1]
-    )
+    helm = built("helm")
     rendered = subprocess.run(
         [
-            str(bindir / "helm"),
+            str(helm),
             "template",
             "kured",
-            str(bindir.parent / "chart" / "kured"),
+            str(helm.parent.parent / "chart" / "kured"),
             f"--namespace={NS}",
             f"--set=image.repository={repository}",
             f"--set=image.tag={tag}",
