@@ -98,9 +98,24 @@ def chart(repository: str, tag: str) -> list[dict[str, Any]]:
 
 
 def agent_pods(fleet: RealNodes) -> dict[str, dict[str, Any]]:
-    """The DaemonSet's pods by node."""
-    pods = fleet.cluster.kube().get(f"/api/v1/namespaces/{NS}/pods", query={"labelSelector": "name=kured"})
-    return {p["spec"].get("nodeName", ""): p for p in pods.get("items", [])}
+    """The pods of DaemonSet kube-system/kured (kustomize's or the chart's labels), by node."""
+    pods = fleet.cluster.kube().get(f"/api/v1/namespaces/{NS}/pods")
+    return {
+        p["spec"].get("nodeName", ""): p
+        for p in pods.get("items", [])
+        if any(
+            o.get("kind") == "DaemonSet" and o.get("name") == DS
+            for o in p["metadata"].get("ownerReferences") or []
+        )
+    }
+
+
+def daemonset_gone(fleet: RealNodes) -> bool:
+    try:
+        daemonset(fleet)
+    except errors.NotFoundError:
+        return not agent_pods(fleet)
+    return False
 
 
 def boot_ids(fleet: RealNodes) -> dict[str, str]:
@@ -152,7 +167,7 @@ def reset(fleet: RealNodes) -> None:
             body={"propagationPolicy": "Foreground"},
             content_type="application/json",
         )
-    wait_for("the agent pods to go", lambda: not agent_pods(fleet), fleet, timeout=120)
+    wait_for("the agent DaemonSet and its pods to go", lambda: daemonset_gone(fleet), fleet, timeout=180)
     for lease in kube.get(
         f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases", query={"labelSelector": "pykured.dev/lock"}
     ).get("items", []):
