@@ -300,6 +300,8 @@ class Cluster(objects.ObjectHelpers):
         self,
         controllers: str = "garbage-collector-controller,disruption-controller,"
         "namespace-controller,replicaset-controller,serviceaccount-controller",
+        *,
+        extra_args: Sequence[str] = (),
     ) -> None:
         """Start kube-controller-manager (disruption controller, GC, namespaces) once."""
         if "kube-controller-manager" in self.procs:
@@ -316,6 +318,7 @@ class Cluster(objects.ObjectHelpers):
                 f"--controllers={controllers}",
                 f"--service-account-private-key-file={self.pki_dir / 'sa.key'}",
                 f"--root-ca-file={self.ca_file}",
+                *extra_args,
             ],
             log_dir=self.workdir,
         )

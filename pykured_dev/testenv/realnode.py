@@ -555,7 +555,8 @@ class RealNodes:
             self.pykured_image, archive = images.pykured_image()
             self.archives.append(archive)
         self._rbac()
-        self.cluster.start_kcm(CONTROLLERS)
+        # a node that stops reporting is Unknown after 30 s (default 50 s; the kubelets report every 5 s)
+        self.cluster.start_kcm(CONTROLLERS, extra_args=("--node-monitor-grace-period=30s",))
         self._start_scheduler(bindir)
         try:
             self._make_cgroups()
