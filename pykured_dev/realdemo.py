@@ -49,7 +49,7 @@ def main(argv: list[str], *, out: TextIO | None = None) -> int:
         try:
             fleet.start()
         except RealNodeError as exc:
-            print(f"demo: {exc}".splitlines()[0], file=sys.stderr)
+            print(f"demo: {exc}", file=sys.stderr)
             return 1
         names = [n.name for n in fleet.nodes]
         print(f"  Ready in {time.monotonic() - began:.1f} s: {', '.join(names)}", file=stream)

@@ -111,9 +111,45 @@ def missing() -> list[str]:
     return out
 
 
-def require() -> None:
+INOTIFY_PER_NODE = 6
+"""inotify instances a node takes (the kubelet's cAdvisor and config watches, containerd's CNI watch, ...)."""
+
+
+INOTIFY_WAIT = 180.0
+
+
+def inotify_in_use() -> int:
+    """inotify instances open on this machine (every user's; the limit is per user, and tests run as root)."""
+    count = 0
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        with contextlib.suppress(OSError):
+            for fd in os.scandir(fd_dir):
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd.path) == "anon_inode:inotify":
+                        count += 1
+    return count
+
+
+def short_of(nodes: int) -> str:
+    """What the machine is short of right now for ``nodes`` nodes (shared limits), or ``""``."""
+    try:
+        limit = int(Path("/proc/sys/fs/inotify/max_user_instances").read_text())
+    except (OSError, ValueError):
+        return ""
+    used = inotify_in_use()
+    if limit - used < INOTIFY_PER_NODE * nodes:
+        return (
+            f"free inotify instances: {limit - used} of fs.inotify.max_user_instances={limit} "
+            f"({used} held by other processes), {INOTIFY_PER_NODE * nodes} needed for {nodes} nodes"
+        )
+    return ""
+
+
+def require(nodes: int = 0) -> None:
     """Raise one :class:`RealNodeError` line naming everything missing for real nodes."""
     lacking = missing()
+    if nodes and (short := short_of(nodes)):
+        lacking.append(short)
     if lacking:
         raise RealNodeError("real nodes cannot run here; missing: " + "; ".join(lacking))
 
@@ -549,6 +585,10 @@ class RealNodes:
     def start(self, *, extra_images: Sequence[Path] = (), with_pykured: bool = True) -> RealNodes:
         """Check the machine, start the scheduler and controllers, prepare and boot every node."""
         require()
+        deadline = time.monotonic() + INOTIFY_WAIT  # a shared machine: other test runs may free some
+        while short_of(self.count) and time.monotonic() < deadline:
+            time.sleep(2)
+        require(self.count)
         bindir = find_binaries(("kubelet", "kube-scheduler", "kube-controller-manager"))
         self.archives = [*images.busybox_images(), *extra_images]
         if with_pykured:

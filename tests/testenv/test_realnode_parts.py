@@ -53,3 +53,14 @@ def test_missing_cgroup_hierarchy_is_named(monkeypatch: pytest.MonkeyPatch) -> N
     lacking = realnode.missing()
     assert "cgroup v1 hierarchy memory (/sys/fs/cgroup/memory)" in lacking
     assert not any("hierarchy cpu " in item for item in lacking)
+
+
+def test_too_few_free_inotify_instances_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    limit = int(Path("/proc/sys/fs/inotify/max_user_instances").read_text())
+    monkeypatch.setattr(realnode, "inotify_in_use", lambda: limit - 5)
+    assert realnode.short_of(3) == (
+        f"free inotify instances: 5 of fs.inotify.max_user_instances={limit} "
+        f"({limit - 5} held by other processes), 18 needed for 3 nodes"
+    )
+    monkeypatch.setattr(realnode, "inotify_in_use", lambda: 0)
+    assert realnode.short_of(3) == ""
