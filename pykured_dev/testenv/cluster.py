@@ -27,6 +27,8 @@ from pykured_dev.testenv.kubelet import SimulatedKubelet
 from pykured_dev.testenv.procs import CORE, Proc, TestEnvError, find_binaries, free_port
 
 READY_TIMEOUT = 90.0
+SERVICE_IP = "10.0.0.1"
+"""The ``kubernetes`` Service's ClusterIP (the first address of ``--service-cluster-ip-range``)."""
 
 
 class Cluster(objects.ObjectHelpers):
@@ -40,6 +42,7 @@ class Cluster(objects.ObjectHelpers):
         *,
         kubelet_max_grace: float = 2.0,
         apiserver_args: Sequence[str] = (),
+        service_account_admission: bool = False,
     ) -> None:
         shm = "/dev/shm"  # noqa: S108 - etcd on tmpfs; mkdtemp makes a private directory in it
         base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
@@ -57,6 +60,9 @@ class Cluster(objects.ObjectHelpers):
         self.started_in = 0.0
         self.apiserver_args = list(apiserver_args)
         """Extra kube-apiserver flags (an audit policy for benchmarks, say)."""
+        self.service_account_admission = service_account_admission
+        """Keep the ServiceAccount admission plugin (pods get projected token volumes, as in a real
+        cluster; needs kube-controller-manager's serviceaccount and root-ca-cert-publisher controllers)."""
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -101,7 +107,8 @@ class Cluster(objects.ObjectHelpers):
         self.pki_dir.mkdir(exist_ok=True)
         serving_ca = pki.CA("pykured-test-serving-ca")
         self.client_ca = pki.CA("pykured-test-client-ca")
-        serving = serving_ca.issue("kube-apiserver", server=True)
+        # 10.0.0.1: the ``kubernetes`` Service's address, which pods on real nodes connect to
+        serving = serving_ca.issue("kube-apiserver", server=True, ips=(SERVICE_IP,))
         sa = pki.service_account_keys()
         d = self.pki_dir
         self.ca_file = pki.write(str(d / "serving-ca.crt"), serving_ca.cert_pem, mode=0o644)
@@ -173,7 +180,9 @@ class Cluster(objects.ObjectHelpers):
                 f"--service-account-key-file={d / 'sa.pub'}",
                 f"--service-account-signing-key-file={d / 'sa.key'}",
                 "--authorization-mode=RBAC",
-                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+                "--disable-admission-plugins="
+                + ("" if self.service_account_admission else "ServiceAccount,")
+                + "TaintNodesByCondition",
                 "--allow-privileged=true",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--endpoint-reconciler-type=none",
@@ -291,6 +300,8 @@ class Cluster(objects.ObjectHelpers):
         self,
         controllers: str = "garbage-collector-controller,disruption-controller,"
         "namespace-controller,replicaset-controller,serviceaccount-controller",
+        *,
+        extra_args: Sequence[str] = (),
     ) -> None:
         """Start kube-controller-manager (disruption controller, GC, namespaces) once."""
         if "kube-controller-manager" in self.procs:
@@ -307,6 +318,7 @@ class Cluster(objects.ObjectHelpers):
                 f"--controllers={controllers}",
                 f"--service-account-private-key-file={self.pki_dir / 'sa.key'}",
                 f"--root-ca-file={self.ca_file}",
+                *extra_args,
             ],
             log_dir=self.workdir,
         )

@@ -91,8 +91,10 @@ class CA:
 
         return bytes(self._cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, cn: str, *, orgs: tuple[str, ...] = (), server: bool = False) -> KeyPair:
-        """A leaf certificate: a serving one (SANs localhost, 127.0.0.1, ::1) or a client one."""
+    def issue(
+        self, cn: str, *, orgs: tuple[str, ...] = (), server: bool = False, ips: tuple[str, ...] = ()
+    ) -> KeyPair:
+        """A leaf certificate: a serving one (SANs localhost, 127.0.0.1, ::1 and ``ips``) or a client one."""
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.x509.oid import ExtendedKeyUsageOID
@@ -114,6 +116,7 @@ class CA:
                 x509.DNSName("localhost"),
                 x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
                 x509.IPAddress(ipaddress.ip_address("::1")),
+                *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips),
             ]
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
             builder = builder.add_extension(
