@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from pykured import errors
+from pykured.core import errors
 from pykured_dev.testenv import Cluster, install
 from pykured_dev.testenv.realnode import RealNodeError, RealNodes
 

@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pykured import errors
+from pykured.core import errors
 from pykured_dev.testenv import images
 from pykured_dev.testenv.noderelay import SERVICE_IP, SERVICE_PORT, node_ip
 from pykured_dev.testenv.procs import Proc, TestEnvError, find_binaries, free_port

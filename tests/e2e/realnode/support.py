@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from pykured import errors
+from pykured.core import errors
 from pykured.lock.record import decode
 from pykured_dev.testenv.install import (
     DS,
