@@ -53,10 +53,11 @@ def main(argv: Sequence[str], *, prog: str = "kured") -> int:
 
 COMMANDS = (
     ("status", "every node's reboot state: needs a reboot and why, what blocks it, the lock, the roll"),
+    ("plan", "what the roll will do: per node why it needs a reboot, what holds it, its place, an end"),
     ("request-reboot", "reboot nodes once, bound to their current boot: NODE... --reason TEXT [--cancel]"),
     ("rollout", "request a reboot of a set of nodes, paced by the lock; rollout status | rollout cancel ID"),
-    ("freeze", "stop every new reboot in the cluster now: --reason TEXT [--until T]; --status shows it"),
-    ("unfreeze", "lift the freeze"),
+    ("freeze", "stop every new reboot now: --reason TEXT [--until T] [NODE...]; --status shows it"),
+    ("unfreeze", "lift the freeze (or a node's pause: NODE...)"),
     ("lock", "the reboot lock: lock status | lock release NODE"),
     ("notify-test", "send one test notification: --notify-url URL"),
 )

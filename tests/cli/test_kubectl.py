@@ -127,7 +127,16 @@ def test_pykured_help_lists_the_commands_after_the_flags() -> None:
     flags, _, commands = done.stderr.partition("\nCommands (")
     assert flags == usage("pykured")
     listed = [line.split()[0] for line in commands.splitlines() if line.startswith("  ")]
-    assert listed == ["status", "request-reboot", "rollout", "freeze", "unfreeze", "lock", "notify-test"]
+    assert listed == [
+        "status",
+        "plan",
+        "request-reboot",
+        "rollout",
+        "freeze",
+        "unfreeze",
+        "lock",
+        "notify-test",
+    ]
     assert set(listed) == set(cli._SUBCOMMANDS)
 
 
@@ -183,7 +192,8 @@ def test_commands_use_kubectl_s_context_namespace_and_kubeconfig(k8s: TestEnv, t
     assert "kernel args" in annotations["pykured.dev/reboot-request"]
 
     frozen = plugin("freeze", "--reason", "INC-7", "--context", "admin", "--namespace", ns, env=dict(env))
-    assert frozen.returncode == 0, frozen.stderr
+    assert frozen.returncode == 3, frozen.stderr  # set, with the warning that no agent runs here to honour it
+    assert "no agent honours this freeze" in frozen.stderr
     policy = k8s.kube().get(f"/api/v1/namespaces/{ns}/configmaps/kured-policy")
     assert "INC-7" in json.dumps(policy["data"])
     assert plugin("unfreeze", "--context", "admin", "-n", ns, env=dict(env)).returncode == 0
