@@ -19,7 +19,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.realnode,
     pytest.mark.timeout(900),
-    pytest.mark.xdist_group("realnode"),  # one fleet: with pytest-xdist, run with --dist loadgroup
 ]
 
 
