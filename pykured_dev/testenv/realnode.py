@@ -682,7 +682,8 @@ class RealNodes:
         roots = (
             [CGROUP / self.cgroup_base.lstrip("/")]
             if _cgroup_version() == 2
-            else [m / self.cgroup_base.lstrip("/") for m in set(_v1_hierarchies().values())]
+            # v1, and the hybrid layout's cgroup2 mount, where the kubelet's cgroupfs driver makes them too
+            else [m / self.cgroup_base.lstrip("/") for m in {*_v1_hierarchies().values(), CGROUP / "unified"}]
         )
         for root in roots:
             if not root.exists():
