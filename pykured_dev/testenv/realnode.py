@@ -193,7 +193,16 @@ else
 fi
 set +e
 echo "$BOOT" > /run/pykured-realnode
-containerd --config "$N/etc/containerd.toml" >> /var/log/containerd.log 2>&1 &
+# containerd and the kubelet are restarted when they end, as their systemd units do (Restart=always): a
+# limit shared with the machine (inotify instances) may be short for a moment
+(
+  while :; do
+    containerd --config "$N/etc/containerd.toml" >> /var/log/containerd.log 2>&1 &
+    echo $! > /run/containerd.pid
+    wait $!
+    sleep 1
+  done
+) &
 while [ ! -S /run/containerd/containerd.sock ]; do sleep 0.1; done
 for img in "$N"/images/*.tar; do
   [ -e "$img" ] || continue
@@ -202,8 +211,17 @@ for img in "$N"/images/*.tar; do
   ctr -a /run/containerd/containerd.sock -n k8s.io images import "$img" >> /var/log/images.log 2>&1 \
     && mkdir -p /var/lib/pykured-images && touch "$stamp"
 done
-@KUBELET@ --config="$N/etc/kubelet.json" --kubeconfig="$N/etc/kubeconfig.json" \
-  --hostname-override=@NAME@ --node-ip=@IP@ --v=1 >> /var/log/kubelet.log 2>&1 &
+(
+  while :; do
+    @KUBELET@ --config="$N/etc/kubelet.json" --kubeconfig="$N/etc/kubeconfig.json" \
+      --hostname-override=@NAME@ --node-ip=@IP@ --v=1 >> /var/log/kubelet.log 2>&1
+    echo "kubelet exited ($?); restarting" >> /var/log/kubelet.log
+    # containerd without its CRI plugin (it failed to load) is no runtime: restart it too
+    ctr -a /run/containerd/containerd.sock plugins ls 2>/dev/null |
+      grep -q 'io.containerd.grpc.v1 *cri .*ok' || kill "$(cat /run/containerd.pid)"
+    sleep 2
+  done
+) &
 /usr/local/bin/zincati-stub >> /var/log/zincati.log 2>&1 &
 echo up > /run/pykured-booted
 while :; do wait; done
@@ -664,7 +682,8 @@ class RealNodes:
         roots = (
             [CGROUP / self.cgroup_base.lstrip("/")]
             if _cgroup_version() == 2
-            else [m / self.cgroup_base.lstrip("/") for m in set(_v1_hierarchies().values())]
+            # v1, and the hybrid layout's cgroup2 mount, where the kubelet's cgroupfs driver makes them too
+            else [m / self.cgroup_base.lstrip("/") for m in {*_v1_hierarchies().values(), CGROUP / "unified"}]
         )
         for root in roots:
             if not root.exists():

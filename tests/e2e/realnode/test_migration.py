@@ -16,7 +16,12 @@ from pykured_dev.testenv.history import History, Roll
 from pykured_dev.testenv.realnode import RealNodes
 from tests.e2e.realnode import support as s
 
-pytestmark = [pytest.mark.k8s, pytest.mark.slow, pytest.mark.realnode, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.k8s,
+    pytest.mark.slow,
+    pytest.mark.realnode,
+    pytest.mark.timeout(900),
+]
 
 
 def test_kured_chart_to_pykured_by_the_daemonsets_rolling_update(realnodes: RealNodes) -> None:

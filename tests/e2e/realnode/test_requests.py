@@ -11,7 +11,12 @@ from pykured_dev.testenv.history import History, Roll
 from pykured_dev.testenv.realnode import RealNodes
 from tests.e2e.realnode import support as s
 
-pytestmark = [pytest.mark.k8s, pytest.mark.slow, pytest.mark.realnode, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.k8s,
+    pytest.mark.slow,
+    pytest.mark.realnode,
+    pytest.mark.timeout(900),
+]
 
 REQUEST = "pykured.dev/reboot-request"
 MARKER = "zincati/admin/strategy/marker_file/allowfinalize.json"

@@ -14,7 +14,12 @@ from pykured_dev.testenv.history import History, Roll
 from pykured_dev.testenv.realnode import RealNodes
 from tests.e2e.realnode import support as s
 
-pytestmark = [pytest.mark.k8s, pytest.mark.slow, pytest.mark.realnode, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.k8s,
+    pytest.mark.slow,
+    pytest.mark.realnode,
+    pytest.mark.timeout(900),
+]
 
 
 def test_roll_of_three_real_nodes_by_sentinel(realnodes: RealNodes) -> None:
