@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -25,3 +26,23 @@ def k8s() -> Iterator[TestEnv]:
         yield env
     finally:
         env.stop()
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``-n N --dist loadfile`` (tools/dev test): each file on one worker, as loadfile does, except the
+    real-node tier, whose files all go to one worker: it shares one fleet of real nodes per session, and
+    two fleets at once would contend for the machine's inotify instances and cores."""
+    if getattr(config.option, "dist", "") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class OneRealNodeFleet(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith(REALNODE_TIER):
+                return REALNODE_TIER
+            return str(super()._split_scope(nodeid))
+
+    return OneRealNodeFleet(config, log)
+
+
+REALNODE_TIER = "tests/e2e/realnode/"
