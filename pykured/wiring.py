@@ -30,6 +30,7 @@ from pykured.kube import Kube
 from pykured.lock.annotation import WAITING_POLL, AnnotationLock
 from pykured.lock.base import Lock
 from pykured.lock.lease import LeaseLock
+from pykured.lock.liveness import LIVENESS_INTERVAL
 from pykured.lock.paced import GroupPacedLock, node_label_lookup
 from pykured.lock.queue import RollQueue
 from pykured.lock.switch import GuardedLock
@@ -103,6 +104,7 @@ def build_lock(cfg: Config, kube: Kube, metrics: Metrics | None = None) -> Lock:
         ttl=cfg.lock_ttl,
         on_gone_holder=hook,
         poll_interval=WAITING_POLL,
+        liveness_interval=LIVENESS_INTERVAL,
     )
     lease = LeaseLock(
         kube,
@@ -112,6 +114,7 @@ def build_lock(cfg: Config, kube: Kube, metrics: Metrics | None = None) -> Lock:
         concurrency=cfg.concurrency,
         ttl=cfg.lock_ttl,
         on_gone_holder=hook,
+        liveness_interval=LIVENESS_INTERVAL,
     )
     paced: Lock = lease
     if cfg.concurrency_label:
