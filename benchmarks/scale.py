@@ -234,14 +234,16 @@ def project(
     A roll of N nodes hands a slot over h = concurrency / cycle times a second. Each hand-over costs the
     measured lock requests of the whole fleet and one node's cycle (its own writes, drain, events); each
     waiting node costs what it asked while waiting (``--wait-minutes``; on the Lease backend a waiter looks
-    again only at its ``--period`` pass, too rare for the window, so that pass is added: a LIST of the Leases
-    and a new watch an hour; the DaemonSet backend's minute passes are in the window).
+    again only at its ``--period`` pass, too rare for the window, so that pass is added: a LIST of the Leases,
+    a new watch and a GET of each holder's Node (the gone-holder check) an hour; the DaemonSet backend's
+    minute passes are in the window).
     W waiting nodes: N at the start of a roll (the peak), N/2 on average. Every agent also renews its watch
     on its own Node twice an hour (idle or not).
     """
     cycle = 300.0
     h = opts.concurrency / cycle
-    per_waiter = (waiting_per_hour + (2.0 if opts.lock_backend == "lease" else 0.0)) / 3600
+    hourly_pass = 2.0 + opts.concurrency if opts.lock_backend == "lease" else 0.0
+    per_waiter = (waiting_per_hour + hourly_pass) / 3600
     print(
         f"  projection, 5-minute cycle, --concurrency={opts.concurrency} (h = {h:.4f} hand-overs/s): "
         f"{per_handover:.2f} lock requests per hand-over, {per_cycle:.1f} per node's cycle, "

@@ -35,6 +35,7 @@ from pykured.kube.taints import PreferNoScheduleTaint
 from pykured.lock.annotation import WAITING_POLL, AnnotationLock
 from pykured.lock.base import Lock
 from pykured.lock.lease import LeaseLock
+from pykured.lock.liveness import LIVENESS_INTERVAL
 from pykured.lock.paced import GroupPacedLock, node_label_lookup
 from pykured.lock.switch import GuardedLock
 from pykured.metrics import Metrics
@@ -112,6 +113,7 @@ def build_lock(cfg: Config, kube: Kube, metrics: Metrics | None = None) -> Lock:
         on_gone_holder=hook,
         missing_ok=cfg.lock_backend == "lease",
         poll_interval=WAITING_POLL,
+        liveness_interval=LIVENESS_INTERVAL,
     )
     lease = LeaseLock(
         kube,
@@ -121,6 +123,7 @@ def build_lock(cfg: Config, kube: Kube, metrics: Metrics | None = None) -> Lock:
         concurrency=cfg.concurrency,
         ttl=cfg.lock_ttl,
         on_gone_holder=hook,
+        liveness_interval=LIVENESS_INTERVAL,
     )
     paced: Lock = lease
     if cfg.concurrency_label:

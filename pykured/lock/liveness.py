@@ -7,8 +7,9 @@ until ``--lock-ttl`` expires or an operator deletes the annotation, and every ot
 pykured asks the API server for the holder's Node (``GET``, which kured's RBAC grants) while it waits for a
 full lock. Only a definite 404 counts as gone; any other answer (403, 5xx, timeout) keeps the holder. The
 ``manual`` lock and an unreadable value's unknown holder are never freed here. Each holder is checked at most
-once per ``recheck_interval`` seconds per process, so a waiting fleet costs about one ``GET`` per node per
-30 s at worst.
+once per ``recheck_interval`` seconds per process: an agent's is :data:`LIVENESS_INTERVAL` (5 minutes), so a
+waiting node costs at most ``--concurrency`` GETs per 5 minutes (a Lease waiter looks only at its
+``--period`` pass), and a gone holder's slot is freed within about 5 minutes.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from pykured.lock.base import GoneHolderHook
 from pykured.lock.record import MANUAL_HOLDER, UNKNOWN_HOLDER, LockEntry
 
 logger = logging.getLogger(__name__)
+
+LIVENESS_INTERVAL = 300.0
+"""An agent's recheck interval per holder (seconds): every waiting node GETs each holder's Node at most this
+often, so the check costs a 5,000-node fleet's waiters a few requests per second, not hundreds."""
 
 NEVER_FREED = frozenset({"", MANUAL_HOLDER, UNKNOWN_HOLDER})
 
