@@ -30,8 +30,9 @@ def k8s() -> Iterator[TestEnv]:
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """With ``-n N --dist loadfile`` (tools/dev test): each file on one worker, as loadfile does, except the
-    real-node tier, whose files all go to one worker: it shares one fleet of real nodes per session, and
-    two fleets at once would contend for the machine's inotify instances and cores."""
+    real-node tier, whose files all go to one worker (it shares one fleet of real nodes per session, and two
+    fleets at once would contend for the machine's inotify instances and cores), and the two soaks, which
+    go to two."""
     if getattr(config.option, "dist", "") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -46,3 +47,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 REALNODE_TIER = "tests/e2e/realnode/"
+SOAKS = "tests/soak/test_scenario.py::test_soak_under_faults["
+
+
+LONG_FIRST = (SOAKS, REALNODE_TIER, "tests/kured/", "tests/parity/test_parity.py")
+"""The longest files, started first so that two workers end together (the order of files is otherwise
+kept; a test's outcome never depends on it)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        found = [i for i, prefix in enumerate(LONG_FIRST) if item.nodeid.startswith(prefix)]
+        return found[0] if found else len(LONG_FIRST)
+
+    items.sort(key=rank)
