@@ -323,6 +323,12 @@ class Cluster(objects.ObjectHelpers):
             log_dir=self.workdir,
         )
 
+    def stop_kcm(self) -> None:
+        """Stop kube-controller-manager, so that the session's later tests may set PDB status by hand."""
+        proc = self.procs.pop("kube-controller-manager", None)
+        if proc is not None:
+            proc.stop()
+
     @property
     def kubelet(self) -> SimulatedKubelet:
         """The simulated kubelet, started on first use."""

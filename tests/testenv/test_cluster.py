@@ -144,11 +144,15 @@ def test_kube_controller_manager_fills_pdb_status(k8s: TestEnv) -> None:
         k8s.create_pod(ns, f"web-{i}", node=node, labels={"app": "web"})
     k8s.create_pdb(ns, "web", {"app": "web"}, min_available=1)
     k8s.start_kcm()
-    deadline = time.monotonic() + 60
-    status: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        status = k8s.kube().get(f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/web").get("status", {})
-        if status.get("observedGeneration") and status.get("currentHealthy") == 2:
-            break
-        time.sleep(0.5)
-    assert status.get("disruptionsAllowed") == 1, status
+    try:
+        deadline = time.monotonic() + 60
+        status: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            path = f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/web"
+            status = k8s.kube().get(path).get("status", {})
+            if status.get("observedGeneration") and status.get("currentHealthy") == 2:
+                break
+            time.sleep(0.5)
+        assert status.get("disruptionsAllowed") == 1, status
+    finally:
+        k8s.stop_kcm()  # the session's other tests set PDB status by hand; no controller may overwrite it
