@@ -11,7 +11,7 @@ left by a node that never came back — is visible and fixable without editing J
   its Leases. An unreadable annotation is deleted (its old text is printed first). Exit 0 if something was
   released, 1 if the node held nothing, 2 on errors.
 
-An L4 module (it composes both backends); the lead wires it into ``pykured.cli.agent``.
+A command module (it composes both backends); ``pykured.cli.agent`` dispatches ``pykured lock`` to it.
 """
 
 from __future__ import annotations
