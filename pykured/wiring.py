@@ -99,9 +99,15 @@ def kube_for(cfg: Config) -> Kube:
     return Kube.from_kubeconfig(cfg.kubeconfig) if cfg.kubeconfig else Kube.in_cluster()
 
 
-def build_lock(cfg: Config, kube: Kube, metrics: Metrics | None = None) -> Lock:
+def build_lock(
+    cfg: Config, kube: Kube, metrics: Metrics | None = None, *, window: Window | None = None
+) -> Lock:
     """The configured backend, guarded by the other one so a backend switch never double-books."""
     hook = (lambda _node: metrics.lock_freed_gone_node()) if metrics else None
+
+    def may_take() -> bool:  # no slot is written once the window closed (a take retried through an outage)
+        return window is None or window.contains(datetime.datetime.now(datetime.UTC))
+
     annotation = AnnotationLock(
         kube,
         namespace=cfg.ds_namespace,
@@ -112,11 +118,13 @@ def build_lock(cfg: Config, kube: Kube, metrics: Metrics | None = None) -> Lock:
         ttl=cfg.lock_ttl,
         on_gone_holder=hook,
         missing_ok=cfg.lock_backend == "lease",
+        may_take=may_take,
         poll_interval=WAITING_POLL,
         liveness_interval=LIVENESS_INTERVAL,
     )
     lease = LeaseLock(
         kube,
+        may_take=may_take,
         namespace=cfg.ds_namespace,
         prefix=cfg.lease_name_prefix,
         node_id=cfg.node_id,
@@ -348,7 +356,7 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
     else:
         sentinel = FileSentinel(cfg.reboot_sentinel, on_change=wake.set)
     window, freeze, maintenance = build_maintenance(cfg, kube, wake.set, metrics)
-    lock = build_lock(cfg, kube, metrics)
+    lock = build_lock(cfg, kube, metrics, window=window)
     policy, behaviour = build_policy(cfg), build_behaviour(cfg)
     prometheus = build_prometheus_blockers(cfg)
 

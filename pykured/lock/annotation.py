@@ -88,8 +88,12 @@ class AnnotationLock:
         liveness_interval: float | None = 30.0,
         sleep: Callable[[float], None] = time.sleep,
         missing_ok: bool = False,
+        may_take: Callable[[], bool] | None = None,
     ) -> None:
         self._kube = kube
+        self._may_take = may_take
+        """Asked right before a slot is written (the maintenance window): a read retried through an API
+        outage must not take a slot after the window closed."""
         self._missing_ok = missing_ok
         """Only read as the other backend (``--lock-backend=lease``): a missing DaemonSet holds no slot."""
         self._said_missing = False
@@ -217,7 +221,7 @@ class AnnotationLock:
                 entries = tuple(e for e in entries if e.node_id not in gone)
             new = LockEntry(me, unschedulable, now_ns, self._ttl.ns)
             planned = plan_acquire(entries, new=new, concurrency=self._concurrency, now_ns=now_ns)
-            if planned is None:
+            if planned is None or (self._may_take is not None and not self._may_take()):
                 return AcquireResult(False, current)
             try:
                 self._put(ds, value_for(planned, concurrency=self._concurrency))

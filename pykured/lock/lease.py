@@ -152,7 +152,10 @@ class LeaseLock:
         watch_timeout: int = 1800,
         liveness_interval: float | None = 30.0,
         sleep: Callable[[float], None] = time.sleep,
+        may_take: Callable[[], bool] | None = None,
     ) -> None:
+        self._may_take = may_take
+        """Asked right before a slot is written (the maintenance window), as in the annotation lock."""
         self._kube = kube
         self._namespace = namespace
         self._prefix = prefix
@@ -282,7 +285,8 @@ class LeaseLock:
             if len(current) >= self.concurrency:
                 return AcquireResult(False, current)
         conflicted = False
-        for name in self._candidates(leases, entries, me, now_ns):
+        allowed = self._may_take is None or self._may_take()  # the window may have closed meanwhile
+        for name in self._candidates(leases, entries, me, now_ns) if allowed else ():
             lease = leases.get(name)
             body = self._body(name, lease, me, unschedulable, now_ns)
             try:
