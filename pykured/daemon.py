@@ -52,8 +52,6 @@ logger = logging.getLogger(__name__)
 
 METRIC_REFRESH = 60.0
 ERROR_BACKOFF = 5.0
-GATE_POLL = 5.0
-"""How often a lock holder re-checks a hook or settle gate it waits for."""
 LOCK_WAIT_MAX = 60.0
 """The longest single wait for the lock to change before the next pass looks again."""
 

@@ -344,6 +344,21 @@ def _freeze_line(record: FreezeRecord) -> str:
     return f"FROZEN: {record.describe()}; no new reboot starts\n"
 
 
+def _fleet(kube: Kube, opts: argparse.Namespace) -> tuple[list[NodeState], list[fleetview.LockInfo]]:
+    """The Nodes ``status`` and ``plan`` show (named, or by selector) and the lock holders they read."""
+    views = (
+        requester.nodes(kube, names=opts.nodes) if opts.nodes else requester.all_nodes(kube, opts.selector)
+    )
+    locks = requester.lock_holders(
+        kube,
+        namespace=opts.ds_namespace,
+        ds_name=opts.ds_name,
+        annotation=opts.lock_annotation,
+        lease_prefix=opts.lease_prefix or f"{opts.ds_name}-lock",
+    )
+    return views, locks
+
+
 def status_main(
     argv: Sequence[str],
     *,
@@ -377,17 +392,7 @@ def status_main(
         kube = _kube(opts.kubeconfig, opts.context)
         while True:
             frozen = _freeze_in_force(kube, opts.ds_namespace, opts.policy_configmap, now())
-            if opts.nodes:
-                views = requester.nodes(kube, names=opts.nodes)
-            else:
-                views = requester.all_nodes(kube, opts.selector)
-            locks = requester.lock_holders(
-                kube,
-                namespace=opts.ds_namespace,
-                ds_name=opts.ds_name,
-                annotation=opts.lock_annotation,
-                lease_prefix=opts.lease_prefix or f"{opts.ds_name}-lock",
-            )
+            views, locks = _fleet(kube, opts)
             moment = now()
             table = fleetview.rows(views, locks, now=moment)
             if opts.output == "json":
@@ -455,18 +460,8 @@ def plan_main(
     logrus.configure("text", "error")
 
     def body() -> int:
-        kube = _kube(opts.kubeconfig)
-        if opts.nodes:
-            views = requester.nodes(kube, names=opts.nodes)
-        else:
-            views = requester.all_nodes(kube, opts.selector)
-        locks = requester.lock_holders(
-            kube,
-            namespace=opts.ds_namespace,
-            ds_name=opts.ds_name,
-            annotation=opts.lock_annotation,
-            lease_prefix=opts.lease_prefix or f"{opts.ds_name}-lock",
-        )
+        kube = _kube(opts.kubeconfig, opts.context)
+        views, locks = _fleet(kube, opts)
         record, unreadable = _read_freeze(kube, opts.ds_namespace, opts.policy_configmap)
         result = plan.build(
             views,

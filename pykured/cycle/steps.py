@@ -194,13 +194,12 @@ class Steps:
         node: NodeState,
         *,
         ours: bool,
-        release_event: str = "",
         backoff_until: datetime.datetime | Keep | None = KEEP,
         fleetlock_id: Keep | None = None,
     ) -> None:
         """End the cycle without (or after a failed) reboot: uncordon if ours, release the slot, forget."""
         self.uncordon(node, ours=ours)
-        self.release(event=release_event)
+        self.release()
         self.forget(backoff_until=backoff_until, fleetlock_id=fleetlock_id)
 
     def forget(
