@@ -139,6 +139,7 @@ class Soak:
         self.deleted: set[str] = set()
         self.ever_deleted: set[str] = set()
         self.admin: dict[str, float] = {}
+        self.last_request: dict[str, str] = {}
         self.blockers: dict[str, float] = {}
         self._ids = 0
         self._stop = threading.Event()
@@ -234,9 +235,27 @@ class Soak:
             try:
                 self.request_reboot(node)
             except errors.KubeError:
-                observer.drop_needs(node)  # not written (the API server restarts, or the node changed)
-                return
+                # Not written (the API server restarts, or the node changed) -- or written with the answer
+                # lost: only the Node itself can say which.
+                if not self.request_landed(node):
+                    observer.drop_needs(node)
+                    return
         self.needs[kind] += 1
+
+    def request_landed(self, node: str) -> bool:
+        """Whether the soak's reboot request is on ``node`` (asked again until the API server answers)."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                annotations = self.cluster.kube().get_node(node)["metadata"].get("annotations") or {}
+            except errors.NotFoundError:
+                return False
+            except errors.KubeError:
+                if time.monotonic() >= deadline:
+                    return True  # unknowable: keep the need; a reboot may answer it
+                time.sleep(0.5)
+                continue
+            return annotations.get(REQUEST_ANNOTATION) == self.last_request.get(node)
 
     def request_reboot(self, node: str) -> None:
         """A reboot request as ``pykured request-reboot`` writes it: bound to the node's current bootID."""
@@ -248,6 +267,7 @@ class Soak:
             separators=(",", ":"),
             sort_keys=True,
         )
+        self.last_request[node] = value
         self.cluster.kube().patch_node(
             node,
             {

@@ -241,6 +241,14 @@ class Fleet:
         if slot.proc:
             slot.proc.wait(timeout=10)
 
+    def pause(self, node: str) -> None:
+        """Stop simulating ``node``'s host: no reboot of it starts after this returns, and one in progress
+        (its new bootID being posted, perhaps through an API server restart) has finished first, so a Node
+        deleted and created again under the same name never gets the old host's late reboot."""
+        with self._lock:
+            self.paused.add(node)
+            self.kill(node)
+
     def restart(self, node: str) -> None:
         """A pod restart: kill and start again (the node does not reboot). Serialised with a simulated reboot
         of the same host, so the two never both start an agent."""
@@ -349,6 +357,8 @@ class Fleet:
         """Reboot a simulated host: agent dies, sentinel vanishes, bootID changes, a new agent starts."""
         slot = self.slots[node]
         with self._lock:
+            if node in self.paused:  # paused while this reboot waited for the lock
+                return
             self.kill(node)
             slot.last_reboot = time.time()
             for path in (slot.request, *(() if self.keep_sentinel else (slot.sentinel,))):
