@@ -33,6 +33,7 @@ from pykured.lock.record import LockEntry, encode_entry
 from pykured.metrics import Metrics
 from pykured.policy.weekly import TimeWindow
 from pykured.status import agent as agentstatus
+from pykured_dev.eventually import eventually
 from tests.fakes import FakeClock, FakeKube, RecordingNotifier
 
 NODE = "n1"
@@ -605,9 +606,7 @@ def test_stop_ends_a_lock_wait_at_once(rig: Rig) -> None:
     rig.lock.block = threading.Event()  # a wait that would last its whole timeout (60 s)
     thread = threading.Thread(target=rig.daemon.run)
     thread.start()
-    deadline = time.monotonic() + 5
-    while rig.lock.waits == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    assert eventually(lambda: rig.lock.waits > 0, timeout=5, every=0.01)
     started = time.monotonic()
     rig.daemon.stop()
     thread.join(5)

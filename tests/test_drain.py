@@ -22,6 +22,7 @@ from pykured.drain import (
 from pykured.drain.filters import aggregate, deleted_longer_than, retry_delay_for
 from pykured.gocompat.goflags import Duration
 from pykured.kube.client import MERGE_PATCH, Kube
+from pykured_dev.eventually import eventually
 
 NOW = datetime.datetime(2026, 6, 30, 12, 0, 0, tzinfo=datetime.UTC)
 RS_OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "r1", "controller": True}
@@ -336,15 +337,17 @@ def test_grace_period_is_passed_to_the_eviction(
     drainer = _drainer(k8s.kube(), node, grace_period=grace_period)
     worker = threading.Thread(target=drainer.drain)
     worker.start()
-    deadline = time.monotonic() + 10
-    while not seen and time.monotonic() < deadline:
+
+    def graced() -> bool:  # the eviction's grace shows on the pod while it terminates
         try:
             grace = k8s.kube().get_pod(namespace, "slow")["metadata"].get("deletionGracePeriodSeconds")
         except NotFoundError:
-            break
+            return True
         if grace is not None:
             seen.append(grace)
-        time.sleep(0.05)
+        return grace is not None
+
+    eventually(graced, timeout=10)
     worker.join(30)
     assert seen == [expected]
 

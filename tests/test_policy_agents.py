@@ -20,6 +20,7 @@ from pykured.policy.source import configmaps_path
 from pykured.roll import order as roll
 from pykured.roll import rule as turns
 from pykured.status import fleet as fleetview
+from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from tests.fleets import MakeFleet, fleet_factory
 from tests.testenv import TestEnv
@@ -208,15 +209,14 @@ def test_a_before_reboot_hook_that_answers(k8s: TestEnv, make_fleet: MakeFleet) 
     answered = threading.Event()
 
     def controller() -> None:  # a hook controller: sees the label, does its work, answers
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        def labelled() -> bool:
             labels = node_obj(k8s, node)["metadata"].get("labels", {})
-            if labels.get("pykured.dev/before-reboot") == "true":
-                time.sleep(1)
-                k8s.kube().patch_node(node, {"metadata": {"annotations": {"lb.example.com/drained": "true"}}})
-                answered.set()
-                return
-            time.sleep(0.1)
+            return bool(labels.get("pykured.dev/before-reboot") == "true")
+
+        if eventually(labelled, timeout=60, every=0.1):
+            time.sleep(1)  # its work takes a while: the agent must wait for the answer, not the label
+            k8s.kube().patch_node(node, {"metadata": {"annotations": {"lb.example.com/drained": "true"}}})
+            answered.set()
 
     thread = threading.Thread(target=controller, daemon=True)
     thread.start()

@@ -22,6 +22,7 @@ from pykured.cli import requests as requestcli
 from pykured.kube.client import Kube
 from pykured.requests import requester
 from pykured.status import agent as agentstatus
+from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from tests.testenv import TestEnv
 
@@ -30,15 +31,6 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = "weave.works/kured-node-lock"
 NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def check_golden(name: str, text: str) -> None:
@@ -177,7 +169,7 @@ def requester_kubeconfig(k8s: TestEnv) -> str:
     assert set(role) == {"apiVersion", "kind", "metadata", "rules"}
     config = k8s.kubeconfig_for(k8s.user_with_cluster_role("requester", role["rules"]))
     client = Kube.from_kubeconfig(config)
-    assert wait_until(lambda: requester.may_patch(client, "any") is True), "the binding never took effect"
+    assert eventually(lambda: requester.may_patch(client, "any") is True), "the binding never took effect"
     return config
 
 

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from pykured_dev.eventually import eventually
 from pykured_dev.testenv.cluster import Cluster
 from pykured_dev.testenv.pods import Image, PodTemplate, sandbox_spec
 from pykured_dev.testenv.procs import _die_with_parent
@@ -379,9 +380,4 @@ class Fleet:
 
     def wait_for(self, predicate: Callable[[], bool], *, timeout: float, interval: float = 0.1) -> bool:
         """Poll ``predicate`` until true or ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return True
-            time.sleep(interval)
-        return predicate()
+        return eventually(predicate, timeout=timeout, every=interval)

@@ -24,13 +24,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from pykured_dev.testenv.pods import PYKURED_IMAGE, PodTemplate, pykured_image
 from pykured_dev.testenv.reference import Reference, helm_template, reference
@@ -467,10 +467,9 @@ def test_the_rendered_pod_template_runs_as_an_agent_through_a_reboot(k8s: TestEn
     (node,) = k8s.add_nodes(f"{ns}-n1")
     with Fleet(k8s, workdir=tmp_path / "fleet", images={PYKURED_IMAGE: pykured_image()}) as fleet:
         fleet.add_pod(node, template)
-        deadline = time.monotonic() + 60
-        while not fleet.probe(node, 9103, "/metrics"):
-            assert time.monotonic() < deadline, fleet.log_text(node)
-            time.sleep(0.2)
+        assert eventually(lambda: fleet.probe(node, 9103, "/metrics"), timeout=60, every=0.2), fleet.log_text(
+            node
+        )
         fleet.touch(node)
         assert fleet.wait_for(lambda: fleet.slots[node].reboots >= 1, timeout=120), fleet.log_text(node)
 

@@ -22,6 +22,7 @@ from pykured.notify import Notifier
 from pykured.requests.keeper import RequestKeeper
 from pykured.requests.watch import RequestWatch
 from pykured.wiring import node_copy
+from pykured_dev.eventually import eventually
 from tests.testenv import TestEnv
 
 
@@ -58,15 +59,6 @@ def follow(kube: Kube, node: str, copy: NodeCopy) -> tuple[RequestWatch, threadi
     return watch, stopping
 
 
-def wait_for(predicate: Any, timeout: float = 10.0) -> bool:
-    done = threading.Event()
-    for _ in range(int(timeout / 0.05)):
-        if predicate():
-            return True
-        done.wait(0.05)
-    return bool(predicate())
-
-
 @pytest.fixture
 def stop_watches() -> Iterator[list[threading.Event]]:
     events: list[threading.Event] = []
@@ -85,7 +77,7 @@ def test_with_the_watch_live_a_pass_sends_no_get_of_its_node(
     book = NodeBook(kube, node=node, copy=copy)
     _, stopping = follow(kube, node, copy)
     stop_watches.append(stopping)
-    assert wait_for(lambda: copy.live)
+    assert eventually(lambda: copy.live)
     own = ("GET", f"/api/v1/nodes/{node}")
     gets_at_start = kube.sent[own]
     assert gets_at_start == 1  # the watch's own GET, that it starts from
@@ -97,7 +89,7 @@ def test_with_the_watch_live_a_pass_sends_no_get_of_its_node(
     assert book.view().reboot_attempts == 2
     # Someone else's write: it reaches the pass through the watch.
     k8s.kube().patch_node(node, {"metadata": {"annotations": {"example.com/seen": "yes"}}})
-    assert wait_for(lambda: book.view().annotations.get("example.com/seen") == "yes")
+    assert eventually(lambda: book.view().annotations.get("example.com/seen") == "yes")
     assert kube.sent[own] == gets_at_start, kube.sent
     assert copy.served >= 7
 
@@ -115,7 +107,7 @@ def test_without_watch_on_nodes_each_pass_gets_its_node(
     book = NodeBook(kube, node=node, copy=copy)
     watch, stopping = follow(kube, node, copy)
     stop_watches.append(stopping)
-    assert wait_for(lambda: kube.sent[("WATCH", "/api/v1/nodes")] >= 1 and not watch.watching)
+    assert eventually(lambda: kube.sent[("WATCH", "/api/v1/nodes")] >= 1 and not watch.watching)
     own = ("GET", f"/api/v1/nodes/{node}")
     before = kube.sent[own]
     for _ in range(3):

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from tests.fleets import MakeFleet, fleet_factory, since_last_start
 from tests.testenv import TestEnv
@@ -125,11 +126,13 @@ def test_concurrency_one_never_drains_two_nodes_at_once(k8s: TestEnv, make_fleet
     most = 0
     for node in nodes:
         fleet.touch(node)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not all(s.reboots for s in fleet.slots.values()):
-        down = sum(1 for n in nodes if node_obj(k8s, n)["spec"].get("unschedulable"))
-        most = max(most, down)
-        time.sleep(0.05)
+
+    def all_rebooted() -> bool:  # and, on the way, the most nodes ever cordoned at once
+        nonlocal most
+        most = max(most, sum(1 for n in nodes if node_obj(k8s, n)["spec"].get("unschedulable")))
+        return all(s.reboots for s in fleet.slots.values())
+
+    eventually(all_rebooted, timeout=90)
     assert all(fleet.slots[n].reboots == 1 for n in nodes)
     assert most == 1
 

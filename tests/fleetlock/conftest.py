@@ -30,6 +30,7 @@ from pykured.kube.events import EventRecorder
 from pykured.lock.annotation import AnnotationLock
 from pykured.metrics import Metrics
 from pykured.policy.weekly import TimeWindow
+from pykured_dev.eventually import eventually
 from tests.testenv import TestEnv
 
 ANNOTATION = "weave.works/kured-node-lock"
@@ -151,12 +152,7 @@ class Rig:
 
     def wait_for(self, condition: Callable[[], bool], timeout: float = 30.0) -> bool:
         """Poll ``condition`` until it holds (True) or ``timeout`` passes (False)."""
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
-        return True
+        return eventually(condition, timeout=timeout)
 
     def wait_past_release_after(self, name: str, timeout: float = 30.0) -> bool:
         """Wait until the wall clock is past the node's release-after annotation (it has second precision)."""
@@ -169,14 +165,18 @@ class Rig:
     ) -> list[str]:
         """Repeat ``call`` until it answers ``status``; returns the kinds seen on the way."""
         seen: list[str] = []
-        deadline = time.monotonic() + timeout
-        while True:
-            got, kind = call()
+        got: list[int] = []
+
+        def answered() -> bool:
+            code, kind = call()
+            got.append(code)
             seen.append(kind)
-            if got == status:
-                return seen
-            assert time.monotonic() < deadline, f"still {got} {kind} after {timeout}s: {seen[-5:]}"
-            time.sleep(0.1)
+            return code == status
+
+        assert eventually(answered, timeout=timeout, every=0.1), (
+            f"still {got[-1]} after {timeout}s: {seen[-5:]}"
+        )
+        return seen
 
 
 def make_lock(kube: Kube, namespace: str, concurrency: int) -> AnnotationLock:

@@ -368,10 +368,7 @@ def test_reconcile_resumes_a_drain_after_restart(rig: Rig) -> None:
     rig.servers.clear()
     server = rig.server(mode="central")
     server.service.reconcile_once()  # no Zincati call needed: the drain resumes
-    deadline = time.monotonic() + 30
-    while REBOOT_BOOT_ID_ANNOTATION not in rig.annotations(node):
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    assert rig.wait_for(lambda: REBOOT_BOOT_ID_ANNOTATION in rig.annotations(node))
     assert pods_on(rig, node) == []
     assert zincati(server.port, "pre-reboot", zid) == (200, "ok")
 
@@ -386,10 +383,9 @@ def test_central_ambiguous_and_late_nodes(rig: Rig) -> None:
     # Two Nodes with one machine id (a cloned image): refused, no slot taken.
     machine = rig.node(a)["status"]["nodeInfo"]["machineID"]
     rig.kube.patch_node_status(b, {"status": {"nodeInfo": {"machineID": machine}}})
-    deadline = time.monotonic() + 10
-    while server.service.resolver.resolve(zincati_id(a))[0] is not None:  # the watch delivers the change
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    assert rig.wait_for(
+        lambda: server.service.resolver.resolve(zincati_id(a))[0] is None, timeout=10
+    )  # watched
     assert "several Nodes" in server.service.resolver.resolve(zincati_id(a))[1]
     status, kind = zincati(server.port, "pre-reboot", zincati_id(a))
     assert (status, kind) == (404, "unknown_node")
@@ -403,14 +399,9 @@ def test_reconcile_thread_releases_after_the_delay(rig: Rig) -> None:
     rig.until(lambda: zincati(server.port, "pre-reboot", zid))
     rig.k8s.reboot_node(node)
     assert zincati(server.port, "steady-state", zid) == (200, "ok")
-    deadline = time.monotonic() + 10
-    while rig.holders():
-        assert time.monotonic() < deadline, "the reconcile thread never released the slot"
-        time.sleep(0.1)
+    assert rig.wait_for(lambda: not rig.holders(), timeout=10), "the reconcile thread never released the slot"
     # The slot is released first and the Node's memory cleared by the next write: wait for that one too.
-    while set(STATE_KEYS) & set(rig.annotations(node)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not set(STATE_KEYS) & set(rig.annotations(node))
+    assert rig.wait_for(lambda: not set(STATE_KEYS) & set(rig.annotations(node)), timeout=10)
 
 
 def test_steady_state_from_a_node_whose_kubelet_is_not_back_yet(rig: Rig) -> None:

@@ -4,7 +4,6 @@ covered by the agent tests)."""
 from __future__ import annotations
 
 import datetime
-import time
 
 import pytest
 
@@ -17,6 +16,7 @@ from pykured.gates.settle import (
     PodsReadyGate,
     record_drained_pdbs,
 )
+from pykured_dev.eventually import eventually
 from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.k8s
@@ -104,11 +104,12 @@ def test_settle_on_a_pdb_that_allows_no_disruption_then_does(k8s: TestEnv) -> No
     # of the session may have started kube-controller-manager) computes the same status as the one set here.
     k8s.create_pod(ns, "db-1", node=node, labels={"app": "db"})
     k8s.set_pdb_status(ns, "db", disruptions_allowed=1, healthy=2)
-    deadline = time.monotonic() + 30
-    while gate.check(obj, now) is not None and time.monotonic() < deadline:
+
+    def passes() -> bool:
         k8s.set_pdb_status(ns, "db", disruptions_allowed=1, healthy=2)
-        time.sleep(0.2)
-    assert gate.check(obj, now) is None
+        return gate.check(obj, now) is None
+
+    assert eventually(passes, timeout=30, every=0.2)
 
 
 def test_settle_on_an_unready_node(k8s: TestEnv) -> None:

@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import pytest
 
 from pykured.core.errors import ConfigError, RebootError
 from pykured.host import sentinel
+from pykured_dev.eventually import eventually
 
 SUPERVISOR = "pykured-sentinel"
 BOUND = 5.0
@@ -65,12 +65,7 @@ class Recorder:
 
 
 def _until(predicate: Callable[[], bool]) -> bool:
-    deadline = time.monotonic() + BOUND
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
+    return eventually(predicate, timeout=BOUND, every=0.01)
 
 
 @pytest.fixture

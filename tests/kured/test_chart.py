@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
 import pytest
 import yaml
 
+from pykured_dev.eventually import eventually
 from pykured_dev.testenv.history import Change, replay, shape
 from pykured_dev.testenv.pods import PYKURED_IMAGE, PodTemplate
 from pykured_dev.testenv.reference import CHART_VERSION, helm_template, reference
@@ -67,10 +67,21 @@ def _wait_ready(c: Campaign, node: str, template: PodTemplate, *, timeout: float
     container = template.container
     port = int(container["ports"][0]["containerPort"])
     path = container["readinessProbe"]["httpGet"]["path"]
-    deadline = time.monotonic() + timeout
-    while not c.fleet.probe(node, port, path):
-        assert time.monotonic() < deadline, f"{template.image} on {node} never passed its readiness probe"
-        time.sleep(0.2)
+    assert eventually(lambda: c.fleet.probe(node, port, path), timeout=timeout, every=0.2), (
+        f"{template.image} on {node} never passed its readiness probe"
+    )
+
+
+def _get_until(sandbox: Any, port: int, path: str, wanted: bytes) -> tuple[int, bytes]:
+    """GET ``path`` until its body has ``wanted`` (or 30 s pass); the last answer."""
+    answer: list[tuple[int, bytes]] = []
+
+    def has() -> bool:
+        answer[:] = [sandbox.http_get(port, path)]
+        return wanted in answer[0][1]
+
+    eventually(has, timeout=30, every=0.2)
+    return answer[0]
 
 
 @scenario("chart-defaults")
@@ -89,11 +100,7 @@ def chart_defaults(c: Campaign) -> dict[str, Any]:
         assert sandbox is not None
         path = container["livenessProbe"]["httpGet"]["path"]
         gauge = f'kured_reboot_required{{node="{node}"}} 0'.encode()
-        deadline = time.monotonic() + 30
-        status, metrics = sandbox.http_get(port, path)
-        while gauge not in metrics and time.monotonic() < deadline:  # set by the first pass after start-up
-            time.sleep(0.2)
-            status, metrics = sandbox.http_get(port, path)
+        status, metrics = _get_until(sandbox, port, path, gauge)  # set by the first pass after start-up
         argv = [*container.get("command", []), *container.get("args", [])]
         found[side] = {
             "node": node,

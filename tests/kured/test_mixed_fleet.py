@@ -19,6 +19,7 @@ that appears while only the other side holds the lock shows that side's annotati
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import time
@@ -26,6 +27,7 @@ import time
 import pytest
 
 from pykured.kube.client import STRATEGIC_MERGE_PATCH
+from pykured_dev.eventually import eventually
 from pykured_dev.testenv.history import Change, Roll, shape
 from pykured_dev.testenv.pods import PodTemplate
 from tests.kured.support import (
@@ -142,10 +144,9 @@ def rollout(c: Campaign) -> Mixed:
         c.fleet.replace_pod(node, template)
         m.kind[node] = "pykured"
         m.notes.append(f"{node} {time.monotonic():.3f}")
-        deadline = time.monotonic() + 30
-        while not c.fleet.probe(node, 8080):
-            assert time.monotonic() < deadline, f"pykured pod on {node} never became ready"
-            time.sleep(0.2)
+        assert eventually(functools.partial(c.fleet.probe, node, 8080), timeout=30, every=0.2), (
+            f"pykured pod on {node} never became ready"
+        )
     c.finish(m, timeout=120)
     return m
 

@@ -35,6 +35,7 @@ from pykured.daemon import Daemon
 from pykured.fleetlock.appid import app_specific_id
 from pykured.kube.client import Kube
 from pykured.requests import record as rebootrequest
+from pykured_dev.eventually import eventually
 from tests.testenv import TestEnv
 
 DAEMON_DRIVERS = ("sentinel", "request", "zincati-marker")
@@ -100,16 +101,6 @@ def serve_receiver() -> tuple[Receiver, Callable[[], None]]:
 def machine_id(node: str) -> str:
     """The simulated kubelet's ``status.nodeInfo.machineID`` for ``node``."""
     return uuid.uuid5(uuid.NAMESPACE_DNS, node).hex
-
-
-def eventually(condition: Callable[[], bool], *, timeout: float = 30.0, every: float = 0.05) -> bool:
-    """Poll ``condition`` until it holds (True) or ``timeout`` passes (False)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(every)
-    return True
 
 
 @dataclasses.dataclass

@@ -20,7 +20,8 @@ import pytest
 
 from pykured.cycle import state
 from pykured.policy.command import freeze
-from tests.parity.harness import DAEMON_DRIVERS, DRIVERS, Bench, Run, bench, eventually
+from pykured_dev.eventually import eventually
+from tests.parity.harness import DAEMON_DRIVERS, DRIVERS, Bench, Run, bench
 from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.k8s

@@ -6,8 +6,7 @@ import datetime
 import io
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -16,18 +15,12 @@ from pykured.policy import command as freezecmd
 from pykured.policy.maintenance import MaintenancePolicy
 from pykured.policy.source import FreezeBlocker, PolicySource, PolicyWindow, configmaps_path
 from pykured.policy.weekly import TimeWindow
+from pykured_dev.eventually import eventually
 from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.k8s
 UTC = datetime.UTC
 ALWAYS = TimeWindow.parse(("su", "mo", "tu", "we", "th", "fr", "sa"), "0:00", "23:59:59", "UTC")
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -82,11 +75,13 @@ def test_a_configmap_that_does_not_parse_keeps_the_last_good_policy(
     src.start()
     assert src.doc is not None and len(src.doc.blackouts) == 1
     put(k8s, ns, {"blackouts": "23 Dec 16:00 - 2 Jan 10:00"})
-    wait_for(lambda: "keeping the last good policy" in caplog.text)  # the effect itself, not the state
+    assert eventually(
+        lambda: "keeping the last good policy" in caplog.text
+    )  # the effect itself, not the state
     assert src.refused is not None and "Refusing policy ConfigMap" in caplog.text
     assert len(src.doc.blackouts) == 1  # still in force
     put(k8s, ns, {})
-    wait_for(lambda: src.refused is None and src.doc is not None and not src.doc.blackouts)
+    assert eventually(lambda: src.refused is None and src.doc is not None and not src.doc.blackouts)
 
 
 def test_freeze_and_unfreeze_record_who_when_why(
@@ -108,7 +103,7 @@ def test_freeze_and_unfreeze_record_who_when_why(
         now=now,
     )
     assert record.by == "alice"
-    wait_for(lambda: blocker.check(now=now) is not None)
+    assert eventually(lambda: blocker.check(now=now) is not None)
     reason = blocker.check(now=now)
     assert reason is not None and reason.kind == "freeze"
     assert str(reason).startswith("frozen by alice at ") and str(reason).endswith(": INC-123")
@@ -123,7 +118,7 @@ def test_freeze_and_unfreeze_record_who_when_why(
     status = json.loads(out.getvalue())
     assert status["frozen"] and status["by"] == "alice" and status["reason"] == "INC-123"
     freezecmd.unfreeze(alice, namespace=ns, name="kured-policy")
-    wait_for(lambda: blocker.check(now=now) is None)
+    assert eventually(lambda: blocker.check(now=now) is None)
     out = io.StringIO()
     freezecmd.print_status(alice, namespace=ns, name="kured-policy", now=now, out=out)
     assert out.getvalue() == "not frozen\n"
@@ -158,7 +153,7 @@ def test_forbidden_is_one_line_and_the_agent_runs_without_the_freeze(
         now = datetime.datetime.now(UTC)
         assert FreezeBlocker(src).check(now=now) is None  # the freeze is unavailable, not fail-closed
         assert PolicyWindow(MaintenancePolicy.build(ALWAYS), src).contains(now)
-        wait_for(lambda: src.denials >= 4)  # the watch loop retried, quietly
+        assert eventually(lambda: src.denials >= 4)  # the watch loop retried, quietly
         lines = [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()]
         assert len(lines) == 1, lines
         assert lines[0] == (

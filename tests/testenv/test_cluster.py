@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ import pytest
 
 from pykured.core import errors
 from pykured.kube.client import Kube
+from pykured_dev.eventually import eventually
 from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.k8s
@@ -57,14 +57,15 @@ def test_evicted_pod_disappears_after_its_grace_period(k8s: TestEnv) -> None:
     node = k8s.add_nodes(k8s.unique("node"))[0]
     k8s.create_pod(ns, "p", node=node, grace=1)
     k8s.kube().evict_pod(ns, "p")
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def gone() -> bool:
         try:
             k8s.kube().get_pod(ns, "p")
         except errors.NotFoundError:
-            return
-        time.sleep(0.1)
-    pytest.fail("evicted pod was never removed by the simulated kubelet")
+            return True
+        return False
+
+    assert eventually(gone, timeout=10), "evicted pod was never removed by the simulated kubelet"
 
 
 def test_kured_identity_may_get_but_not_list_nodes(k8s: TestEnv) -> None:
@@ -145,14 +146,16 @@ def test_kube_controller_manager_fills_pdb_status(k8s: TestEnv) -> None:
     k8s.create_pdb(ns, "web", {"app": "web"}, min_available=1)
     k8s.start_kcm()
     try:
-        deadline = time.monotonic() + 60
         status: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            path = f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/web"
-            status = k8s.kube().get(path).get("status", {})
-            if status.get("observedGeneration") and status.get("currentHealthy") == 2:
-                break
-            time.sleep(0.5)
+
+        def observed() -> bool:
+            nonlocal status
+            status = (
+                k8s.kube().get(f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/web").get("status", {})
+            )
+            return bool(status.get("observedGeneration")) and status.get("currentHealthy") == 2
+
+        eventually(observed, timeout=60, every=0.5)
         assert status.get("disruptionsAllowed") == 1, status
     finally:
         k8s.stop_kcm()  # the session's other tests set PDB status by hand; no controller may overwrite it

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import yaml
 
 from pykured.core import errors
 from pykured.lock.record import decode
+from pykured_dev.eventually import eventually
 from pykured_dev.testenv.install import (
     DS,
     NS,
@@ -51,16 +51,15 @@ WAIT = 480.0
 
 def wait_for(what: str, cond: Callable[[], bool], fleet: RealNodes, timeout: float = WAIT) -> None:
     """Wait until ``cond()``; on timeout fail with the nodes' log tails."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def holds() -> bool:
         try:
-            if cond():
-                return
-        except errors.KubeError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{fleet.diagnostics()}")
-        time.sleep(0.5)
+            return cond()
+        except errors.KubeError:  # the API server restarts, or a node's relay is down: look again
+            return False
+
+    if not eventually(holds, timeout=timeout, every=0.5):
+        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{fleet.diagnostics()}")
 
 
 def built(name: str) -> Path:
