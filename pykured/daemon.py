@@ -146,6 +146,7 @@ class Daemon:
         """Reboot requests bound to a boot (pykured.requests.keeper)."""
         self.status = StatusPublisher(parts.kube, node=settings.node, version=__version__)
         """The status published on the Node for ``pykured status`` (pykured.status.publisher)."""
+        parts.drainer.on_blocked = self.status.drain_blocked  # the drain's blocker, published as it happens
         self._turns = RollTurns(parts.queue, parts.lock, settings.node) if parts.queue else None
         """``--resume-rolls``: the node's turn in the roll (cycle.turns)."""
         self._sentinel = False
