@@ -46,9 +46,12 @@ class StatusPublisher:
     def drain_blocked(self, text: str) -> bool:
         """The drain's latest blocker (``""``: it completed): published now; ``True`` if written.
 
-        Before the first pass published a status, it is only kept for that pass."""
+        Before this agent's first pass published a status (a drain resumed after a restart), it is written
+        over the status the Node carries; without one it is only kept for the pass's own publication."""
         with self._lock:
             self._drain_blocked_by = text
+            if self._status is None:
+                self._status = self._carried()
             if self._status is None or self._status.drain_blocked_by == text:
                 return False
             return self._write(dataclasses.replace(self._status, drain_blocked_by=text), self._published)
@@ -100,6 +103,16 @@ class StatusPublisher:
                 now=now,
             )
             return self._write(status, current)
+
+    def _carried(self) -> agentstatus.AgentStatus | None:
+        """The status the Node carries (one GET; None when it carries none or cannot be read)."""
+        try:
+            obj = self._kube.get_node(self.node)
+        except errors.KubeError:
+            return None
+        text = ((obj.get("metadata") or {}).get("annotations") or {}).get(agentstatus.STATUS_ANNOTATION)
+        self._published = text
+        return agentstatus.decode(text)
 
     def _write(self, status: agentstatus.AgentStatus, current: str | None) -> bool:
         """Patch the status unless the Node already carries this text (the caller holds the lock)."""

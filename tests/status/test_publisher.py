@@ -28,7 +28,7 @@ def test_the_drains_blocker_is_published_at_once_kept_and_dropped_when_no_reboot
         return agentstatus.decode(view().annotations.get(agentstatus.STATUS_ANNOTATION))
 
     publisher = StatusPublisher(kube, node=node, version="0.1.0")
-    assert publisher.drain_blocked("too early") is False  # nothing published yet: kept for the first pass
+    assert publisher.drain_blocked("too early") is False  # nothing published on the Node yet: only kept
     publisher.drain_blocked("")
     assert publisher.publish(view(), step="drain-and-reboot", reason="", sentinel=True, now=NOW)
     assert publisher.drain_blocked("eviction of pod a/b refused: no (HTTP 429)")
