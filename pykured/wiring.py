@@ -268,6 +268,7 @@ def build_policy(cfg: Config) -> Policy:
     return Policy(
         annotate_nodes=cfg.annotate_nodes,
         taint=bool(cfg.prefer_no_schedule_taint),
+        taint_early=cfg.prefer_no_schedule_early,
         reboot_retry_delay=_delta(cfg.reboot_retry_delay.seconds),
         release_delay=_delta(cfg.lock_release_delay.seconds),
         sentinel_loop_backoff=_delta(cfg.sentinel_loop_backoff.seconds),

@@ -327,6 +327,13 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
     ),
     _x("concurrency-per-label", INT, "1", "pykured: nodes per --concurrency-label value rebooting at once"),
     _x(
+        "prefer-no-schedule-early",
+        BOOL,
+        "false",
+        "pykured: put the --prefer-no-schedule-taint on as soon as the node needs a reboot, while it waits "
+        "for the window, a blocker or the lock; removed when the need goes away",
+    ),
+    _x(
         "resume-rolls",
         BOOL,
         "false",

@@ -117,6 +117,7 @@ class Config:
     policy_configmap: str = "kured-policy"
     concurrency_label: str = ""
     concurrency_per_label: int = 1
+    prefer_no_schedule_early: bool = False
     resume_rolls: bool = False
     settle_pod_selector: tuple[str, ...] = ()
     settle_nodes_ready: bool = False

@@ -124,6 +124,7 @@ class CycleRunner:
         self._dispatch: dict[Step, StepMethod] = {
             Step.WAIT: self._wait,
             Step.SYNC_TAINT: self._sync_taint,
+            Step.TAINT: self._taint,
             Step.ANNOTATE: self._annotate,
             Step.BLOCKED: self._blocked,
             Step.ACQUIRE: self._acquire,
@@ -172,6 +173,11 @@ class CycleRunner:
     def _sync_taint(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
         if self.h.taint:
             self.h.taint.disable()
+        return Outcome()
+
+    def _taint(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
+        if self.h.taint:
+            self.h.taint.enable()
         return Outcome()
 
     def _annotate(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:

@@ -46,6 +46,8 @@ FEATURES = (
     Feature("before- and after-reboot hooks", "test_before_and_after_reboot_hooks[{driver}]"),
     Feature("settle gates (`--settle-*`)", "test_settle_gates_hold_the_release[{driver}]"),
     Feature("PreferNoSchedule taint while waiting", "test_a_held_lock_taints_and_waits[{driver}]"),
+    Feature("early PreferNoSchedule taint (`--prefer-no-schedule-early`)",
+            "test_the_early_taint_while_the_node_waits[{driver}]"),
     Feature("`--concurrency`", "test_a_held_lock_taints_and_waits[{driver}]"),
     Feature("per-label pacing (`--concurrency-label`)", "test_zone_pacing[{driver}]"),
     Feature("resume order (`--resume-rolls`)", "test_resume_rolls_queue[{driver}]",

@@ -275,6 +275,28 @@ def test_a_held_lock_taints_and_waits(parity: Bench, driver: str) -> None:
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
+def test_the_early_taint_while_the_node_waits(parity: Bench, driver: str) -> None:
+    """``--prefer-no-schedule-early``: tainted as soon as the node needs a reboot, while the closed window
+    holds it back (no lock taken); untainted when the need goes away."""
+    taint = "parity/early:PreferNoSchedule"
+    flags = ["--prefer-no-schedule-taint=parity/early", "--prefer-no-schedule-early"]
+    run = parity.run(driver, [*flags, f"--reboot-days={other_weekday()}"])
+    run.need()
+    assert not run.drive(passes=3)
+    assert taint in run.taints() and run.holders() == [] and not run.cordoned()
+    if run.fleetlock:
+        assert run.replies[-1][0] != 200
+        assert run.agent.fleetlock is not None
+        run.agent.fleetlock.service.reconcile_once()  # Zincati said nothing since: the taint stays
+        assert taint in run.taints()
+    run.unneed()
+    for _ in range(3):
+        if not run.fleetlock:
+            run.daemon.run_once()
+    assert taint not in run.taints() and run.holders() == [] and run.reboots() == 0
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
 def test_zone_pacing(parity: Bench, driver: str) -> None:
     """``--concurrency-label``: a node of the same zone holding a slot holds this one back."""
     zone = {"parity/zone": parity.k8s.unique("z")}
