@@ -30,6 +30,7 @@ from pykured.cycle.decide import Action, Driver, Observation, Policy, Step, deci
 from pykured.cycle.run import CycleRunner
 from pykured.cycle.state import unix_ns
 from pykured.cycle.steps import Behaviour, Hands
+from pykured.cycle.streak import DrainStreak
 from pykured.drain import Drainer
 from pykured.gates.node import CycleGates
 from pykured.host.reboot import Rebooter
@@ -94,6 +95,8 @@ class Parts:
     """Whether the agent honours the freeze, as published in its status (``on``, ``forbidden``, ``off``…)."""
     policy_where: str = ""
     """The policy ConfigMap watched, ``namespace/name`` ("" when none), published with ``freeze_state``."""
+    streak: DrainStreak | None = None
+    """``--max-failed-drains``: the fleet-wide count of failed drains (pykured.cycle.streak)."""
 
 
 class Daemon:
@@ -120,7 +123,7 @@ class Daemon:
             Hands(
                 book=parts.book, drainer=parts.drainer, lock=parts.lock, rebooter=parts.rebooter,
                 notifier=parts.notifier, events=parts.events, metrics=parts.metrics, taint=parts.taint,
-                gates=parts.gates,
+                gates=parts.gates, streak=parts.streak,
             ),
             settings.behaviour,
             settings.policy,

@@ -128,6 +128,7 @@ class Config:
     after_reboot_annotations: tuple[str, ...] = ()
     reboot_hook_timeout: Duration = _H
     reboot_deadline: Duration = _ZERO
+    max_failed_drains: int = 0
     # derived at parse time
     time_window: TimeWindow = _DEFAULT_WINDOW
     """The reboot window built from reboot_days, start_time, end_time and time_zone by :func:`parse`."""

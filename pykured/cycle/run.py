@@ -223,6 +223,8 @@ class CycleRunner:
         if self.steps.cancel.is_set():
             logger.info("Stopped while draining node %s: the next pass resumes the cycle", self.node)
             return Outcome(failure=failure)
+        if self.h.streak is not None:
+            self.h.streak.drained(self.node, failure)
         with self._after_drain():
             view = self.h.book.view(self._holding(now))
             outcome = drain_outcome(failure, holding=view.holding, policy=self.policy)

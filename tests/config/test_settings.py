@@ -48,6 +48,7 @@ DEFAULTS: dict[str, Any] = {
     "concurrency-per-label": 1, "resume-rolls": False, "prefer-no-schedule-early": False, "settle-pod-selector": (), "settle-nodes-ready": False, "settle-pdbs": False,
     "settle-prometheus-query": "", "settle-timeout": D("30m"), "before-reboot-annotations": (),
     "after-reboot-annotations": (), "reboot-hook-timeout": D("1h"), "reboot-deadline": D("0"),
+    "max-failed-drains": 0,
 }  # fmt: skip
 
 
@@ -104,6 +105,7 @@ SAMPLES: dict[str, tuple[str | None, Any]] = {
     "settle-prometheus-query": (None, None), "settle-timeout": ("5m", D("5m")),
     "before-reboot-annotations": ("lb/ok", ("lb/ok",)), "after-reboot-annotations": ("lb/ok", ("lb/ok",)),
     "reboot-hook-timeout": ("10m", D("10m")), "reboot-deadline": ("45m", D("45m")),
+    "max-failed-drains": ("3", 3),
 }  # fmt: skip
 
 

@@ -43,6 +43,8 @@ FEATURES = (
     Feature("Prometheus alerts (`--prometheus-url`)", "test_held_before_the_lock[alerts-{driver}]"),
     Feature("drain failure and timeout (`--drain-timeout`)", "test_a_drain_that_fails[drain-fails-{driver}]"),
     Feature("`--force-reboot`", "test_a_drain_that_fails[force-reboot-{driver}]"),
+    Feature("halt after failed drains (`--max-failed-drains`)",
+            "test_failed_drains_halt_the_fleet[{driver}]"),
     Feature("before- and after-reboot hooks", "test_before_and_after_reboot_hooks[{driver}]"),
     Feature("settle gates (`--settle-*`)", "test_settle_gates_hold_the_release[{driver}]"),
     Feature("PreferNoSchedule taint while waiting", "test_a_held_lock_taints_and_waits[{driver}]"),

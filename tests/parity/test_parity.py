@@ -19,7 +19,10 @@ from typing import Any
 import pytest
 
 from pykured.cycle import state
+from pykured.cycle.streak import FAILED_DRAINS_ANNOTATION, Streak
+from pykured.cycle.streak import read as read_streak
 from pykured.policy.command import freeze
+from pykured.policy.freeze import FreezeRecord
 from tests.parity.harness import DAEMON_DRIVERS, DRIVERS, Bench, Run, bench, eventually
 from tests.testenv import TestEnv
 
@@ -207,6 +210,31 @@ def test_a_drain_that_fails(parity: Bench, driver: str, force: bool) -> None:
         assert "DrainFailed" in run.events()
         if run.fleetlock:
             assert run.replies[-1] == (503, "drain_failed")
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_failed_drains_halt_the_fleet(parity: Bench, driver: str) -> None:
+    """``--max-failed-drains=2``: one drain failed elsewhere in the fleet (the count on the policy ConfigMap);
+    this node's drain fails too: the fleet is halted, the count taken back to zero; nothing else happens."""
+
+    def before_start(namespace: str, node: str) -> None:
+        guarded_pod(parity, namespace, node)
+        earlier = {FAILED_DRAINS_ANNOTATION: Streak(1, "node-0: error when evicting pods").to_json()}
+        parity.k8s.kube().request("POST", f"/api/v1/namespaces/{namespace}/configmaps", body={
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kured-policy", "annotations": earlier},
+        })  # fmt: skip
+
+    run = parity.run(driver, ["--drain-timeout=2s", "--max-failed-drains=2"], before_start=before_start)
+    run.need()
+    assert not run.drive(passes=2)
+    assert run.holders() == [] and not run.cordoned() and run.reboots() == 0
+    policy = run.kube.request("GET", f"/api/v1/namespaces/{run.namespace}/configmaps/kured-policy")
+    record = FreezeRecord.from_json(policy["data"]["freeze"])
+    assert record.halted == run.node, record
+    assert record.reason.startswith(f"2 consecutive drains failed (last: {run.node}: error when evicting")
+    assert read_streak(policy) == Streak()  # the halt took the count back to zero
+    assert "RebootHalted" in run.events() and "DrainFailed" in run.events()
 
 
 # -- reboot hooks and settle gates -------------------------------------------------------------------------
