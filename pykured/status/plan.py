@@ -82,10 +82,13 @@ def _why(row: fleetview.Row, status: agentstatus.AgentStatus | None) -> str:
 
 def _named(blocked_by: str, blackout: Blackout | None) -> str:
     """The agent's "window closed until T", named after the blackout in force when it is the reason."""
-    if blackout is None or not blocked_by.startswith("window closed until "):
+    prefix = "window closed until "
+    if blackout is None or not blocked_by.startswith(prefix):
         return blocked_by
-    text = f"blackout until {format_rfc3339(blackout.end)}"
-    return f"{text}: {blackout.reason}" if blackout.reason else text
+    end = format_rfc3339(blackout.end)
+    text = f"blackout until {end}" + (f": {blackout.reason}" if blackout.reason else "")
+    opens = blocked_by.removeprefix(prefix)
+    return text if opens == end else f"{text}; {blocked_by}"
 
 
 def build(

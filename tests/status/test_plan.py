@@ -114,6 +114,11 @@ def test_a_blackout_in_force_names_the_closed_window_and_the_holders_drain_block
     week = Blackout(NOW - HOUR, NOW + 4 * HOUR, "release week")
     rows = {r.node: r for r in plan.build(views, locks, freeze=None, blackouts=[week], now=NOW).rows}
     assert rows["node-1"].held_by == ("blackout until 2026-12-01T01:40:00Z: release week",)
+    early = Blackout(NOW - HOUR, NOW + 2 * HOUR)  # ends before the window opens: both are said
+    rows = {r.node: r for r in plan.build(views, locks, freeze=None, blackouts=[early], now=NOW).rows}
+    assert rows["node-1"].held_by == (
+        "blackout until 2026-11-30T23:40:00Z; window closed until 2026-12-01T01:40:00Z",
+    )
     assert rows["node-2"].held_by == (
         "holds the lock (rebooting)",
         "drain: eviction of pod a/b refused: no (HTTP 429)",
