@@ -30,6 +30,7 @@ from pykured.cycle.decide import Action, Driver, Observation, Policy, Step, deci
 from pykured.cycle.run import CycleRunner
 from pykured.cycle.state import unix_ns
 from pykured.cycle.steps import Behaviour, Hands
+from pykured.cycle.streak import DrainStreak
 from pykured.drain import Drainer
 from pykured.gates.node import CycleGates
 from pykured.host.reboot import Rebooter
@@ -94,6 +95,8 @@ class Parts:
     """Whether the agent honours the freeze, as published in its status (``on``, ``forbidden``, ``off``…)."""
     policy_where: str = ""
     """The policy ConfigMap watched, ``namespace/name`` ("" when none), published with ``freeze_state``."""
+    streak: DrainStreak | None = None
+    """``--max-failed-drains``: the fleet-wide count of failed drains (pykured.cycle.streak)."""
 
 
 class Daemon:
@@ -120,7 +123,7 @@ class Daemon:
             Hands(
                 book=parts.book, drainer=parts.drainer, lock=parts.lock, rebooter=parts.rebooter,
                 notifier=parts.notifier, events=parts.events, metrics=parts.metrics, taint=parts.taint,
-                gates=parts.gates,
+                gates=parts.gates, streak=parts.streak,
             ),
             settings.behaviour,
             settings.policy,
@@ -146,6 +149,7 @@ class Daemon:
         """Reboot requests bound to a boot (pykured.requests.keeper)."""
         self.status = StatusPublisher(parts.kube, node=settings.node, version=__version__)
         """The status published on the Node for ``pykured status`` (pykured.status.publisher)."""
+        parts.drainer.on_blocked = self.status.drain_blocked  # the drain's blocker, published as it happens
         self._turns = RollTurns(parts.queue, parts.lock, settings.node) if parts.queue else None
         """``--resume-rolls``: the node's turn in the roll (cycle.turns)."""
         self._sentinel = False

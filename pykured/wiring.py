@@ -20,6 +20,7 @@ from pykured.cycle.decide import Policy
 from pykured.cycle.halt import HaltWatch
 from pykured.cycle.nodecopy import NodeCopy
 from pykured.cycle.steps import Behaviour, Hands
+from pykured.cycle.streak import DrainStreak
 from pykured.daemon import Daemon, Parts, Settings
 from pykured.drain import Drainer
 from pykured.fleetlock import FleetLockServer
@@ -268,6 +269,7 @@ def build_policy(cfg: Config) -> Policy:
     return Policy(
         annotate_nodes=cfg.annotate_nodes,
         taint=bool(cfg.prefer_no_schedule_taint),
+        taint_early=cfg.prefer_no_schedule_early,
         reboot_retry_delay=_delta(cfg.reboot_retry_delay.seconds),
         release_delay=_delta(cfg.lock_release_delay.seconds),
         sentinel_loop_backoff=_delta(cfg.sentinel_loop_backoff.seconds),
@@ -307,6 +309,7 @@ def build_hands(
     notifier: Notifier,
     metrics: Metrics,
     copy: NodeCopy | None = None,
+    streak: DrainStreak | None = None,
 ) -> Hands:
     """The adapters one node's cycle acts through, the same for every driver (only the rebooter differs:
     the configured method for the daemon, the grant for FleetLock; and the agent reads its own Node from
@@ -324,6 +327,7 @@ def build_hands(
         if cfg.prefer_no_schedule_taint
         else None,
         gates=build_gates(cfg, kube, node),
+        streak=streak,
     )
 
 
@@ -363,11 +367,12 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
     def blockers_for(name: str) -> list[Blocker]:
         return [*freeze, PauseBlocker(kube, name), *prometheus, *build_pod_blockers(cfg, kube, name)]
 
+    streak = build_streak(cfg, kube, source=maintenance, notifier=notifier)
     fleetlock = None
     if cfg.fleetlock_listen:
         fleetlock = build_fleetlock(
             cfg, kube, lock=lock, notifier=notifier, metrics=metrics, window=window, blockers=blockers_for,
-            policy=policy, behaviour=behaviour,
+            policy=policy, behaviour=behaviour, streak=streak,
         )  # fmt: skip
     halt = build_halt(cfg, kube, lock=lock, source=maintenance, notifier=notifier, metrics=metrics)
     if cfg.fleetlock_listen and cfg.fleetlock_mode == "central":
@@ -377,7 +382,7 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         )  # fmt: skip
     hands = build_hands(
         cfg, kube, node, cancel, lock=lock, rebooter=build_rebooter(cfg), notifier=notifier, metrics=metrics,
-        copy=node_copy(kube, node),
+        copy=node_copy(kube, node), streak=streak,
     )  # fmt: skip
     parts = Parts(
         kube=kube,
@@ -393,6 +398,7 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         taint=hands.taint,
         blockers=blockers_for(node),
         gates=hands.gates,
+        streak=hands.streak,
         queue=RollQueue(
             kube,
             namespace=cfg.ds_namespace,
@@ -437,6 +443,26 @@ def build_halt(
     return watch
 
 
+def build_streak(
+    cfg: Config, kube: Kube, *, source: PolicySource | None, notifier: Notifier
+) -> DrainStreak | None:
+    """``--max-failed-drains``: the fleet-wide count of failed drains (None: off, or no policy ConfigMap)."""
+    if cfg.max_failed_drains <= 0:
+        return None
+    if source is None:
+        logger.warning('--max-failed-drains needs the policy ConfigMap (--policy-configmap=""): no halt')
+        return None
+    return DrainStreak(
+        kube=kube,
+        namespace=cfg.ds_namespace,
+        configmap=cfg.policy_configmap,
+        me=cfg.node_id,
+        limit=cfg.max_failed_drains,
+        notifier=notifier,
+        events_for=lambda name: EventRecorder(kube, node=name, enabled=cfg.events),
+    )
+
+
 def build_fleetlock(
     cfg: Config,
     kube: Kube,
@@ -448,14 +474,16 @@ def build_fleetlock(
     blockers: Callable[[str], Sequence[Blocker]],
     policy: Policy,
     behaviour: Behaviour,
+    streak: DrainStreak | None = None,
 ) -> FleetLockServer:
     """The FleetLock server for Zincati: the agent's lock (one reboot budget), policy, behaviour and hands."""
     host, _, port = cfg.fleetlock_listen.rpartition(":")
 
     def hands_for(node: str, cancel: threading.Event) -> Hands:
         return build_hands(
-            cfg, kube, node, cancel, lock=lock, rebooter=ZincatiGrant(), notifier=notifier, metrics=metrics
-        )
+            cfg, kube, node, cancel, lock=lock, rebooter=ZincatiGrant(), notifier=notifier, metrics=metrics,
+            streak=streak,
+        )  # fmt: skip
 
     return FleetLockServer(
         kube=kube,

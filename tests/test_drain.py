@@ -305,13 +305,18 @@ def test_pdb_retry_succeeds_once_a_disruption_is_allowed(k8s: Any, place: tuple[
     _blocking_pdb(k8s, namespace, node)
     k8s.create_pod(namespace, "free", node=node, owner=RS_REF)
     timer = threading.Timer(1.5, k8s.set_pdb_status, (namespace, "pdb"), {"disruptions_allowed": 1})
+    told: list[str] = []
     timer.start()
     try:
-        result = _drainer(k8s.kube(), node).drain()
+        result = _drainer(k8s.kube(), node, on_blocked=told.append).drain()
     finally:
         timer.join()
     assert {r.name for r in result.evicted} == {"guarded", "free"}
     assert result.seconds >= 1.4
+    # the blocker the agent publishes for ``pykured status``: told once while it holds, cleared at the end
+    assert len(told) == 2 and told[1] == "", told
+    assert told[0].startswith(f"eviction of pod {namespace}/guarded refused: ")
+    assert "disruption budget" in told[0] and told[0].endswith("(HTTP 429)")
 
 
 @pytest.mark.k8s

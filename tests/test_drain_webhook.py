@@ -1,82 +1,30 @@
 """Evictions denied by an admission webhook (Strimzi Drain Cleaner, Longhorn: kured #1269) are retried.
 
-A real validating webhook, served over TLS on 127.0.0.1 by this process, is registered with the test
-kube-apiserver for ``pods/eviction`` in one namespace only; it denies the first evictions, then allows them.
+A real validating webhook (:mod:`tests.webhooks`), served over TLS on 127.0.0.1 by this process, is registered
+with the test kube-apiserver for ``pods/eviction`` in one namespace only; it denies the first evictions, then
+allows them.
 """
 
 from __future__ import annotations
 
-import base64
+import io
 import json
-import ssl
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pykured.cli import requests as requestcli
 from pykured.core.errors import DrainError, KubeError
 from pykured.drain import Drainer
 from pykured.drain.drainer import denied_by_webhook
-from pykured_dev.testenv import pki
+from pykured.status import agent as agentstatus
+from pykured_dev.testenv.fleet import Fleet
+from tests.webhooks import MESSAGE, Webhook, evictions_webhook
 
 pytestmark = pytest.mark.k8s
 RS_REF = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "r1", "controller": True}
-MESSAGE = "the pod will be rolled by the cluster operator"
-WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
-
-
-class Webhook:
-    """Denies the first ``deny`` eviction reviews (HTTP 500 in the answer, as Strimzi's Drain Cleaner)."""
-
-    def __init__(self, deny: int, tmp: Path) -> None:
-        self.deny = deny
-        self.reviews: list[str] = []
-        ca = pki.CA("pykured-test-webhook-ca")
-        pair = ca.issue("127.0.0.1", server=True)
-        self.ca_bundle = base64.b64encode(ca.cert_pem).decode()
-        cert, key = tmp / "webhook.crt", tmp / "webhook.key"
-        pki.write(str(cert), pair.cert_pem)
-        pki.write(str(key), pair.key_pem)
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                review = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-                request = review["request"]
-                outer.reviews.append(request["name"])
-                allowed = len(outer.reviews) > outer.deny
-                response: dict[str, Any] = {"uid": request["uid"], "allowed": allowed}
-                if not allowed:
-                    response["status"] = {"code": 500, "message": MESSAGE}
-                body = json.dumps(
-                    {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, fmt: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(str(cert), str(key))
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.server.server_address[1]}/validate"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -85,42 +33,8 @@ def webhooked(k8s: Any, tmp_path: Path) -> Iterator[tuple[str, str, Webhook]]:
     namespace = k8s.new_namespace("wh")
     node = k8s.unique("node")
     k8s.add_nodes(node)
-    hook = Webhook(deny=3, tmp=tmp_path)
-    name = f"{namespace}.evictions.pykured.dev"
-    config = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": name},
-        "webhooks": [
-            {
-                "name": name,
-                "clientConfig": {"url": hook.url, "caBundle": hook.ca_bundle},
-                "rules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE"],
-                        "resources": ["pods/eviction"],
-                        "scope": "Namespaced",
-                    }
-                ],
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                # only this test's namespace: a call that times out on a loaded machine denies (it must
-                # never let an eviction through unreviewed, or the counts below would be off)
-                "failurePolicy": "Fail",
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-                "timeoutSeconds": 10,
-            }
-        ],
-    }
-    kube = k8s.kube()
-    kube.create(WEBHOOKS, config)
-    try:
+    with evictions_webhook(k8s, namespace, tmp_path, deny=3) as hook:
         yield namespace, node, hook
-    finally:
-        kube.request("DELETE", f"{WEBHOOKS}/{name}")
-        hook.close()
 
 
 def test_a_denied_eviction_is_retried_until_the_webhook_allows_it(
@@ -129,9 +43,10 @@ def test_a_denied_eviction_is_retried_until_the_webhook_allows_it(
     namespace, node, hook = webhooked
     k8s.create_pod(namespace, "broker-0", node=node, owner=RS_REF)
     told: list[str] = []
+    blockers: list[str] = []
     drainer = Drainer(
         k8s.kube(), node=node, timeout=60.0, retry_delay=0.2, max_retry_delay=0.5, poll_interval=0.2,
-        on_denied=told.append,
+        on_denied=told.append, on_blocked=blockers.append,
     )  # fmt: skip
     caplog.set_level("WARNING", logger="pykured.drain.drainer")
     result = drainer.drain()
@@ -142,6 +57,8 @@ def test_a_denied_eviction_is_retried_until_the_webhook_allows_it(
     assert len(told) == 1  # the same denial is told once (one Event), not at every retry
     assert told[0].startswith(f"eviction of pod {namespace}/broker-0 denied, retrying: admission webhook ")
     assert told[0].endswith(f"denied the request: {MESSAGE} (HTTP 500)")
+    # the drain's blocker for the agent's status: the same denial once, then cleared by the completed drain
+    assert blockers == [told[0].replace("denied, retrying:", "refused:"), ""], blockers
 
 
 def test_a_webhook_that_keeps_denying_fails_the_drain_at_the_timeout_with_its_message(
@@ -163,3 +80,46 @@ def test_only_webhook_refusals_are_retryable() -> None:
     assert denied_by_webhook(KubeError('admission webhook "x" denied the request: no (HTTP 500)'))
     assert denied_by_webhook(KubeError('Internal error: failed calling webhook "x": timeout (HTTP 500)'))
     assert not denied_by_webhook(KubeError("pods is forbidden: User cannot create (HTTP 403)"))
+
+
+@pytest.mark.slow
+def test_an_agent_publishes_the_webhooks_denial_and_pykured_status_shows_it(k8s: Any, tmp_path: Path) -> None:
+    """A real agent drains its node; the webhook denies: ``pykured status`` (table and JSON) shows its message
+    while the drain retries it; once allowed, the node reboots and the blocker is gone from the status."""
+    ns = k8s.new_namespace("ds")
+    k8s.create_daemonset(ns, "kured")
+    workloads = k8s.new_namespace("wh")
+    node = k8s.unique("node")
+    k8s.add_nodes(node)
+    k8s.create_pod(workloads, "broker-0", node=node, owner=RS_REF)
+
+    def published() -> str:
+        annotations = k8s.kube().get_node(node)["metadata"].get("annotations", {})
+        status = agentstatus.decode(annotations.get(agentstatus.STATUS_ANNOTATION))
+        return status.drain_blocked_by if status is not None else "?"
+
+    with (
+        evictions_webhook(k8s, workloads, tmp_path, deny=10_000) as hook,
+        Fleet(k8s, workdir=tmp_path / "fleet", args=[f"--ds-namespace={ns}", "--period=2s"]) as fleet,
+    ):
+        fleet.add(node)
+        fleet.touch(node)
+        assert fleet.wait_for(lambda: MESSAGE in published(), timeout=60), fleet.log_text(node)
+        expected = (
+            f'drain: eviction of pod {workloads}/broker-0 refused: admission webhook "{workloads}.evictions'
+            f'.pykured.dev" denied the request: {MESSAGE} (HTTP 500)'
+        )
+        out, err = io.StringIO(), io.StringIO()
+        argv = [node, f"--ds-namespace={ns}", f"--kubeconfig={k8s.admin_kubeconfig}"]
+        assert requestcli.status_main(argv, out=out, err=err) == 0, err.getvalue()
+        (row,) = [line for line in out.getvalue().splitlines() if line.startswith(node)]
+        assert expected in row and "draining" in row, out.getvalue()
+        out = io.StringIO()
+        assert requestcli.status_main([*argv, "-o", "json"], out=out, err=err) == 0, err.getvalue()
+        (data,) = json.loads(out.getvalue())["nodes"]
+        assert data["drainBlockedBy"] == expected.removeprefix("drain: ")
+        assert data["blockedBy"] == expected
+        assert fleet.slots[node].reboots == 0
+        hook.deny = 0  # the webhook lets the eviction through: the drain completes, the node reboots
+        assert fleet.wait_for(lambda: fleet.slots[node].reboots == 1, timeout=60), fleet.log_text(node)
+        assert fleet.wait_for(lambda: published() == "", timeout=30), fleet.log_text(node)

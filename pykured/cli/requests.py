@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, TextIO
 from pykured.core import errors
 from pykured.gocompat import logrus
 from pykured.gocompat.goflags import GoValueError, format_duration, parse_duration
-from pykured.policy.command import read_freeze
-from pykured.policy.document import PolicyMapError
+from pykured.policy.command import read_freeze, read_policy
+from pykured.policy.document import PolicyDoc, PolicyMapError
 from pykured.policy.freeze import FreezeRecord
 from pykured.requests import canary, requester, rollout
 from pykured.requests import record as rebootrequest
@@ -419,13 +419,19 @@ def status_main(
 
 def _read_freeze(kube: Kube, namespace: str, name: str) -> tuple[FreezeRecord | None, str]:
     """The freeze record, or why it could not be read."""
+    doc, why = _read_policy(kube, namespace, name)
+    return doc.freeze, why
+
+
+def _read_policy(kube: Kube, namespace: str, name: str) -> tuple[PolicyDoc, str]:
+    """The policy ConfigMap (freeze and blackouts), or why it could not be read."""
     try:
-        return read_freeze(kube, namespace=namespace, name=name), ""
+        return read_policy(kube, namespace=namespace, name=name), ""
     except errors.ForbiddenError:
         why = "forbidden (403) for this user"
     except (errors.KubeError, PolicyMapError) as exc:
         why = str(exc)
-    return None, f"policy ConfigMap {namespace}/{name}: {why}: a freeze or a halt would not show here"
+    return PolicyDoc(), f"policy ConfigMap {namespace}/{name}: {why}: a freeze or a halt would not show here"
 
 
 def plan_main(
@@ -462,13 +468,14 @@ def plan_main(
     def body() -> int:
         kube = _kube(opts.kubeconfig, opts.context)
         views, locks = _fleet(kube, opts)
-        record, unreadable = _read_freeze(kube, opts.ds_namespace, opts.policy_configmap)
+        doc, unreadable = _read_policy(kube, opts.ds_namespace, opts.policy_configmap)
         result = plan.build(
             views,
             locks,
-            freeze=record,
+            freeze=doc.freeze,
             unreadable=[unreadable] if unreadable else [],
             concurrency=opts.concurrency,
+            blackouts=doc.blackouts,
             now=now(),
         )
         if opts.output == "json":

@@ -327,6 +327,13 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
     ),
     _x("concurrency-per-label", INT, "1", "pykured: nodes per --concurrency-label value rebooting at once"),
     _x(
+        "prefer-no-schedule-early",
+        BOOL,
+        "false",
+        "pykured: put the --prefer-no-schedule-taint on as soon as the node needs a reboot, while it waits "
+        "for the window, a blocker or the lock; removed when the need goes away",
+    ),
+    _x(
         "resume-rolls",
         BOOL,
         "false",
@@ -385,6 +392,13 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
         "0s",
         "pykured: a lock holder not back (Ready, new bootID, after-reboot gates passed) this long after its "
         "reboot began halts the fleet: the freeze is set until pykured unfreeze (default: off)",
+    ),
+    _x(
+        "max-failed-drains",
+        INT,
+        "0",
+        "pykured: this many consecutive failed drains, counted across the fleet, halt it: the freeze is set "
+        "until pykured unfreeze (default: 0, off)",
     ),
 )
 

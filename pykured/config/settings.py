@@ -117,6 +117,7 @@ class Config:
     policy_configmap: str = "kured-policy"
     concurrency_label: str = ""
     concurrency_per_label: int = 1
+    prefer_no_schedule_early: bool = False
     resume_rolls: bool = False
     settle_pod_selector: tuple[str, ...] = ()
     settle_nodes_ready: bool = False
@@ -127,6 +128,7 @@ class Config:
     after_reboot_annotations: tuple[str, ...] = ()
     reboot_hook_timeout: Duration = _H
     reboot_deadline: Duration = _ZERO
+    max_failed_drains: int = 0
     # derived at parse time
     time_window: TimeWindow = _DEFAULT_WINDOW
     """The reboot window built from reboot_days, start_time, end_time and time_zone by :func:`parse`."""

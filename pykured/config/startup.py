@@ -129,6 +129,10 @@ def _extensions(cfg: Config) -> list[str]:
         raise _fatal("--concurrency-label needs --lock-backend=lease")
     if cfg.resume_rolls and cfg.lock_backend != "lease":
         raise _fatal("--resume-rolls needs --lock-backend=lease")
+    if cfg.max_failed_drains < 0:
+        raise _fatal(f"invalid --max-failed-drains {cfg.max_failed_drains}: must be >= 0")
+    if cfg.prefer_no_schedule_early and not cfg.prefer_no_schedule_taint:
+        raise _fatal("--prefer-no-schedule-early needs --prefer-no-schedule-taint")
     if cfg.concurrency_per_label < 1:
         raise _fatal(f"invalid --concurrency-per-label {cfg.concurrency_per_label}: must be >= 1")
     if cfg.settle_prometheus_query and not cfg.prometheus_url:

@@ -80,6 +80,9 @@ class Step(enum.Enum):
     """Nothing to do until ``until`` (or a sentinel/lock event, or the next period)."""
     SYNC_TAINT = "sync-taint"
     """Remove the PreferNoSchedule taint (the node does not need a reboot, or the window is closed)."""
+    TAINT = "taint"
+    """Put the PreferNoSchedule taint on at once (``--prefer-no-schedule-early``): the node needs a reboot
+    and waits (window, blocker, back-off), so new pods stop landing on it before its turn."""
     ANNOTATE = "annotate"
     """Add kured's reboot-in-progress / most-recent-reboot-needed annotations (``--annotate-nodes``)."""
     BLOCKED = "blocked"
@@ -170,6 +173,9 @@ class Policy:
 
     annotate_nodes: bool = False
     taint: bool = False
+    taint_early: bool = False
+    """``--prefer-no-schedule-early``: taint as soon as the node needs a reboot, not only while the lock is
+    held by others; removed when the need goes away."""
     reboot_retry_delay: datetime.timedelta = datetime.timedelta(minutes=10)
     max_attempts: int = 2
     release_delay: datetime.timedelta = datetime.timedelta(0)
@@ -437,12 +443,22 @@ def decide(obs: Observation, *, policy: Policy, now: datetime.datetime) -> Actio
         return _decide_holding(obs, policy, now)
     if _stale_memory(node) or node.fleetlock_id is not None:
         return _decide_lost(obs, policy, now)
+    return _decide_idle(obs, policy, now)
+
+
+def _decide_idle(obs: Observation, policy: Policy, now: datetime.datetime) -> Action:
+    """No cycle runs on the node: wait, taint or untaint, annotate, blocked, or take the lock."""
+    node = obs.node
+    early = policy.taint and policy.taint_early
+    if early and obs.required and not obs.has_taint:
+        return Action(Step.TAINT, "Reboot required (PreferNoSchedule while it waits)")
     if not obs.in_window and obs.required is not None:
-        if obs.has_taint and policy.taint:
+        if obs.has_taint and policy.taint and not (early and obs.required):
             return Action(Step.SYNC_TAINT, "outside the maintenance window")
         return Action(Step.WAIT, "outside the maintenance window", until=obs.next_window, hold=Hold.WINDOW)
     if not obs.required:
-        if obs.has_taint and policy.taint:
+        # FleetLock's reconcile pass (Zincati said nothing) keeps an early taint: Zincati asked before.
+        if obs.has_taint and policy.taint and not (early and obs.required is None):
             return Action(Step.SYNC_TAINT, "Reboot not required")
         return Action(Step.WAIT, "Reboot not required", hold=Hold.NOT_REQUIRED)
     backoff = _backoff(obs)

@@ -124,6 +124,7 @@ class CycleRunner:
         self._dispatch: dict[Step, StepMethod] = {
             Step.WAIT: self._wait,
             Step.SYNC_TAINT: self._sync_taint,
+            Step.TAINT: self._taint,
             Step.ANNOTATE: self._annotate,
             Step.BLOCKED: self._blocked,
             Step.ACQUIRE: self._acquire,
@@ -174,6 +175,11 @@ class CycleRunner:
             self.h.taint.disable()
         return Outcome()
 
+    def _taint(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
+        if self.h.taint:
+            self.h.taint.enable()
+        return Outcome()
+
     def _annotate(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
         self.steps.annotate(now)
         return Outcome()
@@ -217,6 +223,8 @@ class CycleRunner:
         if self.steps.cancel.is_set():
             logger.info("Stopped while draining node %s: the next pass resumes the cycle", self.node)
             return Outcome(failure=failure)
+        if self.h.streak is not None:
+            self.h.streak.drained(self.node, failure)
         with self._after_drain():
             view = self.h.book.view(self._holding(now))
             outcome = drain_outcome(failure, holding=view.holding, policy=self.policy)

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from pykured.core import errors
 from pykured.cycle.book import NodeBook
 from pykured.cycle.state import KEEP, Keep, NodeState
+from pykured.cycle.streak import DrainStreak
 from pykured.drain import Drainer
 from pykured.gates.node import CycleGates
 from pykured.host.reboot import Rebooter
@@ -67,6 +68,8 @@ class Hands:
     taint: PreferNoScheduleTaint | None = None
     gates: CycleGates | None = None
     """Reboot hooks and settle gates (:mod:`pykured.gates`): their marks go when the cycle is forgotten."""
+    streak: DrainStreak | None = None
+    """``--max-failed-drains``: every drain's end is counted fleet-wide (:mod:`pykured.cycle.streak`)."""
 
 
 class Steps:

@@ -14,6 +14,9 @@ Invariants:
   to ``on_denied`` (the agent posts an ``EvictionDenied`` Event) and ends the timeout error. 404 means done;
   any other error fails that pod, and the drain fails after the other pods had their chance (kubectl's
   aggregate error).
+* ``on_blocked`` hears the latest refusal that holds the drain back (a webhook's denial or a 429, as
+  ``eviction of pod ns/name refused: …``) whenever it changes, and ``""`` when a drain completes: the agent
+  publishes it in its status for ``pykured status``.
 * Without the eviction API (discovery of ``pods/eviction``) pods are DELETEd with a UID precondition.
 * A pod counts as gone when it is no longer listed on the node with the same UID (one LIST per poll for all
   pods instead of one GET per pod and second), or when it has been terminating longer than the skip-wait
@@ -112,6 +115,7 @@ class Drainer:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime.datetime] = _utcnow,
         on_denied: Callable[[str], None] | None = None,
+        on_blocked: Callable[[str], object] | None = None,
     ) -> None:
         self._kube = kube
         self.node = node
@@ -130,6 +134,10 @@ class Drainer:
         self._on_denied = on_denied
         self._denials: dict[tuple[str, str], str] = {}
         """The latest webhook denial per pod (namespace, name) during the current drain."""
+        self.on_blocked = on_blocked
+        """Told the latest refusal holding the drain back, and ``""`` when a drain completes."""
+        self._blocker = ""
+        self._blocker_lock = threading.Lock()
 
     # -- cordon --------------------------------------------------------------------------------------------
 
@@ -198,6 +206,7 @@ class Drainer:
         """Evict (or delete) the node's pods and wait until they are gone; raises :class:`DrainError`."""
         start = self._clock()
         self._denials.clear()
+        self._blocker = ""
         deadline = start + self._timeout.seconds if self._timeout.ns > 0 else None
         try:
             pods = self._list(label_selector=self._selector or None)
@@ -216,6 +225,7 @@ class Drainer:
         evicted = self._evict_and_wait([d.pod for d in selection.to_evict], use_eviction, deadline)
         seconds = self._clock() - start
         logger.info("node/%s drained (%d pods in %.1fs)", self.node, len(evicted), seconds)
+        self._tell_blocker("")
         return DrainResult(self.node, evicted, selection.skipped, warnings, use_eviction, seconds)
 
     def _evict_and_wait(
@@ -323,6 +333,8 @@ class Drainer:
                 )
                 if webhook:
                     self._denied(ref, str(exc))
+                if webhook or isinstance(exc, errors.TooManyRequestsError):
+                    self._tell_blocker(f"eviction of pod {ref.namespace}/{ref.name} refused: {exc}")
                 if not retryable:
                     return f'error when evicting pods/"{ref.name}" -n "{ref.namespace}": {exc}'
                 delay = retry_delay_for(
@@ -353,6 +365,16 @@ class Drainer:
                 self._on_denied(f"eviction of pod {ref.namespace}/{ref.name} denied, retrying: {message}")
             except Exception as exc:  # an Event that cannot be posted never stops the drain
                 logger.debug("on_denied failed: %s", exc)
+
+    def _tell_blocker(self, text: str) -> None:
+        with self._blocker_lock:
+            if self.on_blocked is None or (text and text == self._blocker):
+                return
+            self._blocker = text
+            try:
+                self.on_blocked(text)
+            except Exception as exc:  # a status that cannot be written never stops the drain
+                logger.debug("on_blocked failed: %s", exc)
 
     def _replaced(self, ref: PodRef) -> bool:
         """Before a retry: is the pod gone, or a different pod by now (kubectl re-reads it too)?"""

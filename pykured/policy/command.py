@@ -14,7 +14,7 @@ import json
 from typing import IO, TYPE_CHECKING
 
 from pykured.core.errors import ConflictError, KubeError, NotFoundError
-from pykured.policy.document import FREEZE_KEY, PolicyMapError, parse_policy_map
+from pykured.policy.document import FREEZE_KEY, PolicyDoc, PolicyMapError, parse_policy_map
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.pause import PAUSED_ANNOTATION, describe, paused_record, set_pause
 from pykured.policy.source import configmaps_path
@@ -107,11 +107,16 @@ def unfreeze(kube: Kube, *, namespace: str, name: str) -> None:
 
 def read_freeze(kube: Kube, *, namespace: str, name: str) -> FreezeRecord | None:
     """The freeze record in the ConfigMap (raises :class:`PolicyMapError` when it does not parse)."""
+    return read_policy(kube, namespace=namespace, name=name).freeze
+
+
+def read_policy(kube: Kube, *, namespace: str, name: str) -> PolicyDoc:
+    """The whole policy ConfigMap, freeze and blackouts (empty when absent; times without a zone in UTC)."""
     try:
         obj = kube.request("GET", configmaps_path(namespace, name))
     except NotFoundError:
-        return None
-    return parse_policy_map(obj.get("data") or {}, zone=datetime.UTC).freeze
+        return PolicyDoc()
+    return parse_policy_map(obj.get("data") or {}, zone=datetime.UTC)
 
 
 def pause_nodes(

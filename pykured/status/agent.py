@@ -20,7 +20,10 @@ the roll's order (:mod:`pykured.roll.order`); ``freeze`` says whether the agent 
 reads the policy ConfigMap; ``forbidden``: its RBAC does not let it; ``off``: ``--policy-configmap=""``;
 ``pending``: not read yet; absent: an agent that predates the field) and ``policy`` which ConfigMap it
 watches (``namespace/name``), so ``pykured freeze`` counts the agents that honour the freeze it sets;
-``lastCycle`` how many seconds the node's last cycle held the lock (``pykured plan`` estimates from it).
+``lastCycle`` how many seconds the node's last cycle held the lock (``pykured plan`` estimates from it);
+``drainBlockedBy`` the latest refusal that holds the node's drain back (an eviction denied by an admission
+webhook, with the webhook's message; a PodDisruptionBudget's 429), written while the drain retries it and
+kept after a drain that failed on it, until a drain completes or the node needs no reboot.
 Pure: no I/O, ``now`` is passed in.
 """
 
@@ -70,6 +73,8 @@ class AgentStatus:
     """The policy ConfigMap the agent watches, ``namespace/name`` ("" when off)."""
     last_cycle_s: int | None = None
     """How long the node's last reboot cycle took, lock taken to lock released (seconds; for ``plan``)."""
+    drain_blocked_by: str = ""
+    """The latest eviction refusal holding the drain back (``eviction of pod ns/name refused: …``)."""
 
     @property
     def needs_reboot(self) -> bool:
@@ -79,32 +84,26 @@ class AgentStatus:
 def encode(status: AgentStatus) -> str:
     """The annotation value."""
     data: dict[str, Any] = {"v": status.version, "bootID": status.boot_id, "step": status.step}
-    if status.reason:
-        data["reason"] = status.reason
-    if status.sentinel:
-        data["sentinel"] = True
-    if status.request is not None:
-        data["request"] = status.request
     if status.blocked:
         data["blocked"] = status.blocked
         data["blockedBy"] = status.blocked_by
-    if status.window_opens is not None:
-        data["windowOpens"] = format_rfc3339(status.window_opens)
-    if status.lock_wait:
-        data["lockWait"] = True
     if status.last_reboot is not None:
         data["lastReboot"] = format_rfc3339(status.last_reboot)
         data["lastBootID"] = status.last_boot_id
-    if status.waiting_since is not None:
-        data["waitingSince"] = format_rfc3339(status.waiting_since)
-    if status.resume_rolls:
-        data["resumeRolls"] = True
-    if status.freeze:
-        data["freeze"] = status.freeze
-    if status.policy:
-        data["policy"] = status.policy
-    if status.last_cycle_s is not None:
-        data["lastCycle"] = status.last_cycle_s
+    optional: dict[str, Any] = {
+        "reason": status.reason or None,
+        "sentinel": True if status.sentinel else None,
+        "request": status.request,
+        "windowOpens": format_rfc3339(status.window_opens) if status.window_opens is not None else None,
+        "lockWait": True if status.lock_wait else None,
+        "waitingSince": format_rfc3339(status.waiting_since) if status.waiting_since is not None else None,
+        "resumeRolls": True if status.resume_rolls else None,
+        "freeze": status.freeze or None,
+        "policy": status.policy or None,
+        "lastCycle": status.last_cycle_s,
+        "drainBlockedBy": status.drain_blocked_by or None,
+    }
+    data.update((key, value) for key, value in optional.items() if value is not None)
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -147,6 +146,7 @@ def decode(text: str | None) -> AgentStatus | None:
         freeze=_s(data, "freeze"),
         policy=_s(data, "policy"),
         last_cycle_s=_seconds(data.get("lastCycle")),
+        drain_blocked_by=_s(data, "drainBlockedBy"),
     )
 
 
@@ -167,6 +167,7 @@ def build(
     freeze: str = "",
     policy: str = "",
     last_cycle_s: int | None = None,
+    drain_blocked_by: str = "",
     now: datetime.datetime,
 ) -> AgentStatus:
     """The next status: the facts of this pass, plus the last reboot carried over or detected now.
@@ -204,4 +205,5 @@ def build(
         freeze=freeze,
         policy=policy,
         last_cycle_s=last_cycle_s if last_cycle_s is not None or previous is None else previous.last_cycle_s,
+        drain_blocked_by=drain_blocked_by,
     )

@@ -52,6 +52,8 @@ class Row:
     """Its agent takes the lock in the roll's order (``--resume-rolls``)."""
     roll: str = ""
     """The node's place in the current roll (:meth:`pykured.roll.order.Roll.place`)."""
+    drain_blocked_by: str = ""
+    """The latest refusal holding the node's drain back, as its agent published it (webhook, 429)."""
 
     def cells(self, now: datetime.datetime) -> tuple[str, ...]:
         last = rebootrequest.ago(now, self.last_reboot, future="0s ago") if self.last_reboot else "-"
@@ -81,9 +83,10 @@ def _blocked_by(view: NodeState, status: agentstatus.AgentStatus | None, holders
     if status.step == "acquire" and status.lock_wait:
         others = [h for h in holders if h != view.name]
         return "lock held by " + ",".join(others) if others else "waiting for the lock"
+    drain = f"drain: {status.drain_blocked_by}" if status.drain_blocked_by else ""
     if backoff is not None and status.needs_reboot and status.step == "wait":
-        return f"back-off until {format_rfc3339(backoff)}"
-    return ""
+        return f"back-off until {format_rfc3339(backoff)}" + (f" ({drain})" if drain else "")
+    return drain
 
 
 def _cordoned(view: NodeState) -> str:
@@ -148,6 +151,7 @@ def node_row(view: NodeState, *, holders: Sequence[str] = (), now: datetime.date
         boot_id=view.boot_id,
         waiting_since=status.waiting_since if status else None,
         ordered=status.resume_rolls if status else False,
+        drain_blocked_by=status.drain_blocked_by if status else "",
     )
 
 
@@ -228,6 +232,7 @@ def to_json(table: Sequence[Row], locks: Sequence[LockInfo]) -> dict[str, Any]:
                 "bootID": r.boot_id,
                 "waitingSince": format_rfc3339(r.waiting_since) if r.waiting_since else None,
                 "roll": r.roll or None,
+                "drainBlockedBy": r.drain_blocked_by or None,
             }
             for r in table
         ],

@@ -1,10 +1,12 @@
 """``pykured plan`` as a pure function: what the roll will do, before it does it.
 
 For every node: whether it needs a reboot and why (the sentinel as its agent last reported it, a reboot
-request), what holds it now (a halt or the freeze, a per-node pause, the window closed until when, the
-agent's blocker — alerts, pods, a blackout —, the lock held by whom, a back-off), and its place in the roll's
-order (:mod:`pykured.roll.order`). Below: an estimate of when the roll ends, from the cycle times the agents
-recorded (``lastCycle`` in ``pykured.dev/status``: lock taken to lock released), and what could not be read.
+request), what holds it now (a halt or the freeze, a per-node pause, the window closed until when — named a
+blackout while one of the policy ConfigMap's is in force —, the agent's blocker — alerts, pods —, the lock
+held by whom, a back-off, and for a node that holds the lock what holds its drain back), and its place in the
+roll's order (:mod:`pykured.roll.order`). Below: an estimate of when the roll ends, from the cycle times the
+agents recorded (``lastCycle`` in ``pykured.dev/status``: lock taken to lock released), and what could not be
+read.
 
 The estimate is ``ceil(waiting / concurrency) × median(recorded cycle)`` from now. It assumes the window
 stays open and nothing blocks; while the fleet is halted or frozen there is none. Pure: no I/O, ``now``
@@ -23,6 +25,7 @@ from typing import Any
 from pykured.core.times import format_rfc3339
 from pykured.cycle.state import NodeState
 from pykured.gocompat.goflags import format_duration
+from pykured.policy.blackout import Blackout, active_blackout
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.pause import describe as describe_pause
 from pykured.policy.pause import paused_record
@@ -77,6 +80,17 @@ def _why(row: fleetview.Row, status: agentstatus.AgentStatus | None) -> str:
     return "; ".join(parts)
 
 
+def _named(blocked_by: str, blackout: Blackout | None) -> str:
+    """The agent's "window closed until T", named after the blackout in force when it is the reason."""
+    prefix = "window closed until "
+    if blackout is None or not blocked_by.startswith(prefix):
+        return blocked_by
+    end = format_rfc3339(blackout.end)
+    text = f"blackout until {end}" + (f": {blackout.reason}" if blackout.reason else "")
+    opens = blocked_by.removeprefix(prefix)
+    return text if opens == end else f"{text}; {blocked_by}"
+
+
 def build(
     views: Sequence[NodeState],
     locks: Sequence[fleetview.LockInfo],
@@ -84,15 +98,18 @@ def build(
     freeze: FreezeRecord | None,
     unreadable: Sequence[str] = (),
     concurrency: int = 1,
+    blackouts: Sequence[Blackout] = (),
     now: datetime.datetime,
 ) -> Plan:
-    """The plan of the roll for these nodes."""
+    """The plan of the roll for these nodes. ``blackouts``: the policy ConfigMap's (the agents' closed
+    window is named after the one in force; a ``--blackout`` flag of the agents is not seen here)."""
     table = fleetview.rows(views, locks, now=now)
     by_name = {v.name: v for v in views}
     holders = sorted({h for info in locks for h in info.holders})
     current = fleetview.current_roll(table)
     order = {node: i + 1 for i, node in enumerate(current.waiting)}
     active = freeze if freeze is not None and freeze.active(now) else None
+    blackout = active_blackout(blackouts, now)
     out = []
     for row in table:
         view = by_name[row.node]
@@ -101,6 +118,8 @@ def build(
         held: list[str] = []
         if row.node in holders:
             held.append("holds the lock (rebooting)")
+            if row.drain_blocked_by:
+                held.append(f"drain: {row.drain_blocked_by}")
         elif needs:
             if active is not None:
                 word = "halted: " if active.halted else "frozen: "
@@ -110,7 +129,7 @@ def build(
                 held.append(describe_pause(pause))
             own = status is not None and status.blocked in ("pause", "freeze")  # read fresh above instead
             if row.blocked_by and not own:
-                held.append(row.blocked_by)
+                held.append(_named(row.blocked_by, blackout))
         out.append(PlanRow(row.node, row.needs_reboot, _why(row, status), tuple(held), order.get(row.node),
                            row.cordoned))  # fmt: skip
     cycles = [

@@ -6,12 +6,17 @@ merge patch, only when its text changed, so an idle agent writes nothing.
 Invariants:
 * Never raises into the daemon: an API failure is logged at debug level and the next pass tries again.
 * ``pykured.dev/status`` is written only when its text changes (no timestamps that move by themselves).
+* The drain's latest blocker (:meth:`StatusPublisher.drain_blocked`) is published at once, from the drain's
+  threads while the pass that drains is still running: the published status with only that field changed.
+  One lock orders these writes with the pass's own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
+import threading
 
 from pykured.core import errors
 from pykured.cycle.state import NodeState
@@ -29,6 +34,27 @@ class StatusPublisher:
         self.node = node
         self.version = version
         self._published: str | None = None
+        self._status: agentstatus.AgentStatus | None = None
+        self._drain_blocked_by = ""
+        self._lock = threading.Lock()
+
+    @property
+    def drain_blocked_by(self) -> str:
+        """The drain blocker the status carries (kept from pass to pass until cleared)."""
+        return self._drain_blocked_by
+
+    def drain_blocked(self, text: str) -> bool:
+        """The drain's latest blocker (``""``: it completed): published now; ``True`` if written.
+
+        Before this agent's first pass published a status (a drain resumed after a restart), it is written
+        over the status the Node carries; without one it is only kept for the pass's own publication."""
+        with self._lock:
+            self._drain_blocked_by = text
+            if self._status is None:
+                self._status = self._carried()
+            if self._status is None or self._status.drain_blocked_by == text:
+                return False
+            return self._write(dataclasses.replace(self._status, drain_blocked_by=text), self._published)
 
     def publish(
         self,
@@ -48,28 +74,49 @@ class StatusPublisher:
         last_cycle_s: int | None = None,
         now: datetime.datetime,
     ) -> bool:
-        """Write ``pykured.dev/status`` if it differs from what the Node carries; ``True`` if written."""
-        current = self._published
-        if current is None:
-            current = view.annotations.get(agentstatus.STATUS_ANNOTATION)
-        status = agentstatus.build(
-            agentstatus.decode(current),
-            version=self.version,
-            boot_id=view.boot_id,
-            step=step,
-            reason=reason,
-            sentinel=sentinel,
-            request=request,
-            blocked=blocked,
-            blocked_by=blocked_by,
-            window_opens=window_opens,
-            lock_wait=lock_wait,
-            resume_rolls=resume_rolls,
-            freeze=freeze,
-            policy=policy,
-            last_cycle_s=last_cycle_s,
-            now=now,
-        )
+        """Write ``pykured.dev/status`` if it differs from what the Node carries; ``True`` if written.
+
+        The drain blocker is carried over while the node needs a reboot and dropped when it needs none."""
+        with self._lock:
+            current = self._published
+            if current is None:
+                current = view.annotations.get(agentstatus.STATUS_ANNOTATION)
+            if not (sentinel or request is not None):
+                self._drain_blocked_by = ""
+            status = agentstatus.build(
+                agentstatus.decode(current),
+                version=self.version,
+                boot_id=view.boot_id,
+                step=step,
+                reason=reason,
+                sentinel=sentinel,
+                request=request,
+                blocked=blocked,
+                blocked_by=blocked_by,
+                window_opens=window_opens,
+                lock_wait=lock_wait,
+                resume_rolls=resume_rolls,
+                freeze=freeze,
+                policy=policy,
+                last_cycle_s=last_cycle_s,
+                drain_blocked_by=self._drain_blocked_by,
+                now=now,
+            )
+            return self._write(status, current)
+
+    def _carried(self) -> agentstatus.AgentStatus | None:
+        """The status the Node carries (one GET; None when it carries none or cannot be read)."""
+        try:
+            obj = self._kube.get_node(self.node)
+        except errors.KubeError:
+            return None
+        text = ((obj.get("metadata") or {}).get("annotations") or {}).get(agentstatus.STATUS_ANNOTATION)
+        self._published = text
+        return agentstatus.decode(text)
+
+    def _write(self, status: agentstatus.AgentStatus, current: str | None) -> bool:
+        """Patch the status unless the Node already carries this text (the caller holds the lock)."""
+        self._status = status
         text = agentstatus.encode(status)
         if text == current:
             return False

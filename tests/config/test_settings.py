@@ -45,9 +45,10 @@ DEFAULTS: dict[str, Any] = {
     "sentinel-loop-backoff": D("1h"), "events": True, "extra-notify-url": (), "fleetlock-listen": "",
     "fleetlock-mode": "node-local", "fleetlock-group": "default", "fleetlock-base-path": "/", "machine-id-file": "/etc/machine-id",
     "maintenance-window": (), "blackout": (), "policy-configmap": "kured-policy", "concurrency-label": "",
-    "concurrency-per-label": 1, "resume-rolls": False, "settle-pod-selector": (), "settle-nodes-ready": False, "settle-pdbs": False,
+    "concurrency-per-label": 1, "resume-rolls": False, "prefer-no-schedule-early": False, "settle-pod-selector": (), "settle-nodes-ready": False, "settle-pdbs": False,
     "settle-prometheus-query": "", "settle-timeout": D("30m"), "before-reboot-annotations": (),
     "after-reboot-annotations": (), "reboot-hook-timeout": D("1h"), "reboot-deadline": D("0"),
+    "max-failed-drains": 0,
 }  # fmt: skip
 
 
@@ -98,11 +99,13 @@ SAMPLES: dict[str, tuple[str | None, Any]] = {
     "maintenance-window": ("FREQ=DAILY;BYHOUR=1;DURATION=1h", ("FREQ=DAILY;BYHOUR=1;DURATION=1h",)),
     "blackout": ("2026-12-23/2026-12-24", ("2026-12-23/2026-12-24",)),
     "policy-configmap": ("my-policy", "my-policy"), "concurrency-label": (None, None),
-    "concurrency-per-label": ("2", 2), "resume-rolls": (None, None), "settle-pod-selector": ("app=web", ("app=web",)),
+    "concurrency-per-label": ("2", 2), "resume-rolls": (None, None), "prefer-no-schedule-early": (None, None),
+    "settle-pod-selector": ("app=web", ("app=web",)),
     "settle-nodes-ready": ("true", True), "settle-pdbs": ("true", True),
     "settle-prometheus-query": (None, None), "settle-timeout": ("5m", D("5m")),
     "before-reboot-annotations": ("lb/ok", ("lb/ok",)), "after-reboot-annotations": ("lb/ok", ("lb/ok",)),
     "reboot-hook-timeout": ("10m", D("10m")), "reboot-deadline": ("45m", D("45m")),
+    "max-failed-drains": ("3", 3),
 }  # fmt: skip
 
 

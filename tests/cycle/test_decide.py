@@ -11,6 +11,7 @@ import pytest
 from pykured.core.model import Reason
 from pykured.cycle import state
 from pykured.cycle.decide import (
+    Driver,
     Observation,
     Policy,
     Step,
@@ -485,3 +486,33 @@ def test_a_failed_drain_waits_a_period_before_the_next_cycle() -> None:
     assert needs_blockers(obs(retry_at=NOW + 5 * MIN), now=NOW) is False
     later = decide(obs(retry_at=NOW + 5 * MIN, backoff_until=NOW + 9 * MIN), policy=POLICY, now=NOW)
     assert later.until == NOW + 9 * MIN
+
+
+EARLY = dataclasses.replace(POLICY, taint_early=True)
+
+
+@pytest.mark.parametrize(
+    ("observation", "policy", "step"),
+    [
+        (obs(in_window=False), EARLY, Step.TAINT),  # needs a reboot, window closed: tainted at once
+        (obs(in_window=False, has_taint=True), EARLY, Step.WAIT),  # kept while it waits for the window
+        (obs(blocked=BLOCK), EARLY, Step.TAINT),  # a blocker holds it: tainted
+        (obs(blocked=BLOCK, has_taint=True, in_progress_annotation=True), EARLY, Step.BLOCKED),
+        (obs(retry_at=NOW + MIN), EARLY, Step.TAINT),  # the back-off after a failed drain
+        (obs(required=False, has_taint=True), EARLY, Step.SYNC_TAINT),  # the need went away: untainted
+        (obs(required=False, has_taint=True, in_window=False), EARLY, Step.SYNC_TAINT),
+        (obs(in_window=False), POLICY, Step.WAIT),  # without the flag: kured's taint only while locked out
+        (obs(in_window=False), dataclasses.replace(EARLY, taint=False), Step.WAIT),  # no taint name
+        (obs(holding=True, cycle_started=True, has_taint=False), EARLY, Step.DRAIN_AND_REBOOT),  # a cycle
+    ],
+)
+def test_the_early_prefer_no_schedule_taint(observation: Observation, policy: Policy, step: Step) -> None:
+    assert decide(observation, policy=policy, now=NOW).step is step
+
+
+def test_fleetlocks_reconcile_pass_keeps_the_early_taint_until_zincati_reports_steady_state() -> None:
+    quiet = dataclasses.replace(obs(has_taint=True), required=None, driver=Driver.FLEETLOCK)
+    assert decide(quiet, policy=EARLY, now=NOW).step is Step.WAIT
+    assert decide(quiet, policy=POLICY, now=NOW).step is Step.SYNC_TAINT  # kured's taint: removed
+    steady = dataclasses.replace(quiet, required=False)
+    assert decide(steady, policy=EARLY, now=NOW).step is Step.SYNC_TAINT

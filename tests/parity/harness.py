@@ -153,6 +153,17 @@ class Run:
                 self.node, {"metadata": {"annotations": {rebootrequest.REQUEST_ANNOTATION: text}}}
             )
 
+    def unneed(self) -> None:
+        """The need goes away before the reboot, the driver's way (FleetLock: Zincati's steady-state)."""
+        if self.driver in ("sentinel", "zincati-marker"):
+            self.sentinel.unlink(missing_ok=True)
+        elif self.driver == "request":
+            self.kube.patch_node(
+                self.node, {"metadata": {"annotations": {rebootrequest.REQUEST_ANNOTATION: None}}}
+            )
+        else:
+            self.zincati("steady-state")
+
     def zincati(self, api: str) -> tuple[int, str]:
         """One call as Zincati makes it; returns (status, kind)."""
         assert self.agent.fleetlock is not None

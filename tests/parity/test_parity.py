@@ -19,7 +19,10 @@ from typing import Any
 import pytest
 
 from pykured.cycle import state
+from pykured.cycle.streak import FAILED_DRAINS_ANNOTATION, Streak
+from pykured.cycle.streak import read as read_streak
 from pykured.policy.command import freeze
+from pykured.policy.freeze import FreezeRecord
 from pykured_dev.eventually import eventually
 from tests.parity.harness import DAEMON_DRIVERS, DRIVERS, Bench, Run, bench
 from tests.testenv import TestEnv
@@ -210,6 +213,31 @@ def test_a_drain_that_fails(parity: Bench, driver: str, force: bool) -> None:
             assert run.replies[-1] == (503, "drain_failed")
 
 
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_failed_drains_halt_the_fleet(parity: Bench, driver: str) -> None:
+    """``--max-failed-drains=2``: one drain failed elsewhere in the fleet (the count on the policy ConfigMap);
+    this node's drain fails too: the fleet is halted, the count taken back to zero; nothing else happens."""
+
+    def before_start(namespace: str, node: str) -> None:
+        guarded_pod(parity, namespace, node)
+        earlier = {FAILED_DRAINS_ANNOTATION: Streak(1, "node-0: error when evicting pods").to_json()}
+        parity.k8s.kube().request("POST", f"/api/v1/namespaces/{namespace}/configmaps", body={
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kured-policy", "annotations": earlier},
+        })  # fmt: skip
+
+    run = parity.run(driver, ["--drain-timeout=2s", "--max-failed-drains=2"], before_start=before_start)
+    run.need()
+    assert not run.drive(passes=2)
+    assert run.holders() == [] and not run.cordoned() and run.reboots() == 0
+    policy = run.kube.request("GET", f"/api/v1/namespaces/{run.namespace}/configmaps/kured-policy")
+    record = FreezeRecord.from_json(policy["data"]["freeze"])
+    assert record.halted == run.node, record
+    assert record.reason.startswith(f"2 consecutive drains failed (last: {run.node}: error when evicting")
+    assert read_streak(policy) == Streak()  # the halt took the count back to zero
+    assert "RebootHalted" in run.events() and "DrainFailed" in run.events()
+
+
 # -- reboot hooks and settle gates -------------------------------------------------------------------------
 
 
@@ -273,6 +301,28 @@ def test_a_held_lock_taints_and_waits(parity: Bench, driver: str) -> None:
     run.settle()
     done(run)
     assert "parity/waiting:PreferNoSchedule" not in run.taints()
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_the_early_taint_while_the_node_waits(parity: Bench, driver: str) -> None:
+    """``--prefer-no-schedule-early``: tainted as soon as the node needs a reboot, while the closed window
+    holds it back (no lock taken); untainted when the need goes away."""
+    taint = "parity/early:PreferNoSchedule"
+    flags = ["--prefer-no-schedule-taint=parity/early", "--prefer-no-schedule-early"]
+    run = parity.run(driver, [*flags, f"--reboot-days={other_weekday()}"])
+    run.need()
+    assert not run.drive(passes=3)
+    assert taint in run.taints() and run.holders() == [] and not run.cordoned()
+    if run.fleetlock:
+        assert run.replies[-1][0] != 200
+        assert run.agent.fleetlock is not None
+        run.agent.fleetlock.service.reconcile_once()  # Zincati said nothing since: the taint stays
+        assert taint in run.taints()
+    run.unneed()
+    for _ in range(3):
+        if not run.fleetlock:
+            run.daemon.run_once()
+    assert taint not in run.taints() and run.holders() == [] and run.reboots() == 0
 
 
 @pytest.mark.parametrize("driver", DRIVERS)

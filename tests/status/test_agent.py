@@ -130,3 +130,11 @@ def test_freeze_state_policy_and_last_cycle_round_trip_and_carry_over() -> None:
     assert later.last_cycle_s == 610 and later.freeze == "forbidden" and later.policy == ""
     odd = st.decode('{"v":"0.0.9","bootID":"b","step":"wait","lastCycle":true}')
     assert odd is not None and odd.last_cycle_s is None
+
+
+def test_the_drains_blocker_round_trips_and_is_left_out_when_none() -> None:
+    blocked = build(step="drain-and-reboot", sentinel=True, drain_blocked_by="eviction of pod a/b refused: x")
+    text = st.encode(blocked)
+    assert '"drainBlockedBy":"eviction of pod a/b refused: x"' in text
+    assert st.decode(text) == blocked
+    assert "drainBlockedBy" not in st.encode(build())

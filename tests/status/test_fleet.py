@@ -160,3 +160,30 @@ def test_rollout_progress() -> None:
     assert text.startswith("rollout r1 (kernel 6.12): 2/3 rebooted\n")
     assert "b  pending (bootID b0)" in text and "(bootID a0 -> a1)" in text
     assert rollout.to_json(prog)["total"] == 3
+
+
+def test_the_drains_blocker_shows_while_draining_and_after_a_failed_drain() -> None:
+    refusal = 'eviction of pod db/b-0 refused: admission webhook "w" denied the request: later (HTTP 500)'
+    draining = NodeState.from_obj({
+        "metadata": {"name": "n", "annotations": {
+            S: status(step="drain-and-reboot", sentinel=True, drain_blocked_by=refusal),
+            "pykured.dev/unschedulable-before": "false"}},
+        "spec": {"unschedulable": True}, "status": {"nodeInfo": {"bootID": "b1"}},
+    })  # fmt: skip
+    r = row(draining)
+    assert (r.step, r.blocked_by, r.drain_blocked_by) == ("draining", f"drain: {refusal}", refusal)
+    (data,) = fleetview.to_json([r], [])["nodes"]
+    assert data["drainBlockedBy"] == refusal and data["blockedBy"] == f"drain: {refusal}"
+    failed = NodeState.from_obj({
+        "metadata": {"name": "n", "annotations": {
+            S: status(step="wait", sentinel=True, drain_blocked_by=refusal),
+            fleetview.BACKOFF_UNTIL_ANNOTATION: "2026-11-30T22:40:00Z"}},
+        "status": {"nodeInfo": {"bootID": "b1"}},
+    })  # fmt: skip
+    assert row(failed).blocked_by == f"back-off until 2026-11-30T22:40:00Z (drain: {refusal})"
+    assert (
+        fleetview.to_json([row(NodeState.from_obj({"metadata": {"name": "m"}}))], [])["nodes"][0][
+            "drainBlockedBy"
+        ]
+        is None
+    )

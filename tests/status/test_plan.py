@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pykured.cycle.state import NodeState
+from pykured.policy.blackout import Blackout
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.pause import PAUSED_ANNOTATION
 from pykured.requests import record as rebootrequest
@@ -101,3 +102,27 @@ def test_plan_json() -> None:
     assert data["estimate"]["end"] == "2026-11-30T22:10:00Z"  # ceil(5 / 2) = 3 cycles of 600 s
     # the roll's order: least recently rebooted, then longest waiting (node-2's request is the newest)
     assert [n["order"] for n in data["nodes"]] == [1, 4, 2, 3, 5, None, None]
+
+
+def test_a_blackout_in_force_names_the_closed_window_and_the_holders_drain_blocker_shows() -> None:
+    views = [
+        node("node-1", sentinel=True, window_opens=NOW + 4 * HOUR, waiting_since=NOW - HOUR),
+        node("node-2", cordoned=True, sentinel=True, step="drain-and-reboot", waiting_since=NOW - HOUR,
+             drain_blocked_by="eviction of pod a/b refused: no (HTTP 429)"),
+    ]  # fmt: skip
+    locks = [fleetview.LockInfo("lease", ("node-2",))]
+    week = Blackout(NOW - HOUR, NOW + 4 * HOUR, "release week")
+    rows = {r.node: r for r in plan.build(views, locks, freeze=None, blackouts=[week], now=NOW).rows}
+    assert rows["node-1"].held_by == ("blackout until 2026-12-01T01:40:00Z: release week",)
+    early = Blackout(NOW - HOUR, NOW + 2 * HOUR)  # ends before the window opens: both are said
+    rows = {r.node: r for r in plan.build(views, locks, freeze=None, blackouts=[early], now=NOW).rows}
+    assert rows["node-1"].held_by == (
+        "blackout until 2026-11-30T23:40:00Z; window closed until 2026-12-01T01:40:00Z",
+    )
+    assert rows["node-2"].held_by == (
+        "holds the lock (rebooting)",
+        "drain: eviction of pod a/b refused: no (HTTP 429)",
+    )
+    over = Blackout(NOW - 2 * HOUR, NOW - HOUR)  # past: the agent's own words stay
+    rows = {r.node: r for r in plan.build(views, locks, freeze=None, blackouts=[over], now=NOW).rows}
+    assert rows["node-1"].held_by == ("window closed until 2026-12-01T01:40:00Z",)

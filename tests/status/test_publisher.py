@@ -1,0 +1,44 @@
+"""The status publisher on the real API server: the drain's blocker is written at once and kept until the
+node needs no reboot."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from pykured.cycle.state import NodeState
+from pykured.status import agent as agentstatus
+from pykured.status.publisher import StatusPublisher
+
+pytestmark = pytest.mark.k8s
+NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
+
+
+def test_the_drains_blocker_is_published_at_once_kept_and_dropped_when_no_reboot_is_needed(k8s: Any) -> None:
+    node = k8s.unique("node")
+    k8s.add_nodes(node)
+    kube = k8s.kube()
+
+    def view() -> NodeState:
+        return NodeState.from_obj(kube.get_node(node))
+
+    def published() -> agentstatus.AgentStatus | None:
+        return agentstatus.decode(view().annotations.get(agentstatus.STATUS_ANNOTATION))
+
+    publisher = StatusPublisher(kube, node=node, version="0.1.0")
+    assert publisher.drain_blocked("too early") is False  # nothing published on the Node yet: only kept
+    publisher.drain_blocked("")
+    assert publisher.publish(view(), step="drain-and-reboot", reason="", sentinel=True, now=NOW)
+    assert publisher.drain_blocked("eviction of pod a/b refused: no (HTTP 429)")
+    status = published()
+    assert status is not None and status.drain_blocked_by == "eviction of pod a/b refused: no (HTTP 429)"
+    assert status.step == "drain-and-reboot" and status.sentinel
+    assert not publisher.drain_blocked("eviction of pod a/b refused: no (HTTP 429)")  # unchanged: no write
+    publisher.publish(view(), step="wait", reason="", sentinel=True, now=NOW)  # a failed drain: kept
+    status = published()
+    assert status is not None and status.step == "wait" and status.drain_blocked_by.endswith("(HTTP 429)")
+    assert publisher.publish(view(), step="wait", reason="", sentinel=False, now=NOW)  # no reboot needed
+    status = published()
+    assert status is not None and status.drain_blocked_by == "" and publisher.drain_blocked_by == ""
