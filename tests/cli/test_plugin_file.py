@@ -4,7 +4,8 @@ The file is built once per session (cached by ``tools/plugin-build`` across sess
 alone into an empty directory, gives it a fresh ``HOME`` and no virtualenv, lets the real kubectl find it on
 ``PATH`` and run it on the system's ``python3`` (or, where that is older than 3.11, on the virtualenv's base
 interpreter, isolated), against the test API server; and once more on an interpreter that sees nothing but
-its standard library (``-I -S``), which proves the file carries every module the commands load.
+its standard library (``-I -S``), which proves the file carries every module the commands load. krew
+(``tools/kured-build krew``) installs it from the rendered manifest and the archive, as a user would.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import yaml
 
 from pykured.cli import kubectl
 from pykured_dev.testenv.procs import find_binaries
+from pykured_dev.testenv.reference import artifact
 from tests.cli.test_kubectl import two_contexts
 from tests.testenv import TestEnv
 
@@ -155,6 +157,30 @@ def test_the_krew_manifest_names_each_platform_s_archive(plugin_file: Path) -> N
             with zipfile.ZipFile(io.BytesIO(packed.read())) as inner:
                 so = f"site-packages/pydantic_core/_pydantic_core.cpython-311-{machine}-linux-gnu.so"
                 assert so in inner.namelist()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_krew_installs_the_plugin_from_its_manifest_and_archive(plugin_file: Path, tmp_path: Path) -> None:
+    """As a plugin's author checks it before publishing: ``kubectl krew install --manifest --archive``."""
+    manifest = _build("manifest", "https://example.test/v0.1.0/")
+    krewdir = tmp_path / "krew-bin"
+    krewdir.mkdir()
+    (krewdir / "kubectl-krew").symlink_to(artifact("krew"))
+    kubectl_bin = str(find_binaries(("kubectl",)) / "kubectl")
+    _, env = _alone(plugin_file, tmp_path)
+    krew_root = tmp_path / "krew-root"
+    installing = {**env, "PATH": f"{krewdir}{os.pathsep}{env['PATH']}", "KREW_ROOT": str(krew_root)}
+    install = ["krew", "install", f"--manifest={manifest}", f"--archive={plugin_file}.tar.gz"]
+    done = _run([kubectl_bin, *install], installing)
+    assert done.returncode == 0, done.stderr
+    assert "Installed plugin: pykured" in done.stderr
+    installed = krew_root / "bin" / "kubectl-pykured"
+    assert installed.resolve().read_bytes() == plugin_file.read_bytes()
+    # only krew's bin directory on PATH (the copy of _alone is not): kubectl finds krew's link
+    using = {**env, "PATH": f"{krew_root / 'bin'}{os.pathsep}{tmp_path / 'python'}{os.pathsep}/usr/bin:/bin"}
+    helped = _run([kubectl_bin, "pykured", "--help"], using)
+    assert (helped.returncode, helped.stdout) == (0, kubectl.help_text()), helped.stderr
 
 
 def test_an_unsupported_python_is_one_line(tmp_path: Path) -> None:
