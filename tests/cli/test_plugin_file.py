@@ -15,6 +15,7 @@ import importlib.machinery
 import io
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -157,6 +158,23 @@ def test_the_krew_manifest_names_each_platform_s_archive(plugin_file: Path) -> N
             with zipfile.ZipFile(io.BytesIO(packed.read())) as inner:
                 so = f"site-packages/pydantic_core/_pydantic_core.cpython-311-{machine}-linux-gnu.so"
                 assert so in inner.namelist()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_another_platform_s_file_says_so_in_one_line(plugin_file: Path, tmp_path: Path) -> None:
+    machine = platform.machine()
+    other = {"x86_64": "arm64", "aarch64": "amd64"}.get(machine)
+    if other is None:
+        pytest.fail(f"no plugin file is built for this machine ({machine})")
+    _build("build", "aarch64" if other == "arm64" else "x86_64")
+    exe, env = _alone(plugin_file.parent / f"kubectl-pykured-linux-{other}", tmp_path)
+    done = _run([str(exe), "status"], env)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("kubectl-pykured: this file has no compiled modules for CPython 3.")
+    assert f"on linux/{machine} " in done.stderr
+    assert "it has: cpython-311-" in done.stderr and machine not in done.stderr.split("it has:")[1]
 
 
 @pytest.mark.slow
