@@ -37,6 +37,8 @@ from pykured_dev.testenv.reference import Reference, helm_template, reference
 from tests.kured.values import every_key_values
 from tests.testenv import TestEnv
 
+pytestmark = pytest.mark.reference
+
 CHART = Path(__file__).resolve().parents[2] / "charts" / "pykured"
 CHART_LABEL = "pykured-0.1.0"
 KURED_CHART_LABEL = "kured-6.1.0"

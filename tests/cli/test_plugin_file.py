@@ -33,6 +33,8 @@ from pykured_dev.testenv.reference import artifact
 from tests.cli.test_kubectl import two_contexts
 from tests.testenv import TestEnv
 
+pytestmark = pytest.mark.reference
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "tools" / "plugin-build"
 COMMANDS_LOAD = ("pydantic_core", "yaml", "kubernetes", "urllib3")

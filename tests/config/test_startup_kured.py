@@ -37,7 +37,7 @@ from pykured.config.flags import FLAGS, KURED_FLAGS
 from pykured_dev.testenv.reference import artifact
 
 # running ~500 processes (and, cold, building kured) takes minutes on a loaded 2-core machine
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [pytest.mark.reference, pytest.mark.timeout(1200)]
 RUN_TIMEOUT_S = 30
 NODE = {"KURED_NODE_ID": "node-1"}
 

@@ -22,7 +22,7 @@ from pykured.gocompat.goflags import GoValueError
 from pykured.gocompat.goregexp import compile_re2
 from pykured_dev.testenv.reference import artifact
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.reference, pytest.mark.timeout(600)]
 
 SEED = 20261201
 PATTERNS = 4000

@@ -35,7 +35,7 @@ from pykured.policy.weekly import TimeWindow, parse_time_of_day
 from pykured_dev.testenv.reference import artifact
 
 # building the oracle cold takes minutes
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.reference, pytest.mark.timeout(900)]
 UTC = datetime.UTC
 ZONES = (
     "Europe/Berlin",
