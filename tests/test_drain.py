@@ -396,6 +396,13 @@ def test_skip_wait_for_delete_timeout(k8s: Any, place: tuple[str, str]) -> None:
             DrainError, match=r'error when waiting for pod "stuck" in namespace .* to terminate'
         ):
             _drainer(k8s.kube(), node, timeout=Duration.parse("3s")).drain()
+
+        def terminating_for_over_a_second() -> bool:  # the kubelet's final delete stamps deletionTimestamp
+            meta = k8s.kube().get_pod(namespace, "stuck")["metadata"]
+            stamp = datetime.datetime.fromisoformat(meta.get("deletionTimestamp") or "9999-01-01T00:00:00Z")
+            return datetime.datetime.now(datetime.UTC) - stamp > datetime.timedelta(seconds=1.5)
+
+        assert eventually(terminating_for_over_a_second, timeout=30)
         result = _drainer(k8s.kube(), node, skip_wait_for_delete_timeout=1).drain()
         assert [s.reason.kind for s in result.skipped] == [
             "deleted"
