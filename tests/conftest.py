@@ -41,6 +41,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.startswith(REALNODE_TIER):
                 return REALNODE_TIER
+            if nodeid.startswith(SOAKS):  # each soak is a scope of its own
+                return nodeid
             return str(super()._split_scope(nodeid))
 
     return OneRealNodeFleet(config, log)

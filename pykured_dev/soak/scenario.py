@@ -489,6 +489,13 @@ class Soak:
             f"not converged: pending {observer.pending()}, holders {sorted(observer.holders())}, "
             f"cordoned {observer.pykured_cordoned()}"
         )
+        for node in observer.pending():  # what the Node says and what its agent last logged
+            with contextlib.suppress(errors.KubeError):
+                obj = self.cluster.kube().get_node(node)
+                annotations = obj["metadata"].get("annotations") or {}
+                boot = obj["status"]["nodeInfo"]["bootID"]
+                self.say(f"  {node}: bootID {boot}, annotations {annotations}")
+            self.say(f"  {node}'s agent, last lines:\n" + "\n".join(fleet.log_text(node).splitlines()[-25:]))
         return None
 
 

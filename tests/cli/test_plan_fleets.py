@@ -10,6 +10,7 @@ namespaces normalised). Regenerate them with ``PYKURED_UPDATE_GOLDEN=1``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import io
 import json
@@ -25,6 +26,7 @@ import pytest
 
 from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
 from pykured.cli import requests as requestcli
+from pykured.core.errors import NotFoundError
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import Policy
 from pykured.daemon import Daemon, Parts, Settings
@@ -230,6 +232,11 @@ class Site:
             thread.join(timeout=30)
         for close in self.closers:
             close()
+        for (
+            name
+        ) in self.names:  # Nodes are cluster-wide: a paused one would show in the session's other tests
+            with contextlib.suppress(NotFoundError):
+                self.k8s.delete_node(name)
 
 
 def realign(text: str) -> str:

@@ -15,10 +15,8 @@ from typing import Any
 
 import pytest
 
-from pykured.core.times import parse_rfc3339
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import Policy
-from pykured.cycle.state import RELEASE_AFTER_ANNOTATION
 from pykured.cycle.steps import Behaviour, Hands
 from pykured.drain import Drainer
 from pykured.fleetlock import FleetLockServer
@@ -153,12 +151,6 @@ class Rig:
     def wait_for(self, condition: Callable[[], bool], timeout: float = 30.0) -> bool:
         """Poll ``condition`` until it holds (True) or ``timeout`` passes (False)."""
         return eventually(condition, timeout=timeout)
-
-    def wait_past_release_after(self, name: str, timeout: float = 30.0) -> bool:
-        """Wait until the wall clock is past the node's release-after annotation (it has second precision)."""
-        until = parse_rfc3339(self.annotations(name).get(RELEASE_AFTER_ANNOTATION, ""))
-        assert until is not None, f"node {name} has no release-after annotation"
-        return self.wait_for(lambda: datetime.datetime.now(datetime.UTC) > until, timeout=timeout)
 
     def until(
         self, call: Callable[[], tuple[int, str]], status: int = 200, timeout: float = 40.0

@@ -346,13 +346,14 @@ def test_foreign_cycle_is_left_alone(rig: Rig) -> None:
 
 def test_next_update_after_the_release_delay_starts_a_new_cycle(rig: Rig) -> None:
     (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
-    server = rig.server(mode="central", release_delay_s=1.0)
+    server = rig.server(mode="central", release_delay_s=600.0)
     zid = zincati_id(node)
     rig.until(lambda: zincati(server.port, "pre-reboot", zid))
     rig.k8s.reboot_node(node)
     assert zincati(server.port, "steady-state", zid) == (200, "ok")
     assert zincati(server.port, "pre-reboot", zid) == (423, "lock_held")  # still in its release delay
-    rig.wait_past_release_after(node)
+    past = {RELEASE_AFTER_ANNOTATION: "2000-01-01T00:00:00Z"}  # the delay has passed (read from the Node)
+    rig.kube.patch_node(node, {"metadata": {"annotations": past}})
     rig.until(lambda: zincati(server.port, "pre-reboot", zid))  # released, then a fresh grant
     assert rig.annotations(node)[REBOOT_BOOT_ID_ANNOTATION] == rig.k8s.boot_id(node)
     assert RELEASE_AFTER_ANNOTATION not in rig.annotations(node)
