@@ -31,11 +31,10 @@ from __future__ import annotations
 
 import logging
 import math
-import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pykured.core.errors import ConflictError, KubeError, LockError
@@ -58,6 +57,10 @@ FRESH = 1.0
 """Seconds for which a LIST (or a wait's watched copy) stands in for the next read of the slots."""
 STAGGER = 1.0
 """The spread of the waiters' delays after a slot frees (seconds)."""
+LIVE_FOR = 100.0
+"""Seconds for which the watched copy stands in for a LIST after the watch's last event or bookmark (the API
+server sends a bookmark about once a minute to an open watch): a watch silently cut off is not trusted
+longer."""
 STAGGER_MAX = 16.0
 """The widest spread a waiter backs off to after its looks found the slot taken (seconds)."""
 
@@ -184,6 +187,19 @@ class LeaseLock:
         """This waiter's spread: doubled each time its look found the slot taken, reset when it takes one."""
         self._looked = False
         """The last wait ended on a free slot in the copy (the next ``acquire`` tells if it came first)."""
+        self._changed = threading.Condition()
+        """Guards the copy and the watch's state; notified at each change of the copy."""
+        self._pending: dict[str, str] = {}
+        """Lease name → resourceVersion of our own write that the watch has not brought back yet."""
+        self._follower: threading.Thread | None = None
+        self._live = False
+        """The watch of the slots runs (see :meth:`_follow`)."""
+        self._heard = 0.0
+        """When (monotonic) the watch last brought an event or a bookmark."""
+        self._wanted = False
+        """A wait ran since the current watch call began (the watch is renewed when it ends)."""
+        self._waits = 0
+        """Waits running now."""
 
     watched = True
     """A freed slot ends :meth:`wait_for_change` (the daemon need not look again before ``--period``)."""
@@ -215,28 +231,44 @@ class LeaseLock:
             where=self.where,
             give_up=lambda exc, _forbidden: LockError(f"cannot list the lock leases {self.where}: {exc}"),
         )
-        self._rv = (answer.get("metadata") or {}).get("resourceVersion")
         leases = {item["metadata"]["name"]: item for item in answer.get("items") or []}
-        self._copy = leases
-        self._fresh_until = time.monotonic() + FRESH if keep else 0.0
-        self._note_expiries(leases)
+        with self._changed:
+            self._rv = (answer.get("metadata") or {}).get("resourceVersion")
+            self._copy = leases
+            self._pending = {}
+            self._fresh_until = time.monotonic() + FRESH if keep else 0.0
+            self._note_expiries(leases)
+            self._changed.notify_all()
         return dict(leases)
 
+    def _following(self) -> bool:
+        """Whether the watch keeps :attr:`_copy` current (open, and heard from within ``LIVE_FOR``)."""
+        return self._live and time.monotonic() - self._heard < LIVE_FOR and self._copy is not None
+
     def _leases(self, *, keep: bool = False, consume: bool = False) -> dict[str, Obj]:
-        """The slots: the copy a pass's ``holding`` (or a wait that ended on a free slot) made within the last
-        ``FRESH`` seconds (``consume``: only once), else a LIST."""
-        copy = self._copy
-        if copy is not None and time.monotonic() < self._fresh_until:
-            if consume:
-                self._fresh_until = 0.0
-            return dict(copy)
+        """The slots: the watched copy while the watch follows them; else the copy a pass's ``holding`` (or a
+        wait that ended on a free slot) made within the last ``FRESH`` seconds (``consume``: only once); else
+        a LIST."""
+        with self._changed:
+            copy = self._copy
+            if copy is not None and self._following():
+                return dict(copy)
+            if copy is not None and time.monotonic() < self._fresh_until:
+                if consume:
+                    self._fresh_until = 0.0
+                return dict(copy)
         return self._list(keep=keep)
 
     def _keep(self, lease: Obj) -> None:
-        """The answer to our own write goes into the copy (the next read sees what we wrote)."""
-        name = (lease.get("metadata") or {}).get("name")
-        if self._copy is not None and name:
-            self._copy = {**self._copy, name: lease}
+        """The answer to our own write goes into the copy (the next read sees what we wrote); the watch's
+        older events of that Lease, still on their way, are skipped until it brings our write back."""
+        meta = lease.get("metadata") or {}
+        name, rv = meta.get("name"), meta.get("resourceVersion")
+        with self._changed:
+            if self._copy is not None and name:
+                self._copy = {**self._copy, name: lease}
+                if rv:
+                    self._pending = {**self._pending, name: str(rv)}
 
     def _note_expiries(self, leases: dict[str, Obj]) -> None:
         now = time.time_ns()
@@ -335,8 +367,8 @@ class LeaseLock:
         return [e for lease in leases.values() if (e := lease_entry(lease)) is not None]
 
     def entries(self) -> list[LockEntry]:
-        """Every holder of a labelled Lease, expired or not."""
-        return self._entries(self._list())
+        """Every holder of a labelled Lease, expired or not (from the watched copy while the watch runs)."""
+        return self._entries(self._leases())
 
     def _free_gone_holders(self, leases: dict[str, Obj], entries: dict[str, LockEntry], me: str) -> bool:
         """Free the slots of holders whose Node is gone (conditional on the listed resourceVersion)."""
@@ -391,93 +423,146 @@ class LeaseLock:
         return live(self.entries(), now_ns)
 
     def wait_for_change(self, timeout: float) -> None:
-        """Watch the slots until one frees and this waiter's delay ends with a slot still free (or a TTL runs
-        out, or ``timeout`` passes)."""
+        """Until a slot frees and this waiter's delay ends with a slot still free in the watched copy (or a
+        TTL runs out, or ``timeout`` passes). The watch goes on after the wait (see :meth:`_follow`)."""
         deadline = time.monotonic() + timeout
-        if self._next_expiry_ns is not None:
-            deadline = min(
-                deadline, time.monotonic() + max(0.0, (self._next_expiry_ns - time.time_ns()) / _NS)
-            )
         try:
-            if self._rv is None or self._copy is None:
-                self._list()
-            while (remaining := deadline - time.monotonic()) > 0 and self._rv is not None:
-                if self._watch(min(math.ceil(remaining), self._watch_timeout), deadline):
-                    return
+            self._start_following()
         except (KubeError, LockError) as exc:
             logger.debug("Watching the lock leases %s failed: %s", self.where, exc)
-            self._rv = None
             self._sleep(min(max(deadline - time.monotonic(), 0.0), self._retry_interval))
+            return
+        with self._changed:
+            self._note_expiries(self._copy or {})  # an expiry that has passed ended the last wait: not again
+            self._wanted = True
+            self._waits += 1
+            try:
+                self._wait(deadline)
+            finally:
+                self._waits -= 1
+
+    def _wait(self, deadline: float) -> None:
+        """:meth:`wait_for_change`'s loop (``_changed`` held)."""
+        while True:
+            now = time.monotonic()
+            until = deadline
+            if self._next_expiry_ns is not None:
+                until = min(until, now + max(0.0, (self._next_expiry_ns - time.time_ns()) / _NS))
+            look_at = self._look_at
+            if look_at is not None and now >= look_at:
+                self._look_at = None
+                if self._free_in_copy():
+                    self._fresh_until, self._looked = now + FRESH, True
+                    return
+                continue  # someone took it first: go on waiting, send nothing
+            if now >= until:
+                return
+            self._changed.wait(min(until, look_at if look_at is not None else until) - now)
 
     def _free_in_copy(self) -> bool:
         """Whether our copy of the slots shows a free one (fewer unexpired holders than slots)."""
         return len(live(self._entries(self._copy or {}), time.time_ns())) < self.concurrency
 
-    def _watch(self, seconds: int, deadline: float) -> bool:
-        """One watch call, keeping the copy of the slots from its events; ``True`` when this waiter should
-        look (its delay after a freed slot ended with a slot still free, or 410 Gone), ``False`` when the
-        watch or the wait ended."""
-        assert self._rv is not None
-        events = self._kube.watch_leases(
-            self._namespace, resource_version=self._rv, label_selector=self._selector, timeout_seconds=seconds
-        )
-        feed: queue.Queue[Obj | BaseException | None] = queue.Queue()
-        done = threading.Event()
-        threading.Thread(
-            target=_read_events, args=(events, feed, done), name="lease-watch", daemon=True
-        ).start()
+    def _start_following(self) -> None:
+        """Start the watch of the slots (a LIST first when there is no version to go on from), unless it
+        runs."""
+        if self._rv is None or self._copy is None:
+            self._list()
+        with self._changed:
+            if self._follower is not None and self._follower.is_alive():
+                return
+            self._live, self._heard = True, time.monotonic()
+            self._follower = threading.Thread(target=self._follow, name="lease-watch", daemon=True)
+            self._follower.start()
+
+    def _draw(self) -> None:
+        """A slot is free: this waiter's delay starts (unless one runs)."""
+        if self._look_at is None:
+            self._look_at = time.monotonic() + self._rng.uniform(0, self._spread)
+
+    def _follow(self) -> None:
+        """The watch of the slots, one call after another from the last version seen, keeping :attr:`_copy`
+        current; it re-lists only after 410 Gone, and after a failure tries again every ``retry_interval``.
+        It stops when a watch call ends (or fails) and since that call began nobody waited while this node
+        held no slot: an idle agent keeps no watch on the Leases."""
         try:
             while True:
-                look_at = self._look_at
-                until = deadline if look_at is None else min(look_at, deadline)
+                with self._changed:
+                    rv = self._rv
+                    self._wanted = False
                 try:
-                    event = feed.get(timeout=max(until - time.monotonic(), 0.0))
-                except queue.Empty:
-                    if look_at is None or time.monotonic() < look_at:
-                        return False  # the wait's deadline
-                    self._look_at = None
-                    if self._free_in_copy():
-                        self._fresh_until, self._looked = time.monotonic() + FRESH, True
-                        return True
-                    continue  # someone took it first: go on waiting, send nothing
-                if event is None:
-                    return False  # the server ended the watch: the next one goes on from our version
-                if isinstance(event, BaseException):
-                    raise event
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    logger.debug("Lease watch ended: %s", obj.get("message"))
-                    self._rv = None
-                    return True
-                meta = obj.get("metadata") or {}
-                self._rv = meta.get("resourceVersion") or self._rv
-                name = meta.get("name")
-                if kind in ("ADDED", "MODIFIED") and name:
-                    self._copy = {**(self._copy or {}), name: obj}
-                elif kind == "DELETED" and name:
-                    self._copy = {k: v for k, v in (self._copy or {}).items() if k != name}
-                freed = kind == "DELETED" or (kind in ("ADDED", "MODIFIED") and lease_entry(obj) is None)
-                if freed and self._look_at is None:
-                    self._look_at = time.monotonic() + self._rng.uniform(0, self._spread)
+                    if rv is None:
+                        self._list()
+                        with self._changed:
+                            self._live, self._heard = True, time.monotonic()
+                            if self._free_in_copy():
+                                self._draw()  # it may have freed while nobody watched
+                            self._changed.notify_all()
+                        continue
+                    events = self._kube.watch_leases(
+                        self._namespace,
+                        resource_version=rv,
+                        label_selector=self._selector,
+                        timeout_seconds=self._watch_timeout,
+                    )
+                    with self._changed:
+                        self._live = True
+                    for event in events:
+                        if not self._apply(event):
+                            break
+                except (KubeError, LockError) as exc:
+                    logger.debug("Watching the lock leases %s failed: %s", self.where, exc)
+                    with self._changed:
+                        self._live = False
+                        if isinstance(exc, KubeError) and exc.status == 410:
+                            self._rv = None
+                        self._changed.notify_all()
+                    if self._needed():
+                        self._sleep(self._retry_interval)
+                        continue
+                if not self._needed():
+                    return
         finally:
-            done.set()
+            with self._changed:
+                self._live = False
+                self._changed.notify_all()
 
+    def _needed(self) -> bool:
+        """Whether the watch goes on: a wait ran since the last call began, or this node holds a slot."""
+        with self._changed:
+            me = self._node_id
+            return (
+                self._wanted
+                or self._waits > 0
+                or any(e.node_id == me for e in self._entries(self._copy or {}))
+            )
 
-def _read_events(
-    events: Iterator[Obj], feed: queue.Queue[Obj | BaseException | None], done: threading.Event
-) -> None:
-    """Hand a watch's events to the waiting thread until it stops listening (the watch then closes at its
-    next event or when the server ends it)."""
-    try:
-        for event in events:
-            if done.is_set():
-                break
-            feed.put(event)
-        else:
-            feed.put(None)
-    except BaseException as exc:  # handed over to the waiting thread
-        feed.put(exc)
-    finally:
-        close = getattr(events, "close", None)
-        if close is not None:
-            close()
+    def _apply(self, event: Obj) -> bool:
+        """One watch event into the copy; ``False`` for an ``ERROR`` (410 Gone: the next call re-lists)."""
+        kind, obj = event.get("type"), event.get("object") or {}
+        with self._changed:
+            self._heard = time.monotonic()
+            if kind == "ERROR":
+                logger.debug("Lease watch ended: %s", obj.get("message"))
+                self._rv = None
+                return False
+            meta = obj.get("metadata") or {}
+            rv = meta.get("resourceVersion")
+            self._rv = rv or self._rv
+            name = meta.get("name")
+            if kind not in ("ADDED", "MODIFIED", "DELETED") or not name:
+                return True  # a bookmark: only the version moves on
+            ours = self._pending.get(name)
+            if ours is not None:
+                if ours != rv:
+                    return True  # older than our own write, which the copy already has
+                self._pending = {k: v for k, v in self._pending.items() if k != name}
+            if kind == "DELETED":
+                self._copy = {k: v for k, v in (self._copy or {}).items() if k != name}
+            else:
+                self._copy = {**(self._copy or {}), name: obj}
+            self._note_expiries(self._copy)
+            if kind == "DELETED" or lease_entry(obj) is None:
+                self._draw()
+            self._changed.notify_all()
+            return True

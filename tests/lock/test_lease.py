@@ -182,8 +182,8 @@ GONE_EVENT = {
 @pytest.mark.k8s
 @pytest.mark.parametrize("how", ["error-event", "http-410"], ids=["error-event", "http-410"])
 def test_gone_watch_version_relists(k8s: TestEnv, nodes: Any, how: str) -> None:
-    """410 Gone (the resourceVersion left the watch window, as after an etcd compaction) ends the wait; the
-    next call re-lists, and the watch after that works again."""
+    """410 Gone (the resourceVersion left the watch window, as after an etcd compaction): the watch re-lists
+    once by itself and watches again from the new version; the wait goes on and ends when the slot frees."""
     namespace = k8s.new_namespace()
     holder, waiter = nodes(2)
     kube = k8s.kube()
@@ -193,23 +193,41 @@ def test_gone_watch_version_relists(k8s: TestEnv, nodes: Any, how: str) -> None:
     waiting = make_lease_lock(faulty, namespace, waiter)
     assert not waiting.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
 
-    def gone(*args: Any, **kwargs: Any) -> Any:
-        if how == "http-410":
-            raise KubeError("Expired (HTTP 410)", status=410)
-        yield GONE_EVENT
+    def lease_calls() -> dict[str, int]:
+        return {k: v for k, v in faulty.calls.items() if k.endswith("_leases") or k.endswith("_lease")}
 
-    faulty.replaced["watch_leases"] = gone
+    assert lease_calls() == {"list_leases": 1}
+    real_watch = faulty.watch_leases
+    watches: list[str] = []
+
+    def gone_once(*args: Any, **kwargs: Any) -> Any:
+        watches.append(kwargs["resource_version"])
+        if len(watches) == 1:
+            if how == "http-410":
+                raise KubeError("Expired (HTTP 410)", status=410)
+            yield GONE_EVENT
+            return
+        yield from real_watch(*args, **kwargs)
+
+    faulty.replaced["watch_leases"] = gone_once
+    released = threading.Event()
+
+    def release_once_watching_again() -> None:
+        end = time.monotonic() + 10
+        while len(watches) < 2 and time.monotonic() < end:
+            released.wait(0.05)
+        holding.release()
+        released.set()
+
+    threading.Thread(target=release_once_watching_again, daemon=True).start()
     started = time.monotonic()
     waiting.wait_for_change(20)
-    assert time.monotonic() - started < 3
-    assert resource_version(waiting) is None
-    del faulty.replaced["watch_leases"]
-    assert not waiting.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-    assert resource_version(waiting) is not None
-    threading.Timer(0.3, holding.release).start()
-    waiting.wait_for_change(20)
-    assert time.monotonic() - started < 5
+    assert released.is_set() and time.monotonic() - started < 5
+    assert lease_calls() == {"list_leases": 2, "watch_leases": 1}  # one LIST after the 410, one watch
+    assert len(watches) == 2
     assert waiting.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    # the take read the watched copy
+    assert lease_calls() == {"list_leases": 2, "watch_leases": 1, "replace_lease": 1}
 
 
 @pytest.mark.k8s
