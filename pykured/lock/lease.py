@@ -61,8 +61,16 @@ LIVE_FOR = 100.0
 """Seconds for which the watched copy stands in for a LIST after the watch's last event or bookmark (the API
 server sends a bookmark about once a minute to an open watch): a watch silently cut off is not trusted
 longer."""
+GAP = 0.25
+"""The time a waiter aims to leave between the first delay to end and the next (seconds): about what the
+news of a take needs to reach the other waiters, so that a freed slot draws no near tie."""
 STAGGER_MAX = 16.0
 """The widest spread a waiter backs off to after its looks found the slot taken (seconds)."""
+
+
+def _version(rv: object) -> int | None:
+    """A resourceVersion as a number (etcd's revision), or None when it is not one."""
+    return int(rv) if isinstance(rv, str) and rv.isdigit() else None
 
 
 def format_micro_time(ns: int) -> str:
@@ -184,13 +192,15 @@ class LeaseLock:
         self._look_at: float | None = None
         """When (monotonic) this waiter's delay after a freed slot ends (kept across watch calls)."""
         self._spread = stagger
+        self._freed_at: dict[str, float] = {}
+        """Slot name → when (wall clock) the watch showed it freed (until it shows it taken)."""
         """This waiter's spread: doubled each time its look found the slot taken, reset when it takes one."""
         self._looked = False
         """The last wait ended on a free slot in the copy (the next ``acquire`` tells if it came first)."""
         self._changed = threading.Condition()
         """Guards the copy and the watch's state; notified at each change of the copy."""
-        self._pending: dict[str, str] = {}
-        """Lease name → resourceVersion of our own write that the watch has not brought back yet."""
+        self._floor: int | None = None
+        """The resourceVersion of the last LIST: the watch's events up to it are older than the copy."""
         self._follower: threading.Thread | None = None
         self._live = False
         """The watch of the slots runs (see :meth:`_follow`)."""
@@ -235,7 +245,7 @@ class LeaseLock:
         with self._changed:
             self._rv = (answer.get("metadata") or {}).get("resourceVersion")
             self._copy = leases
-            self._pending = {}
+            self._floor = _version(self._rv)
             self._fresh_until = time.monotonic() + FRESH if keep else 0.0
             self._note_expiries(leases)
             self._changed.notify_all()
@@ -260,15 +270,20 @@ class LeaseLock:
         return self._list(keep=keep)
 
     def _keep(self, lease: Obj) -> None:
-        """The answer to our own write goes into the copy (the next read sees what we wrote); the watch's
-        older events of that Lease, still on their way, are skipped until it brings our write back."""
-        meta = lease.get("metadata") or {}
-        name, rv = meta.get("name"), meta.get("resourceVersion")
+        """The answer to our own write goes into the copy (the next read sees what we wrote), unless the
+        watch already brought that version or a newer one."""
+        name = (lease.get("metadata") or {}).get("name")
         with self._changed:
-            if self._copy is not None and name:
+            if self._copy is not None and name and not self._older(lease, self._copy.get(name)):
                 self._copy = {**self._copy, name: lease}
-                if rv:
-                    self._pending = {**self._pending, name: str(rv)}
+
+    @staticmethod
+    def _older(lease: Obj, than: Obj | None) -> bool:
+        """Whether ``lease`` is an older version than ``than`` (resourceVersions compared as etcd's
+        revisions; not comparable: not older)."""
+        mine = _version((lease.get("metadata") or {}).get("resourceVersion"))
+        theirs = _version(((than or {}).get("metadata") or {}).get("resourceVersion"))
+        return mine is not None and theirs is not None and mine < theirs
 
     def _note_expiries(self, leases: dict[str, Obj]) -> None:
         now = time.time_ns()
@@ -469,11 +484,26 @@ class LeaseLock:
         if self._rv is None or self._copy is None:
             self._list()
         with self._changed:
-            if self._follower is not None and self._follower.is_alive():
-                return
+            if self._follower is not None:
+                return  # it runs (it clears this, under the same lock, when it stops)
             self._live, self._heard = True, time.monotonic()
             self._follower = threading.Thread(target=self._follow, name="lease-watch", daemon=True)
             self._follower.start()
+
+    def _fit_spread(self, taken_after: float) -> None:
+        """Another waiter took a freed slot ``taken_after`` seconds after it freed: fit the spread to the
+        crowd.
+
+        With ``n`` waiters drawing from ``[0, spread]`` the first delay ends after about ``spread / (n + 1)``
+        and the next one as much later; a slot taken much sooner than :data:`GAP` means a crowd whose near
+        ties are likely, so the spread widens (up to :data:`STAGGER_MAX`); one taken later means few waiters
+        left, so it narrows (down to ``stagger``). Every waiter sees the same hand-overs, so the crowd's
+        spreads agree: hand-overs stay about ``GAP`` apart from the next delay, whatever the crowd's size.
+        """
+        # one hand-over is a noisy sample (the first of n delays): move halfway (geometrically), at most
+        # doubling or halving
+        fitted = self._spread * min(max(math.sqrt(GAP / max(taken_after, 0.01)), 0.5), 2.0)
+        self._spread = min(max(fitted, self._stagger), max(STAGGER_MAX, self._stagger))
 
     def _draw(self) -> None:
         """A slot is free: this waiter's delay starts (unless one runs)."""
@@ -517,25 +547,29 @@ class LeaseLock:
                         if isinstance(exc, KubeError) and exc.status == 410:
                             self._rv = None
                         self._changed.notify_all()
-                    if self._needed():
+                    if not self._stopped():
                         self._sleep(self._retry_interval)
                         continue
-                if not self._needed():
+                    return
+                if self._stopped():
                     return
         finally:
             with self._changed:
                 self._live = False
+                if self._follower is threading.current_thread():
+                    self._follower = None
                 self._changed.notify_all()
 
-    def _needed(self) -> bool:
-        """Whether the watch goes on: a wait ran since the last call began, or this node holds a slot."""
+    def _stopped(self) -> bool:
+        """Whether the watch stops (and says so, under the lock a new wait starts one with): no wait ran
+        since the last call began, none runs, and this node holds no slot."""
         with self._changed:
             me = self._node_id
-            return (
-                self._wanted
-                or self._waits > 0
-                or any(e.node_id == me for e in self._entries(self._copy or {}))
-            )
+            holds = any(e.node_id == me for e in self._entries(self._copy or {}))
+            if self._wanted or self._waits > 0 or holds:
+                return False
+            self._follower, self._live = None, False
+            return True
 
     def _apply(self, event: Obj) -> bool:
         """One watch event into the copy; ``False`` for an ``ERROR`` (410 Gone: the next call re-lists)."""
@@ -552,17 +586,22 @@ class LeaseLock:
             name = meta.get("name")
             if kind not in ("ADDED", "MODIFIED", "DELETED") or not name:
                 return True  # a bookmark: only the version moves on
-            ours = self._pending.get(name)
-            if ours is not None:
-                if ours != rv:
-                    return True  # older than our own write, which the copy already has
-                self._pending = {k: v for k, v in self._pending.items() if k != name}
+            version = _version(rv)
+            if version is not None and self._floor is not None and version <= self._floor:
+                return True  # the last LIST had it already (the watch began before that LIST)
+            if self._older(obj, (self._copy or {}).get(name)):
+                return True  # older than what the copy has (our own write's answer came first)
             if kind == "DELETED":
                 self._copy = {k: v for k, v in (self._copy or {}).items() if k != name}
             else:
                 self._copy = {**(self._copy or {}), name: obj}
             self._note_expiries(self._copy)
-            if kind == "DELETED" or lease_entry(obj) is None:
+            if kind == "DELETED" or (entry := lease_entry(obj)) is None:
+                self._freed_at.setdefault(name, time.time())
                 self._draw()
+            elif (freed_at := self._freed_at.pop(name, None)) is not None and entry.node_id != self._node_id:
+                # the taker's own time of its take: the news of the free and of the take, each a watch
+                # event's way, cancel out; what is left is the first delay to end
+                self._fit_spread(entry.created_ns / _NS - freed_at)
             self._changed.notify_all()
             return True

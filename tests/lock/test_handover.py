@@ -122,7 +122,7 @@ def test_a_freed_slot_wakes_one_waiter_and_the_others_send_nothing(
     # and costs that write alone: no LIST, no new watch (the watch goes on).
     for waiter in woke:
         if waiter.acquired_at is None:
-            assert waiter.lock._spread == 4.0  # twice the stagger (2 s)
+            assert waiter.lock._spread > 2.0  # wider than the stagger (2 s)
     # The whole hand-over: the winner's write, plus one write per near tie.
     extra = sum(w.requests() - b for w, b in zip(waiters, before, strict=True))
     assert extra == len(woke), [w.kube.calls for w in woke]

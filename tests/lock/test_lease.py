@@ -6,7 +6,7 @@ import logging
 import re
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -31,6 +31,9 @@ from tests.lock.conftest import (
     race,
 )
 from tests.testenv import TestEnv
+
+if TYPE_CHECKING:
+    from pykured.kube.client import Kube
 
 MICRO_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
@@ -84,6 +87,36 @@ def test_lease_entry(
     entry = lease_entry({"metadata": {"annotations": annotations}, "spec": spec})
     got = None if entry is None else (entry.node_id, entry.unschedulable, entry.created_ns, entry.ttl_ns)
     assert got == expected
+
+
+def test_the_watched_copy_never_goes_back_to_an_older_version() -> None:
+    """Our write's answer and the watch's events race: whichever comes second, the copy keeps the newer
+    version of each Lease (resourceVersions are etcd's revisions), and events older than the last LIST are
+    skipped."""
+    lock = LeaseLock(
+        cast("Kube", None), namespace="ns", prefix="p", node_id="a", concurrency=1, ttl=Duration(0)
+    )
+    lock._copy = {}
+
+    def lease(rv: str, holder: str | None) -> dict[str, Any]:
+        return {"metadata": {"name": "p-0", "resourceVersion": rv}, "spec": {"holderIdentity": holder}}
+
+    def version() -> str:
+        assert lock._copy is not None
+        return str(lock._copy["p-0"]["metadata"]["resourceVersion"])
+
+    lock._keep(lease("12", "a"))  # our take's answer came before the watch's older "free"
+    assert lock._apply({"type": "MODIFIED", "object": lease("11", None)})
+    assert version() == "12"
+    assert lock._apply({"type": "MODIFIED", "object": lease("12", "a")})  # its echo
+    assert lock._apply({"type": "MODIFIED", "object": lease("13", None)})  # a newer write (a release)
+    assert version() == "13"
+    lock._keep(lease("12", "a"))  # an answer that comes after the watch brought a newer version
+    assert version() == "13"
+    lock._floor = 20  # a LIST at 20: the watch's events up to it are older
+    assert lock._apply({"type": "MODIFIED", "object": lease("19", "b")})
+    assert version() == "13"
+    assert lock._rv == "19"  # the watch goes on from where it is
 
 
 # -- on the API server ---------------------------------------------------------------------------
