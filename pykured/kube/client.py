@@ -519,10 +519,16 @@ class Kube:
         resource_version: str,
         label_selector: str | None = None,
         timeout_seconds: int = 60,
+        quiet_seconds: float | None = None,
     ) -> Iterator[Obj]:
         """WATCH Leases from ``resource_version``."""
         query = {"resourceVersion": resource_version, "labelSelector": label_selector}
-        return self.watch(self._lease_path(namespace), query=query, timeout_seconds=timeout_seconds)
+        return self.watch(
+            self._lease_path(namespace),
+            query=query,
+            timeout_seconds=timeout_seconds,
+            quiet_seconds=quiet_seconds,
+        )
 
     def create_lease(self, namespace: str, obj: Obj) -> Obj:
         """POST a Lease; an existing name raises ``ConflictError``."""

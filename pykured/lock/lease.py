@@ -11,18 +11,30 @@ one object per slot instead of one per group:
   ``resourceVersion`` (409 = it changed). So a slot has at most one holder. Before taking one, the unexpired
   holders of *all* labelled Leases are counted (Leases left over from a larger ``--concurrency`` included).
 * Release sets ``holderIdentity`` to null and keeps the object (``leaseTransitions`` counts handovers).
-* Waiting nodes watch the labelled Leases from the listed resourceVersion (410 Gone → re-list) and keep
-  their own copy of the slots from the watch's events. When a slot frees, each waiter draws a random delay
-  of 0–``stagger`` s and keeps watching; when its delay ends, it returns only if its copy still shows a
-  free slot (and the daemon's next ``acquire`` takes it), else it goes on waiting and sends nothing. So a
-  freed slot wakes, in the common case, the one waiter whose delay ends first: the others see its take
-  in their watch before their own delay ends. A waiter whose look found the slot taken all the same (a
-  near tie: a 409) doubles its spread, up to ``STAGGER_MAX``, and takes back ``stagger`` when it gets a
-  slot: near ties thin out as the crowd grows. A waiter that has died or lost its watch never draws a
-  delay, so it never holds a slot up: the next delay to end takes it. An expiring TTL also ends the wait.
-* Right after a LIST or a wait that ended on a free slot (within ``FRESH`` seconds) the lock's reads
-  (``holding``, ``acquire``, ``release``) use that copy instead of listing again; every write is still a
-  compare-and-swap on the Lease's resourceVersion, so a stale copy costs a 409, never a second holder.
+* A node that waits for a slot watches the labelled Leases from the listed resourceVersion and keeps its
+  own copy of the slots from the watch's events. The watch goes on across waits and while the node holds a
+  slot: one watch call after another (six hours each; one request renews it from the last version seen),
+  re-listing only on 410 Gone. It ends when a call ends and the node neither waited since nor holds a slot
+  (an idle agent keeps no watch on the Leases). While the watch is heard from (an event, or the API
+  server's bookmark about once a minute, within ``LIVE_FOR`` seconds), every read of the slots (``holding``,
+  ``acquire``, ``holders``) comes from that copy: a waiter, and a holder through its cycle, send nothing.
+  Every write is still a compare-and-swap on the Lease's resourceVersion, so a copy a few milliseconds
+  behind costs a 409, never a second holder; the answer to our own write goes into the copy at once, and
+  the copy never goes back to an older version of a Lease.
+* When a slot frees, each waiter draws a random delay of 0–``spread`` s and keeps watching; when its delay
+  ends, it returns only if its copy still shows a free slot (and the daemon's next ``acquire`` takes it),
+  else it goes on waiting and sends nothing. So a freed slot wakes, in the common case, the one waiter
+  whose delay ends first: the others see its take in their watch before their own delay ends. The spread
+  fits the crowd: from how soon after a free the others' takes come (the taker's ``acquireTime``), every
+  waiter widens or narrows its spread (between ``stagger`` and ``STAGGER_MAX``) so that the first delay
+  ends about ``GAP`` before the next one (a crowd of 60 spreads over about 15 s, and the first delay still
+  ends within a fraction of a second). A
+  waiter whose look found the slot taken all the same (a near tie: a 409, its one write) doubles its
+  spread, up to ``STAGGER_MAX``. A waiter that has died or lost its watch never draws a delay, so it never
+  holds a slot up: the next delay to end takes it. An expiring TTL also ends the wait. The order is random,
+  as kured's race for the lock: ordering the waiters would need each to write its place (see
+  :mod:`pykured.roll.queue`).
+* Outside a wait and a hold (no watch), a LIST serves the same pass's next reads for ``FRESH`` seconds.
 * An ambiguous write failure (5xx, timeout) is settled by re-listing; it is never blindly repeated.
 * RBAC: ``get``, ``list``, ``watch``, ``create``, ``update`` on leases in the namespace.
 """
@@ -57,6 +69,12 @@ FRESH = 1.0
 """Seconds for which a LIST (or a wait's watched copy) stands in for the next read of the slots."""
 STAGGER = 1.0
 """The spread of the waiters' delays after a slot frees (seconds)."""
+WATCH_SECONDS = 6 * 3600
+"""A watch call's length when the API server sends bookmarks (one request renews it from its version)."""
+SHORT_WATCH_SECONDS = 1800
+"""A watch call's length when it sends none (a dead connection is noticed at the call's end)."""
+QUIET_SECONDS = 200.0
+"""No event nor bookmark for this long: the watch's connection is dead (about three missed bookmarks)."""
 LIVE_FOR = 100.0
 """Seconds for which the watched copy stands in for a LIST after the watch's last event or bookmark (the API
 server sends a bookmark about once a minute to an open watch): a watch silently cut off is not trusted
@@ -160,7 +178,7 @@ class LeaseLock:
         stagger: float = STAGGER,
         retry_interval: float = 1.0,
         retry_timeout: float = 60.0,
-        watch_timeout: int = 1800,
+        watch_timeout: int = WATCH_SECONDS,
         liveness_interval: float | None = 30.0,
         sleep: Callable[[float], None] = time.sleep,
         may_take: Callable[[], bool] | None = None,
@@ -210,6 +228,9 @@ class LeaseLock:
         """A wait ran since the current watch call began (the watch is renewed when it ends)."""
         self._waits = 0
         """Waits running now."""
+        self._bookmarks = True
+        """Whether the API server is taken to send bookmarks (a quiet watch with none seen: no longer)."""
+        self._bookmarked = False
 
     watched = True
     """A freed slot ends :meth:`wait_for_change` (the daemon need not look again before ``--period``)."""
@@ -520,6 +541,7 @@ class LeaseLock:
                 with self._changed:
                     rv = self._rv
                     self._wanted = False
+                long = False
                 try:
                     if rv is None:
                         self._list()
@@ -529,11 +551,15 @@ class LeaseLock:
                                 self._draw()  # it may have freed while nobody watched
                             self._changed.notify_all()
                         continue
+                    long = self._bookmarks and self._watch_timeout > QUIET_SECONDS
                     events = self._kube.watch_leases(
                         self._namespace,
                         resource_version=rv,
                         label_selector=self._selector,
-                        timeout_seconds=self._watch_timeout,
+                        timeout_seconds=self._watch_timeout
+                        if long
+                        else min(self._watch_timeout, SHORT_WATCH_SECONDS),
+                        quiet_seconds=QUIET_SECONDS if long else None,
                     )
                     with self._changed:
                         self._live = True
@@ -543,6 +569,8 @@ class LeaseLock:
                 except (KubeError, LockError) as exc:
                     logger.debug("Watching the lock leases %s failed: %s", self.where, exc)
                     with self._changed:
+                        if rv is not None and long and not self._bookmarked:
+                            self._bookmarks = False  # quiet, and never a bookmark: the server sends none
                         self._live = False
                         if isinstance(exc, KubeError) and exc.status == 410:
                             self._rv = None
@@ -585,6 +613,7 @@ class LeaseLock:
             self._rv = rv or self._rv
             name = meta.get("name")
             if kind not in ("ADDED", "MODIFIED", "DELETED") or not name:
+                self._bookmarked = self._bookmarked or kind == "BOOKMARK"
                 return True  # a bookmark: only the version moves on
             version = _version(rv)
             if version is not None and self._floor is not None and version <= self._floor:
