@@ -54,8 +54,10 @@ from pykured.lock.retry import read_until_deadline
 
 WAITING_POLL = 60.0
 """An agent's poll of the DaemonSet while it waits for the lock (seconds, jittered)."""
-FRESH = 1.0
-"""Seconds for which a read of the DaemonSet serves the next ``acquire`` or ``release`` too."""
+FRESH = 10.0
+"""Seconds for which a read of the DaemonSet serves the next ``acquire`` or ``release`` too (a pass on a
+loaded machine takes a few seconds; the write still carries the read's resourceVersion, so a stale read costs
+a 409, never a lost update)."""
 
 if TYPE_CHECKING:
     from pykured.kube.client import Kube, Obj

@@ -73,11 +73,12 @@ WATCH_SECONDS = 6 * 3600
 """A watch call's length when the API server sends bookmarks (one request renews it from its version)."""
 SHORT_WATCH_SECONDS = 1800
 """A watch call's length when it sends none (a dead connection is noticed at the call's end)."""
-QUIET_SECONDS = 200.0
-"""No event nor bookmark for this long: the watch's connection is dead (about three missed bookmarks)."""
-LIVE_FOR = 100.0
+QUIET_SECONDS = 330.0
+"""No event nor bookmark for this long: the watch's connection is dead (the API server sends a bookmark every
+minute or two)."""
+LIVE_FOR = 150.0
 """Seconds for which the watched copy stands in for a LIST after the watch's last event or bookmark (the API
-server sends a bookmark about once a minute to an open watch): a watch silently cut off is not trusted
+server sends a bookmark every minute or two to an open watch): a watch silently cut off is not trusted
 longer."""
 GAP = 0.25
 """The time a waiter aims to leave between the first delay to end and the next (seconds): about what the

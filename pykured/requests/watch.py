@@ -4,7 +4,7 @@ The agent watches its Node as the kubelet does (``fieldSelector=metadata.name=<n
 resourceVersion of one GET, and hands every new copy to :meth:`RequestKeeper.see`; a request that became
 pending wakes the loop. An idle agent then costs the API server one long-running watch, renewed every six
 hours from the last version it saw (bookmarks keep it recent: one request, no GET), instead of a GET a
-minute. The API server sends a bookmark about once a minute, so a connection silent for ``QUIET_SECONDS``
+minute. The API server sends a bookmark every minute or two, so a connection silent for ``QUIET_SECONDS``
 is dead: the agent starts again (a GET and a watch) without waiting for the watch's end. An API server that
 sends no bookmarks (none seen when a watch fell quiet) gets half-hour watches, noticed dead at their end.
 The watch needs ``watch`` on nodes, which kured's RBAC (``get``, ``patch``) does not grant: on 403 the
@@ -34,8 +34,9 @@ WATCH_SECONDS = 6 * 3600
 """A watch's length when the API server sends bookmarks (the server ends it; one request renews it)."""
 SHORT_WATCH_SECONDS = 1800
 """A watch's length when it sends none (a dead connection is noticed at the watch's end)."""
-QUIET_SECONDS = 200.0
-"""No event nor bookmark for this long: the connection is dead (about three missed bookmarks)."""
+QUIET_SECONDS = 330.0
+"""No event nor bookmark for this long: the connection is dead (the API server sends a bookmark every minute
+or two)."""
 POLL_SECONDS = 3600.0
 RETRY_WATCH_AFTER = 3600.0
 MAX_BACKOFF = 60.0
