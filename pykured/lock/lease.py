@@ -463,19 +463,21 @@ class LeaseLock:
         """Until a slot frees and this waiter's delay ends with a slot still free in the watched copy (or a
         TTL runs out, or ``timeout`` passes). The watch goes on after the wait (see :meth:`_follow`)."""
         deadline = time.monotonic() + timeout
-        try:
-            self._start_following()
-        except (KubeError, LockError) as exc:
-            logger.debug("Watching the lock leases %s failed: %s", self.where, exc)
-            self._sleep(min(max(deadline - time.monotonic(), 0.0), self._retry_interval))
-            return
-        with self._changed:
-            self._note_expiries(self._copy or {})  # an expiry that has passed ended the last wait: not again
+        with self._changed:  # counted before the watch starts: a watch call that fails at once goes on
             self._wanted = True
             self._waits += 1
+        try:
             try:
+                self._start_following()
+            except (KubeError, LockError) as exc:
+                logger.debug("Watching the lock leases %s failed: %s", self.where, exc)
+                self._sleep(min(max(deadline - time.monotonic(), 0.0), self._retry_interval))
+                return
+            with self._changed:
+                self._note_expiries(self._copy or {})  # a passed expiry ended the last wait: not again
                 self._wait(deadline)
-            finally:
+        finally:
+            with self._changed:
                 self._waits -= 1
 
     def _wait(self, deadline: float) -> None:
