@@ -43,6 +43,7 @@ from pykured.gocompat.goflags import Duration
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.lease import WATCH_SECONDS as LEASE_WATCH_SECONDS
 from pykured.lock.lease import LeaseLock
+from pykured.policy.source import WATCH_SECONDS as POLICY_WATCH_SECONDS
 from pykured.requests.watch import WATCH_SECONDS as NODE_WATCH_SECONDS
 from pykured_dev.testenv import Cluster
 from pykured_dev.testenv.fleet import Fleet
@@ -239,12 +240,12 @@ def project(
     again only at its ``--period`` pass, too rare for the window, so that pass is added: its reads come from
     the watched copy, but the gone-holder check GETs each holder's Node, and the watch on the Leases is
     renewed every six hours; the DaemonSet backend's minute passes are in the window).
-    W waiting nodes: N at the start of a roll (the peak), N/2 on average. Every agent also renews its watch
-    on its own Node every six hours (idle or not).
+    W waiting nodes: N at the start of a roll (the peak), N/2 on average. Every agent also renews its watches
+    on its own Node and on the policy ConfigMap every six hours (idle or not).
     """
     cycle = 300.0
     h = opts.concurrency / cycle
-    renewals = 3600 / NODE_WATCH_SECONDS  # per agent per hour
+    renewals = 3600 / NODE_WATCH_SECONDS + 3600 / POLICY_WATCH_SECONDS  # per agent per hour
     hourly_pass = opts.concurrency + 3600 / LEASE_WATCH_SECONDS if opts.lock_backend == "lease" else 0.0
     per_waiter = (waiting_per_hour + hourly_pass) / 3600
     print(
