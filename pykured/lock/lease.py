@@ -34,7 +34,8 @@ one object per slot instead of one per group:
   holds a slot up: the next delay to end takes it. An expiring TTL also ends the wait. The order is random,
   as kured's race for the lock: ordering the waiters would need each to write its place (see
   :mod:`pykured.roll.queue`).
-* Outside a wait and a hold (no watch), a LIST serves the same pass's next reads for ``FRESH`` seconds.
+* Outside a wait and a hold (no watch), a LIST serves the same pass's next reads for ``FRESH`` seconds, and
+  the answer to a release serves the next pass's: an agent after its reboot lists its slots once.
 * An ambiguous write failure (5xx, timeout) is settled by re-listing; it is never blindly repeated.
 * RBAC: ``get``, ``list``, ``watch``, ``create``, ``update`` on leases in the namespace.
 """
@@ -65,8 +66,9 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 LOCK_LABEL = "pykured.dev/lock"
 UNSCHEDULABLE_ANNOTATION = "pykured.dev/unschedulable"
 _NS = 1_000_000_000
-FRESH = 1.0
-"""Seconds for which a LIST (or a wait's watched copy) stands in for the next read of the slots."""
+FRESH = 5.0
+"""Seconds for which a LIST (or the answer to our release) stands in for the next read of the slots when no
+watch keeps them (a pass on a loaded machine takes a few seconds; every write is still a compare-and-swap)."""
 STAGGER = 1.0
 """The spread of the waiters' delays after a slot frees (seconds)."""
 WATCH_SECONDS = 6 * 3600
@@ -453,6 +455,8 @@ class LeaseLock:
                         logger.warning("Error releasing a lock lease in %s, retrying: %s", self.where, exc)
                     retry = True
             if not retry:
+                if released:  # our own write's answer is the newest we know: the next pass reads it
+                    self._fresh_until = time.monotonic() + FRESH
                 return released
             self._sleep(self._retry_interval * self._rng.uniform(0.1, 0.5))
 

@@ -407,3 +407,19 @@ def test_unreachable_api_server_gives_lock_error(k8s: TestEnv) -> None:
         lock.acquire(unschedulable=False, now_ns=time.time_ns())
     lock.wait_for_change(0.5)  # never raises
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.k8s
+def test_the_pass_after_a_release_reads_the_released_copy(k8s: TestEnv, nodes: Any) -> None:
+    """An agent after its reboot has no watch: its pass lists the slots once (``holding``), releases its slot
+    from that read, and the pass right after the release reads the answer to that write: one LIST."""
+    namespace = k8s.new_namespace()
+    (node,) = nodes(1)
+    make_lease_lock(k8s.kube(), namespace, node).acquire(unschedulable=False, now_ns=time.time_ns())
+    faulty = FaultyKube(k8s.kube())
+    after_reboot = make_lease_lock(faulty, namespace, node)
+    assert after_reboot.holding(now_ns=time.time_ns(), honour_ttl=False) is not None
+    assert after_reboot.release()
+    assert after_reboot.holding(now_ns=time.time_ns(), honour_ttl=False) is None
+    assert faulty.calls == {"list_leases": 1, "replace_lease": 1}
+    assert lease_entry(k8s.kube().get_lease(namespace, "pykured-lock-0")) is None
