@@ -8,9 +8,9 @@ minute. The API server sends a bookmark every minute or two, so a connection sil
 is dead: the agent starts again (a GET and a watch) without waiting for the watch's end. An API server that
 sends no bookmarks (none seen when a watch fell quiet) gets half-hour watches, noticed dead at their end.
 The watch needs ``watch`` on nodes, which kured's RBAC (``get``, ``patch``) does not grant: on 403 the
-agent re-reads its Node every ``--period`` instead (as kured checks its sentinel; the loop's own pass reads
-the Node then too), and tries the watch again after an hour (the RBAC may have changed). Never raises;
-other failures back off up to a minute.
+agent looks at its Node every ``--period`` instead (as kured checks its sentinel; a look the loop's own pass
+made within that period stands in for a read), and tries the watch again after an hour (the RBAC may have
+changed). Never raises; other failures back off up to a minute.
 
 While the watch is live, the copies it sees also keep the agent's :class:`~pykured.cycle.nodecopy.NodeCopy`,
 from which the loop's passes read the Node instead of GETting it; when it is not, they GET it.
@@ -158,5 +158,6 @@ class RequestWatch:
         for _ in range(max(int(RETRY_WATCH_AFTER / self._poll_seconds), 1)):
             if stopping.wait(self._poll_seconds):
                 return
-            if self._keeper.poll(self._clock()):
+            # the loop's pass reads the Node every --period too: no second read of it when one just did
+            if self._keeper.poll(self._clock(), unless_within=self._poll_seconds):
                 self._on_request()

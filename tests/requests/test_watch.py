@@ -119,3 +119,28 @@ def test_a_long_watch_falls_back_to_half_hour_watches_without_bookmarks(k8s: Tes
         assert woken.wait(5.0)
     finally:
         stopping.set()
+
+
+def test_a_poll_right_after_the_pass_looked_at_the_node_reads_nothing(k8s: TestEnv) -> None:
+    """Under kured's RBAC (no watch) the agent looks at its Node every ``--period``; its pass reads the Node
+    every ``--period`` as well, so a poll within a period of the pass's look makes no second read."""
+    from pykured.cycle.state import NodeState
+
+    (node,) = k8s.add_nodes(k8s.unique("poll-once"))
+    kube = k8s.kube()
+    reads: list[str] = []
+    real = kube.get_node
+
+    def counting(name: str) -> dict[str, object]:
+        reads.append(name)
+        return real(name)
+
+    kube.get_node = counting  # type: ignore[method-assign]
+    watcher = keeper(kube, node)
+    watcher.poll(now(), unless_within=60.0)
+    assert reads == [node]  # nothing looked at it yet: a read
+    watcher.observe(NodeState.from_obj(real(node)), now())  # the pass's look
+    watcher.poll(now(), unless_within=60.0)
+    assert reads == [node]
+    watcher.poll(now())
+    assert reads == [node, node]
