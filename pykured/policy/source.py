@@ -70,7 +70,7 @@ class PolicySource:
         on_change: Callable[[], None] | None = None,
         retry_interval: float = 5.0,
         watch_timeout: int = WATCH_SECONDS,
-        forbidden_interval: float = 300.0,
+        forbidden_interval: float = 3600.0,
     ) -> None:
         self._kube = kube
         self._namespace = namespace
