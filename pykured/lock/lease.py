@@ -78,6 +78,8 @@ SHORT_WATCH_SECONDS = 1800
 QUIET_SECONDS = 330.0
 """No event nor bookmark for this long: the watch's connection is dead (the API server sends a bookmark every
 minute or two)."""
+WATCH_BACKOFF_MAX = 60.0
+"""The longest pause between two failed watch calls (seconds; doubled from ``retry_interval``)."""
 LIVE_FOR = 150.0
 """Seconds for which the watched copy stands in for a LIST after the watch's last event or bookmark (the API
 server sends a bookmark every minute or two to an open watch): a watch silently cut off is not trusted
@@ -540,9 +542,11 @@ class LeaseLock:
 
     def _follow(self) -> None:
         """The watch of the slots, one call after another from the last version seen, keeping :attr:`_copy`
-        current; it re-lists only after 410 Gone, and after a failure tries again every ``retry_interval``.
+        current; it re-lists only after 410 Gone, and after failures tries again after ``retry_interval``,
+        doubled up to ``WATCH_BACKOFF_MAX``.
         It stops when a watch call ends (or fails) and since that call began nobody waited while this node
         held no slot: an idle agent keeps no watch on the Leases."""
+        pause = 0.0
         try:
             while True:
                 with self._changed:
@@ -574,18 +578,11 @@ class LeaseLock:
                         if not self._apply(event):
                             break
                 except (KubeError, LockError) as exc:
-                    logger.debug("Watching the lock leases %s failed: %s", self.where, exc)
-                    with self._changed:
-                        if rv is not None and long and not self._bookmarked:
-                            self._bookmarks = False  # quiet, and never a bookmark: the server sends none
-                        self._live = False
-                        if isinstance(exc, KubeError) and exc.status == 410:
-                            self._rv = None
-                        self._changed.notify_all()
-                    if not self._stopped():
-                        self._sleep(self._retry_interval)
-                        continue
-                    return
+                    pause = self._failed(exc, quiet=rv is not None and long, pause=pause)
+                    if pause < 0:
+                        return
+                    continue
+                pause = 0.0
                 if self._stopped():
                     return
         finally:
@@ -594,6 +591,27 @@ class LeaseLock:
                 if self._follower is threading.current_thread():
                     self._follower = None
                 self._changed.notify_all()
+
+    def _failed(self, exc: KubeError | LockError, *, quiet: bool, pause: float) -> float:
+        """After a failed watch call (or LIST): the pause it slept before the next call, or -1 when the
+        watch stops. A call that fell quiet before any bookmark means a server that sends none; 410 Gone
+        lists again at once; other failures back off (jittered, doubled up to ``WATCH_BACKOFF_MAX``), so
+        that a fleet of watchers does not retry in step through an API outage."""
+        logger.debug("Watching the lock leases %s failed: %s", self.where, exc)
+        with self._changed:
+            if quiet and not self._bookmarked:
+                self._bookmarks = False
+            self._live = False
+            if isinstance(exc, KubeError) and exc.status == 410:
+                self._rv = None
+            self._changed.notify_all()
+        if self._stopped():
+            return -1.0
+        if self._rv is None:
+            return 0.0
+        pause = min(max(pause * 2, self._retry_interval), WATCH_BACKOFF_MAX)
+        self._sleep(pause * self._rng.uniform(0.5, 1.0))
+        return pause
 
     def _stopped(self) -> bool:
         """Whether the watch stops (and says so, under the lock a new wait starts one with): no wait ran

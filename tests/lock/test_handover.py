@@ -8,6 +8,7 @@ the slot up.
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections.abc import Iterator
@@ -168,9 +169,11 @@ def test_a_chain_of_hand_overs_costs_the_takes_and_the_releases_alone(
     taken = sorted(w.acquired_at for w in waiters if w.acquired_at is not None)
     freed = sorted([*(w.released_at for w in waiters if w.released_at is not None)])
     assert len(taken) == len(names)
-    # every hand-over within the stagger (1 s) and a round trip or two
+    # every hand-over within the spread (from 1 s, fitted to the crowd: a few seconds at most for eight) and a
+    # round trip or two; most within about a second
     gaps = [t - f for t, f in zip(taken[1:], freed[:-1], strict=True)]
-    assert max(gaps) < 3.0, gaps
+    assert max(gaps) < 10.0, gaps
+    assert statistics.median(gaps) < 3.0, gaps
 
 
 def test_an_idle_lock_keeps_no_watch(k8s: TestEnv, nodes: Any, waiters: list[Waiter]) -> None:
