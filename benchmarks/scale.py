@@ -41,7 +41,10 @@ from typing import TextIO
 from pykured.core import errors
 from pykured.gocompat.goflags import Duration
 from pykured.lock.annotation import AnnotationLock
+from pykured.lock.lease import WATCH_SECONDS as LEASE_WATCH_SECONDS
 from pykured.lock.lease import LeaseLock
+from pykured.policy.source import WATCH_SECONDS as POLICY_WATCH_SECONDS
+from pykured.requests.watch import WATCH_SECONDS as NODE_WATCH_SECONDS
 from pykured_dev.testenv import Cluster
 from pykured_dev.testenv.fleet import Fleet
 
@@ -234,15 +237,16 @@ def project(
     A roll of N nodes hands a slot over h = concurrency / cycle times a second. Each hand-over costs the
     measured lock requests of the whole fleet and one node's cycle (its own writes, drain, events); each
     waiting node costs what it asked while waiting (``--wait-minutes``; on the Lease backend a waiter looks
-    again only at its ``--period`` pass, too rare for the window, so that pass is added: a LIST of the Leases,
-    a new watch and a GET of each holder's Node (the gone-holder check) an hour; the DaemonSet backend's
-    minute passes are in the window).
-    W waiting nodes: N at the start of a roll (the peak), N/2 on average. Every agent also renews its watch
-    on its own Node twice an hour (idle or not).
+    again only at its ``--period`` pass, too rare for the window, so that pass is added: its reads come from
+    the watched copy, but the gone-holder check GETs each holder's Node, and the watch on the Leases is
+    renewed every six hours; the DaemonSet backend's minute passes are in the window).
+    W waiting nodes: N at the start of a roll (the peak), N/2 on average. Every agent also renews its watches
+    on its own Node and on the policy ConfigMap every six hours (idle or not).
     """
     cycle = 300.0
     h = opts.concurrency / cycle
-    hourly_pass = 2.0 + opts.concurrency if opts.lock_backend == "lease" else 0.0
+    renewals = 3600 / NODE_WATCH_SECONDS + 3600 / POLICY_WATCH_SECONDS  # per agent per hour
+    hourly_pass = opts.concurrency + 3600 / LEASE_WATCH_SECONDS if opts.lock_backend == "lease" else 0.0
     per_waiter = (waiting_per_hour + hourly_pass) / 3600
     print(
         f"  projection, 5-minute cycle, --concurrency={opts.concurrency} (h = {h:.4f} hand-overs/s): "
@@ -251,7 +255,7 @@ def project(
         file=out,
     )
     for nodes in (1000, 5000):
-        renew = nodes * 2 / 3600
+        renew = nodes * renewals / 3600
         avg = h * (per_handover + per_cycle) + nodes / 2 * per_waiter + renew
         peak = h * (per_handover + per_cycle) + nodes * per_waiter + renew
         print(

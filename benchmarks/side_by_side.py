@@ -127,19 +127,26 @@ class Bench:
         return total / 1024
 
 
-def audit_counts(log: Path, users: dict[str, str], window: tuple[float, float]) -> dict[str, int]:
-    """Requests per node (by its ServiceAccount) received within ``window`` (wall-clock seconds)."""
+def audit_counts(
+    log: Path, users: dict[str, str], window: tuple[float, float]
+) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """Requests per node (by its ServiceAccount) received within ``window`` (wall-clock seconds), and per
+    node by verb and resource."""
     by_user = {u: n for n, u in users.items()}
     seen: dict[str, set[str]] = {n: set() for n in users}
+    kinds: dict[str, dict[str, int]] = {n: {} for n in users}
     for line in log.read_text().splitlines():
         event = json.loads(line)
         node = by_user.get(event.get("user", {}).get("username", ""))
         if node is None:
             continue
         at = datetime.datetime.fromisoformat(event["requestReceivedTimestamp"]).timestamp()
-        if window[0] <= at <= window[1]:
+        if window[0] <= at <= window[1] and event["auditID"] not in seen[node]:
             seen[node].add(event["auditID"])
-    return {n: len(ids) for n, ids in seen.items()}
+            ref = event.get("objectRef") or {}
+            kind = f"{event.get('verb', '?')} {ref.get('resource', '?')}"
+            kinds[node][kind] = kinds[node].get(kind, 0) + 1
+    return {n: len(ids) for n, ids in seen.items()}, kinds
 
 
 def wait(predicate: Callable[[], bool], timeout: float) -> bool:
@@ -245,7 +252,7 @@ def main() -> None:
         time.sleep(opts.idle)
         idle_cpu = {n: bench.cpu(n) - before[n] for n in before}
         rss = {n: bench.rss_mib(n) for s in sides for n in idle[s]}
-        requests = audit_counts(audit, bench.user, window)
+        requests, kinds = audit_counts(audit, bench.user, window)
         wait(lambda: all(fleet.requests(n) for s in sides for n in latency[s]), 120)
         lat = {
             n: (fleet.slots[n].dir / "sandbox" / "nsenter.log").stat().st_mtime - touched[n]
@@ -294,6 +301,14 @@ def main() -> None:
             {s: [roll_result.get(s, float("nan"))] for s in sides},
             "{:.1f}",
         )
+        for s in sides:
+            for group, label in ((idle[s], "idle"), (waiting[s], "waiting")):
+                total: dict[str, float] = {}
+                for n in group:
+                    for kind, count in kinds[n].items():
+                        total[kind] = total.get(kind, 0.0) + count * hour / len(group)
+                text = ", ".join(f"{k} {v:.0f}" for k, v in sorted(total.items(), key=lambda kv: -kv[1]))
+                print(f"  {s} {label}, per node per hour: {text or 'none'}")
         holders = {s: roll_result.get(f"{s} max holders") for s in sides}
         print(f"(idle {opts.idle:.0f} s after {opts.settle:.0f} s; holders at once in the rolls: {holders})")
         for s in sides:

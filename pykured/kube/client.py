@@ -356,16 +356,24 @@ class Kube:
         *,
         query: Mapping[str, Any] | None = None,
         timeout_seconds: int = 60,
+        quiet_seconds: float | None = None,
     ) -> Iterator[Obj]:
         """Stream watch events (``{"type", "object"}``) until the server closes the watch.
 
         The server ends the watch after ``timeout_seconds``; the client read timeout is a little longer, so
-        a dead connection is noticed. ``ERROR`` events (410 Gone) are yielded for the caller to re-list.
+        a dead connection is noticed, or ``quiet_seconds`` when given (the API server sends a bookmark about
+        once a minute: a long watch need not wait for its end to notice a dead connection). ``ERROR`` events
+        (410 Gone) are yielded for the caller to re-list.
         """
         params = dict(query or {})
         params.update(watch="true", timeoutSeconds=str(timeout_seconds), allowWatchBookmarks="true")
         response = self._send(
-            "GET", path, query=params, body=None, content_type=None, timeout=(10.0, timeout_seconds + 15.0)
+            "GET",
+            path,
+            query=params,
+            body=None,
+            content_type=None,
+            timeout=(10.0, quiet_seconds if quiet_seconds is not None else timeout_seconds + 15.0),
         )
         raw = response
         finished = False
@@ -402,12 +410,19 @@ class Kube:
         return self.request("GET", "/api/v1/nodes", query={"labelSelector": label_selector})
 
     def watch_nodes(
-        self, *, resource_version: str, field_selector: str | None = None, timeout_seconds: int = 60
+        self,
+        *,
+        resource_version: str,
+        field_selector: str | None = None,
+        timeout_seconds: int = 60,
+        quiet_seconds: float | None = None,
     ) -> Iterator[Obj]:
         """WATCH Nodes from ``resource_version`` (central FleetLock's id index; an agent's own Node with
         ``field_selector=metadata.name=<node>``, as the kubelet watches it); needs ``watch`` on nodes."""
         query = {"resourceVersion": resource_version, "fieldSelector": field_selector}
-        return self.watch("/api/v1/nodes", query=query, timeout_seconds=timeout_seconds)
+        return self.watch(
+            "/api/v1/nodes", query=query, timeout_seconds=timeout_seconds, quiet_seconds=quiet_seconds
+        )
 
     def patch_node(self, name: str, patch: Any, *, patch_type: str = STRATEGIC_MERGE_PATCH) -> Obj:
         """PATCH a Node (strategic merge by default; a list body needs ``JSON_PATCH``)."""
@@ -504,10 +519,16 @@ class Kube:
         resource_version: str,
         label_selector: str | None = None,
         timeout_seconds: int = 60,
+        quiet_seconds: float | None = None,
     ) -> Iterator[Obj]:
         """WATCH Leases from ``resource_version``."""
         query = {"resourceVersion": resource_version, "labelSelector": label_selector}
-        return self.watch(self._lease_path(namespace), query=query, timeout_seconds=timeout_seconds)
+        return self.watch(
+            self._lease_path(namespace),
+            query=query,
+            timeout_seconds=timeout_seconds,
+            quiet_seconds=quiet_seconds,
+        )
 
     def create_lease(self, namespace: str, obj: Obj) -> Obj:
         """POST a Lease; an existing name raises ``ConflictError``."""

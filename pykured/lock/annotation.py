@@ -16,12 +16,12 @@ daemonsets and ``update`` on the named one (no patch, no list, no watch).
   fix it (``pykured lock release``).
 * Differences from kured: no in-process release delay (the daemon's job), holders whose Node is gone are
   freed (:mod:`pykured.lock.liveness`), both JSON forms are read whatever our concurrency.
-* A waiting node reads the DaemonSet about twice a minute (an agent's ``poll_interval`` is
-  :data:`WAITING_POLL`: one poll at a random moment of each wait, then the daemon's pass at its end, whose
-  ``acquire`` reuses the read of its ``holding``: one GET within ``FRESH`` seconds serves both, and the
-  PUT still carries that read's resourceVersion). kured reads it at every ``--period`` tick: the same or
-  fewer requests at ``--period`` of a minute or less, and a hand-over in about a minute divided by twice the
-  number of waiters instead of up to ``--period``.
+* A waiting node reads the DaemonSet once per wait: the daemon waits ``--period``, at most a minute
+  (:data:`WAITING_POLL`), and its pass at the end reads the DaemonSet once for ``holding`` and ``acquire``
+  (one GET within ``FRESH`` seconds serves both; the PUT still carries that read's resourceVersion). The
+  first wait ends at a random moment, so the waiters' passes spread over the minute. kured reads it at every
+  ``--period`` tick: the same requests at ``--period`` of a minute or less, and a hand-over in about a
+  minute divided by the number of waiters plus one instead of up to ``--period``.
 """
 
 from __future__ import annotations
@@ -54,8 +54,10 @@ from pykured.lock.retry import read_until_deadline
 
 WAITING_POLL = 60.0
 """An agent's poll of the DaemonSet while it waits for the lock (seconds, jittered)."""
-FRESH = 1.0
-"""Seconds for which a read of the DaemonSet serves the next ``acquire`` or ``release`` too."""
+FRESH = 10.0
+"""Seconds for which a read of the DaemonSet serves the next ``acquire`` or ``release`` too (a pass on a
+loaded machine takes a few seconds; the write still carries the read's resourceVersion, so a stale read costs
+a 409, never a lost update)."""
 
 if TYPE_CHECKING:
     from pykured.kube.client import Kube, Obj
@@ -113,6 +115,8 @@ class AnnotationLock:
         )
         self._last_raw: str | None = None
         self._rng = random.Random()  # noqa: S311 - jitter, not cryptography
+        self._phased = False
+        """A wait no longer than the poll interval has ended at a random moment (see ``wait_for_change``)."""
         self._last_read: tuple[Obj, float] | None = None
         """The last DaemonSet read and when (monotonic): ``acquire``/``release`` reuse it within ``FRESH``."""
 
@@ -304,10 +308,21 @@ class AnnotationLock:
     def wait_for_change(self, timeout: float) -> None:
         """Poll the DaemonSet about every ``poll_interval`` until the annotation changes (no watch in RBAC).
 
+        A wait no longer than ``poll_interval`` (the daemon's: ``--period``, at most a minute) polls nothing:
+        the pass after it reads the DaemonSet once.
         The first poll comes after a random part of the interval and later ones are jittered ±50 %, so the
         waiters, which all wake on the same change, do not poll in lock step: with n waiters a freed lock is
         seen after about ``poll_interval / (n + 1)``.
         """
+        if timeout <= self._poll_interval:
+            # The daemon's pass at the end of this wait reads the DaemonSet: no poll of our own, one read per
+            # wait as kured's one per --period. The first wait ends at a random moment, so that waiters that
+            # started together do not read in lock step: their passes spread over the interval.
+            if not self._phased:
+                self._phased, timeout = True, timeout * self._rng.random()
+            self._last_read = None
+            self._sleep(timeout)
+            return
         deadline = time.monotonic() + timeout
         before = self._last_raw
         self._last_read = None

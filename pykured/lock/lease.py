@@ -11,18 +11,31 @@ one object per slot instead of one per group:
   ``resourceVersion`` (409 = it changed). So a slot has at most one holder. Before taking one, the unexpired
   holders of *all* labelled Leases are counted (Leases left over from a larger ``--concurrency`` included).
 * Release sets ``holderIdentity`` to null and keeps the object (``leaseTransitions`` counts handovers).
-* Waiting nodes watch the labelled Leases from the listed resourceVersion (410 Gone → re-list) and keep
-  their own copy of the slots from the watch's events. When a slot frees, each waiter draws a random delay
-  of 0–``stagger`` s and keeps watching; when its delay ends, it returns only if its copy still shows a
-  free slot (and the daemon's next ``acquire`` takes it), else it goes on waiting and sends nothing. So a
-  freed slot wakes, in the common case, the one waiter whose delay ends first: the others see its take
-  in their watch before their own delay ends. A waiter whose look found the slot taken all the same (a
-  near tie: a 409) doubles its spread, up to ``STAGGER_MAX``, and takes back ``stagger`` when it gets a
-  slot: near ties thin out as the crowd grows. A waiter that has died or lost its watch never draws a
-  delay, so it never holds a slot up: the next delay to end takes it. An expiring TTL also ends the wait.
-* Right after a LIST or a wait that ended on a free slot (within ``FRESH`` seconds) the lock's reads
-  (``holding``, ``acquire``, ``release``) use that copy instead of listing again; every write is still a
-  compare-and-swap on the Lease's resourceVersion, so a stale copy costs a 409, never a second holder.
+* A node that waits for a slot watches the labelled Leases from the listed resourceVersion and keeps its
+  own copy of the slots from the watch's events. The watch goes on across waits and while the node holds a
+  slot: one watch call after another (six hours each; one request renews it from the last version seen),
+  re-listing only on 410 Gone. It ends when a call ends and the node neither waited since nor holds a slot
+  (an idle agent keeps no watch on the Leases). While the watch is heard from (an event, or the API
+  server's bookmark about once a minute, within ``LIVE_FOR`` seconds), every read of the slots (``holding``,
+  ``acquire``, ``holders``) comes from that copy: a waiter, and a holder through its cycle, send nothing.
+  Every write is still a compare-and-swap on the Lease's resourceVersion, so a copy a few milliseconds
+  behind costs a 409, never a second holder; the answer to our own write goes into the copy at once, and
+  the copy never goes back to an older version of a Lease.
+* When a slot frees, each waiter draws a random delay of 0–``spread`` s and keeps watching; when its delay
+  ends, it returns only if its copy still shows a free slot (and the daemon's next ``acquire`` takes it),
+  else it goes on waiting and sends nothing. So a freed slot wakes, in the common case, the one waiter
+  whose delay ends first: the others see its take in their watch before their own delay ends. The spread
+  fits the crowd: from how soon after a free the others' takes come (the taker's ``acquireTime``), every
+  waiter widens or narrows its spread (between ``stagger`` and ``STAGGER_MAX``) so that the first delay
+  ends about ``GAP`` before the next one (a crowd of 60 spreads over about 15 s, and the first delay still
+  ends within a fraction of a second). A
+  waiter whose look found the slot taken all the same (a near tie: a 409, its one write) doubles its
+  spread, up to ``STAGGER_MAX``. A waiter that has died or lost its watch never draws a delay, so it never
+  holds a slot up: the next delay to end takes it. An expiring TTL also ends the wait. The order is random,
+  as kured's race for the lock: ordering the waiters would need each to write its place (see
+  :mod:`pykured.roll.queue`).
+* Outside a wait and a hold (no watch), a LIST serves the same pass's next reads for ``FRESH`` seconds, and
+  the answer to a release serves the next pass's: an agent after its reboot lists its slots once.
 * An ambiguous write failure (5xx, timeout) is settled by re-listing; it is never blindly repeated.
 * RBAC: ``get``, ``list``, ``watch``, ``create``, ``update`` on leases in the namespace.
 """
@@ -31,11 +44,10 @@ from __future__ import annotations
 
 import logging
 import math
-import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pykured.core.errors import ConflictError, KubeError, LockError
@@ -54,12 +66,34 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 LOCK_LABEL = "pykured.dev/lock"
 UNSCHEDULABLE_ANNOTATION = "pykured.dev/unschedulable"
 _NS = 1_000_000_000
-FRESH = 1.0
-"""Seconds for which a LIST (or a wait's watched copy) stands in for the next read of the slots."""
+FRESH = 5.0
+"""Seconds for which a LIST (or the answer to our release) stands in for the next read of the slots when no
+watch keeps them (a pass on a loaded machine takes a few seconds; every write is still a compare-and-swap)."""
 STAGGER = 1.0
 """The spread of the waiters' delays after a slot frees (seconds)."""
+WATCH_SECONDS = 6 * 3600
+"""A watch call's length when the API server sends bookmarks (one request renews it from its version)."""
+SHORT_WATCH_SECONDS = 1800
+"""A watch call's length when it sends none (a dead connection is noticed at the call's end)."""
+QUIET_SECONDS = 330.0
+"""No event nor bookmark for this long: the watch's connection is dead (the API server sends a bookmark every
+minute or two)."""
+WATCH_BACKOFF_MAX = 60.0
+"""The longest pause between two failed watch calls (seconds; doubled from ``retry_interval``)."""
+LIVE_FOR = 150.0
+"""Seconds for which the watched copy stands in for a LIST after the watch's last event or bookmark (the API
+server sends a bookmark every minute or two to an open watch): a watch silently cut off is not trusted
+longer."""
+GAP = 0.25
+"""The time a waiter aims to leave between the first delay to end and the next (seconds): about what the
+news of a take needs to reach the other waiters, so that a freed slot draws no near tie."""
 STAGGER_MAX = 16.0
 """The widest spread a waiter backs off to after its looks found the slot taken (seconds)."""
+
+
+def _version(rv: object) -> int | None:
+    """A resourceVersion as a number (etcd's revision), or None when it is not one."""
+    return int(rv) if isinstance(rv, str) and rv.isdigit() else None
 
 
 def format_micro_time(ns: int) -> str:
@@ -149,7 +183,7 @@ class LeaseLock:
         stagger: float = STAGGER,
         retry_interval: float = 1.0,
         retry_timeout: float = 60.0,
-        watch_timeout: int = 1800,
+        watch_timeout: int = WATCH_SECONDS,
         liveness_interval: float | None = 30.0,
         sleep: Callable[[float], None] = time.sleep,
         may_take: Callable[[], bool] | None = None,
@@ -181,9 +215,27 @@ class LeaseLock:
         self._look_at: float | None = None
         """When (monotonic) this waiter's delay after a freed slot ends (kept across watch calls)."""
         self._spread = stagger
+        self._freed_at: dict[str, float] = {}
+        """Slot name → when (wall clock) the watch showed it freed (until it shows it taken)."""
         """This waiter's spread: doubled each time its look found the slot taken, reset when it takes one."""
         self._looked = False
         """The last wait ended on a free slot in the copy (the next ``acquire`` tells if it came first)."""
+        self._changed = threading.Condition()
+        """Guards the copy and the watch's state; notified at each change of the copy."""
+        self._floor: int | None = None
+        """The resourceVersion of the last LIST: the watch's events up to it are older than the copy."""
+        self._follower: threading.Thread | None = None
+        self._live = False
+        """The watch of the slots runs (see :meth:`_follow`)."""
+        self._heard = 0.0
+        """When (monotonic) the watch last brought an event or a bookmark."""
+        self._wanted = False
+        """A wait ran since the current watch call began (the watch is renewed when it ends)."""
+        self._waits = 0
+        """Waits running now."""
+        self._bookmarks = True
+        """Whether the API server is taken to send bookmarks (a quiet watch with none seen: no longer)."""
+        self._bookmarked = False
 
     watched = True
     """A freed slot ends :meth:`wait_for_change` (the daemon need not look again before ``--period``)."""
@@ -215,28 +267,49 @@ class LeaseLock:
             where=self.where,
             give_up=lambda exc, _forbidden: LockError(f"cannot list the lock leases {self.where}: {exc}"),
         )
-        self._rv = (answer.get("metadata") or {}).get("resourceVersion")
         leases = {item["metadata"]["name"]: item for item in answer.get("items") or []}
-        self._copy = leases
-        self._fresh_until = time.monotonic() + FRESH if keep else 0.0
-        self._note_expiries(leases)
+        with self._changed:
+            self._rv = (answer.get("metadata") or {}).get("resourceVersion")
+            self._copy = leases
+            self._floor = _version(self._rv)
+            self._fresh_until = time.monotonic() + FRESH if keep else 0.0
+            self._note_expiries(leases)
+            self._changed.notify_all()
         return dict(leases)
 
+    def _following(self) -> bool:
+        """Whether the watch keeps :attr:`_copy` current (open, and heard from within ``LIVE_FOR``)."""
+        return self._live and time.monotonic() - self._heard < LIVE_FOR and self._copy is not None
+
     def _leases(self, *, keep: bool = False, consume: bool = False) -> dict[str, Obj]:
-        """The slots: the copy a pass's ``holding`` (or a wait that ended on a free slot) made within the last
-        ``FRESH`` seconds (``consume``: only once), else a LIST."""
-        copy = self._copy
-        if copy is not None and time.monotonic() < self._fresh_until:
-            if consume:
-                self._fresh_until = 0.0
-            return dict(copy)
+        """The slots: the watched copy while the watch follows them; else the copy a pass's ``holding`` (or a
+        wait that ended on a free slot) made within the last ``FRESH`` seconds (``consume``: only once); else
+        a LIST."""
+        with self._changed:
+            copy = self._copy
+            if copy is not None and self._following():
+                return dict(copy)
+            if copy is not None and time.monotonic() < self._fresh_until:
+                if consume:
+                    self._fresh_until = 0.0
+                return dict(copy)
         return self._list(keep=keep)
 
     def _keep(self, lease: Obj) -> None:
-        """The answer to our own write goes into the copy (the next read sees what we wrote)."""
+        """The answer to our own write goes into the copy (the next read sees what we wrote), unless the
+        watch already brought that version or a newer one."""
         name = (lease.get("metadata") or {}).get("name")
-        if self._copy is not None and name:
-            self._copy = {**self._copy, name: lease}
+        with self._changed:
+            if self._copy is not None and name and not self._older(lease, self._copy.get(name)):
+                self._copy = {**self._copy, name: lease}
+
+    @staticmethod
+    def _older(lease: Obj, than: Obj | None) -> bool:
+        """Whether ``lease`` is an older version than ``than`` (resourceVersions compared as etcd's
+        revisions; not comparable: not older)."""
+        mine = _version((lease.get("metadata") or {}).get("resourceVersion"))
+        theirs = _version(((than or {}).get("metadata") or {}).get("resourceVersion"))
+        return mine is not None and theirs is not None and mine < theirs
 
     def _note_expiries(self, leases: dict[str, Obj]) -> None:
         now = time.time_ns()
@@ -335,8 +408,8 @@ class LeaseLock:
         return [e for lease in leases.values() if (e := lease_entry(lease)) is not None]
 
     def entries(self) -> list[LockEntry]:
-        """Every holder of a labelled Lease, expired or not."""
-        return self._entries(self._list())
+        """Every holder of a labelled Lease, expired or not (from the watched copy while the watch runs)."""
+        return self._entries(self._leases())
 
     def _free_gone_holders(self, leases: dict[str, Obj], entries: dict[str, LockEntry], me: str) -> bool:
         """Free the slots of holders whose Node is gone (conditional on the listed resourceVersion)."""
@@ -384,6 +457,8 @@ class LeaseLock:
                         logger.warning("Error releasing a lock lease in %s, retrying: %s", self.where, exc)
                     retry = True
             if not retry:
+                if released:  # our own write's answer is the newest we know: the next pass reads it
+                    self._fresh_until = time.monotonic() + FRESH
                 return released
             self._sleep(self._retry_interval * self._rng.uniform(0.1, 0.5))
 
@@ -391,93 +466,196 @@ class LeaseLock:
         return live(self.entries(), now_ns)
 
     def wait_for_change(self, timeout: float) -> None:
-        """Watch the slots until one frees and this waiter's delay ends with a slot still free (or a TTL runs
-        out, or ``timeout`` passes)."""
+        """Until a slot frees and this waiter's delay ends with a slot still free in the watched copy (or a
+        TTL runs out, or ``timeout`` passes). The watch goes on after the wait (see :meth:`_follow`)."""
         deadline = time.monotonic() + timeout
-        if self._next_expiry_ns is not None:
-            deadline = min(
-                deadline, time.monotonic() + max(0.0, (self._next_expiry_ns - time.time_ns()) / _NS)
-            )
+        with self._changed:  # counted before the watch starts: a watch call that fails at once goes on
+            self._wanted = True
+            self._waits += 1
         try:
-            if self._rv is None or self._copy is None:
-                self._list()
-            while (remaining := deadline - time.monotonic()) > 0 and self._rv is not None:
-                if self._watch(min(math.ceil(remaining), self._watch_timeout), deadline):
+            try:
+                self._start_following()
+            except (KubeError, LockError) as exc:
+                logger.debug("Watching the lock leases %s failed: %s", self.where, exc)
+                self._sleep(min(max(deadline - time.monotonic(), 0.0), self._retry_interval))
+                return
+            with self._changed:
+                self._note_expiries(self._copy or {})  # a passed expiry ended the last wait: not again
+                self._wait(deadline)
+        finally:
+            with self._changed:
+                self._waits -= 1
+
+    def _wait(self, deadline: float) -> None:
+        """:meth:`wait_for_change`'s loop (``_changed`` held)."""
+        while True:
+            now = time.monotonic()
+            until = deadline
+            if self._next_expiry_ns is not None:
+                until = min(until, now + max(0.0, (self._next_expiry_ns - time.time_ns()) / _NS))
+            look_at = self._look_at
+            if look_at is not None and now >= look_at:
+                self._look_at = None
+                if self._free_in_copy():
+                    self._fresh_until, self._looked = now + FRESH, True
                     return
-        except (KubeError, LockError) as exc:
-            logger.debug("Watching the lock leases %s failed: %s", self.where, exc)
-            self._rv = None
-            self._sleep(min(max(deadline - time.monotonic(), 0.0), self._retry_interval))
+                continue  # someone took it first: go on waiting, send nothing
+            if now >= until:
+                return
+            self._changed.wait(min(until, look_at if look_at is not None else until) - now)
 
     def _free_in_copy(self) -> bool:
         """Whether our copy of the slots shows a free one (fewer unexpired holders than slots)."""
         return len(live(self._entries(self._copy or {}), time.time_ns())) < self.concurrency
 
-    def _watch(self, seconds: int, deadline: float) -> bool:
-        """One watch call, keeping the copy of the slots from its events; ``True`` when this waiter should
-        look (its delay after a freed slot ended with a slot still free, or 410 Gone), ``False`` when the
-        watch or the wait ended."""
-        assert self._rv is not None
-        events = self._kube.watch_leases(
-            self._namespace, resource_version=self._rv, label_selector=self._selector, timeout_seconds=seconds
-        )
-        feed: queue.Queue[Obj | BaseException | None] = queue.Queue()
-        done = threading.Event()
-        threading.Thread(
-            target=_read_events, args=(events, feed, done), name="lease-watch", daemon=True
-        ).start()
+    def _start_following(self) -> None:
+        """Start the watch of the slots (a LIST first when there is no version to go on from), unless it
+        runs."""
+        if self._rv is None or self._copy is None:
+            self._list()
+        with self._changed:
+            if self._follower is not None:
+                return  # it runs (it clears this, under the same lock, when it stops)
+            self._live, self._heard = True, time.monotonic()
+            self._follower = threading.Thread(target=self._follow, name="lease-watch", daemon=True)
+            self._follower.start()
+
+    def _fit_spread(self, taken_after: float) -> None:
+        """Another waiter took a freed slot ``taken_after`` seconds after it freed: fit the spread to the
+        crowd.
+
+        With ``n`` waiters drawing from ``[0, spread]`` the first delay ends after about ``spread / (n + 1)``
+        and the next one as much later; a slot taken much sooner than :data:`GAP` means a crowd whose near
+        ties are likely, so the spread widens (up to :data:`STAGGER_MAX`); one taken later means few waiters
+        left, so it narrows (down to ``stagger``). Every waiter sees the same hand-overs, so the crowd's
+        spreads agree: hand-overs stay about ``GAP`` apart from the next delay, whatever the crowd's size.
+        """
+        # one hand-over is a noisy sample (the first of n delays): move halfway (geometrically), at most
+        # doubling or halving
+        fitted = self._spread * min(max(math.sqrt(GAP / max(taken_after, 0.01)), 0.5), 2.0)
+        self._spread = min(max(fitted, self._stagger), max(STAGGER_MAX, self._stagger))
+
+    def _draw(self) -> None:
+        """A slot is free: this waiter's delay starts (unless one runs)."""
+        if self._look_at is None:
+            self._look_at = time.monotonic() + self._rng.uniform(0, self._spread)
+
+    def _follow(self) -> None:
+        """The watch of the slots, one call after another from the last version seen, keeping :attr:`_copy`
+        current; it re-lists only after 410 Gone, and after failures tries again after ``retry_interval``,
+        doubled up to ``WATCH_BACKOFF_MAX``.
+        It stops when a watch call ends (or fails) and since that call began nobody waited while this node
+        held no slot: an idle agent keeps no watch on the Leases."""
+        pause = 0.0
         try:
             while True:
-                look_at = self._look_at
-                until = deadline if look_at is None else min(look_at, deadline)
+                with self._changed:
+                    rv = self._rv
+                    self._wanted = False
+                long = False
                 try:
-                    event = feed.get(timeout=max(until - time.monotonic(), 0.0))
-                except queue.Empty:
-                    if look_at is None or time.monotonic() < look_at:
-                        return False  # the wait's deadline
-                    self._look_at = None
-                    if self._free_in_copy():
-                        self._fresh_until, self._looked = time.monotonic() + FRESH, True
-                        return True
-                    continue  # someone took it first: go on waiting, send nothing
-                if event is None:
-                    return False  # the server ended the watch: the next one goes on from our version
-                if isinstance(event, BaseException):
-                    raise event
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    logger.debug("Lease watch ended: %s", obj.get("message"))
-                    self._rv = None
-                    return True
-                meta = obj.get("metadata") or {}
-                self._rv = meta.get("resourceVersion") or self._rv
-                name = meta.get("name")
-                if kind in ("ADDED", "MODIFIED") and name:
-                    self._copy = {**(self._copy or {}), name: obj}
-                elif kind == "DELETED" and name:
-                    self._copy = {k: v for k, v in (self._copy or {}).items() if k != name}
-                freed = kind == "DELETED" or (kind in ("ADDED", "MODIFIED") and lease_entry(obj) is None)
-                if freed and self._look_at is None:
-                    self._look_at = time.monotonic() + self._rng.uniform(0, self._spread)
+                    if rv is None:
+                        self._list()
+                        with self._changed:
+                            self._live, self._heard = True, time.monotonic()
+                            if self._free_in_copy():
+                                self._draw()  # it may have freed while nobody watched
+                            self._changed.notify_all()
+                        continue
+                    long = self._bookmarks and self._watch_timeout > QUIET_SECONDS
+                    events = self._kube.watch_leases(
+                        self._namespace,
+                        resource_version=rv,
+                        label_selector=self._selector,
+                        timeout_seconds=self._watch_timeout
+                        if long
+                        else min(self._watch_timeout, SHORT_WATCH_SECONDS),
+                        quiet_seconds=QUIET_SECONDS if long else None,
+                    )
+                    with self._changed:
+                        self._live = True
+                    for event in events:
+                        if not self._apply(event):
+                            break
+                except (KubeError, LockError) as exc:
+                    pause = self._failed(exc, quiet=rv is not None and long, pause=pause)
+                    if pause < 0:
+                        return
+                    continue
+                pause = 0.0
+                if self._stopped():
+                    return
         finally:
-            done.set()
+            with self._changed:
+                self._live = False
+                if self._follower is threading.current_thread():
+                    self._follower = None
+                self._changed.notify_all()
 
+    def _failed(self, exc: KubeError | LockError, *, quiet: bool, pause: float) -> float:
+        """After a failed watch call (or LIST): the pause it slept before the next call, or -1 when the
+        watch stops. A call that fell quiet before any bookmark means a server that sends none; 410 Gone
+        lists again at once; other failures back off (jittered, doubled up to ``WATCH_BACKOFF_MAX``), so
+        that a fleet of watchers does not retry in step through an API outage."""
+        logger.debug("Watching the lock leases %s failed: %s", self.where, exc)
+        with self._changed:
+            if quiet and not self._bookmarked:
+                self._bookmarks = False
+            self._live = False
+            if isinstance(exc, KubeError) and exc.status == 410:
+                self._rv = None
+            self._changed.notify_all()
+        if self._stopped():
+            return -1.0
+        if self._rv is None:
+            return 0.0
+        pause = min(max(pause * 2, self._retry_interval), WATCH_BACKOFF_MAX)
+        self._sleep(pause * self._rng.uniform(0.5, 1.0))
+        return pause
 
-def _read_events(
-    events: Iterator[Obj], feed: queue.Queue[Obj | BaseException | None], done: threading.Event
-) -> None:
-    """Hand a watch's events to the waiting thread until it stops listening (the watch then closes at its
-    next event or when the server ends it)."""
-    try:
-        for event in events:
-            if done.is_set():
-                break
-            feed.put(event)
-        else:
-            feed.put(None)
-    except BaseException as exc:  # handed over to the waiting thread
-        feed.put(exc)
-    finally:
-        close = getattr(events, "close", None)
-        if close is not None:
-            close()
+    def _stopped(self) -> bool:
+        """Whether the watch stops (and says so, under the lock a new wait starts one with): no wait ran
+        since the last call began, none runs, and this node holds no slot."""
+        with self._changed:
+            me = self._node_id
+            holds = any(e.node_id == me for e in self._entries(self._copy or {}))
+            if self._wanted or self._waits > 0 or holds:
+                return False
+            self._follower, self._live = None, False
+            return True
+
+    def _apply(self, event: Obj) -> bool:
+        """One watch event into the copy; ``False`` for an ``ERROR`` (410 Gone: the next call re-lists)."""
+        kind, obj = event.get("type"), event.get("object") or {}
+        with self._changed:
+            self._heard = time.monotonic()
+            if kind == "ERROR":
+                logger.debug("Lease watch ended: %s", obj.get("message"))
+                self._rv = None
+                return False
+            meta = obj.get("metadata") or {}
+            rv = meta.get("resourceVersion")
+            self._rv = rv or self._rv
+            name = meta.get("name")
+            if kind not in ("ADDED", "MODIFIED", "DELETED") or not name:
+                self._bookmarked = self._bookmarked or kind == "BOOKMARK"
+                return True  # a bookmark: only the version moves on
+            version = _version(rv)
+            if version is not None and self._floor is not None and version <= self._floor:
+                return True  # the last LIST had it already (the watch began before that LIST)
+            if self._older(obj, (self._copy or {}).get(name)):
+                return True  # older than what the copy has (our own write's answer came first)
+            if kind == "DELETED":
+                self._copy = {k: v for k, v in (self._copy or {}).items() if k != name}
+            else:
+                self._copy = {**(self._copy or {}), name: obj}
+            self._note_expiries(self._copy)
+            if kind == "DELETED" or (entry := lease_entry(obj)) is None:
+                self._freed_at.setdefault(name, time.time())
+                self._draw()
+            elif (freed_at := self._freed_at.pop(name, None)) is not None and entry.node_id != self._node_id:
+                # the taker's own time of its take: the news of the free and of the take, each a watch
+                # event's way, cancel out; what is left is the first delay to end
+                self._fit_spread(entry.created_ns / _NS - freed_at)
+            self._changed.notify_all()
+            return True

@@ -1,7 +1,10 @@
 """The policy ConfigMap, watched: blackouts and the freeze switch change without a restart.
 
 :class:`PolicySource` lists the ConfigMap (``fieldSelector=metadata.name=<name>``, so a missing one is an
-empty list with a resourceVersion to watch from) and then watches it. Every version is parsed with
+empty list with a resourceVersion to watch from) and then watches it: six-hour watch calls, each renewed with
+one request from the last version seen, taken for dead after ``QUIET_SECONDS`` without an event or a
+bookmark (half-hour calls against an API server that sends no bookmarks), so an idle agent asks about it
+four times a day. Every version is parsed with
 :func:`~pykured.policy.document.parse_policy_map`; one that does not parse is refused with a log line
 and the last good policy stays in force. Until the first successful read the policy is unknown and no
 reboot may start (fail closed). ``on_change`` is called after every accepted change, so the daemon
@@ -45,6 +48,15 @@ def configmaps_path(namespace: str, name: str | None = None) -> str:
     return f"{base}/{urllib.parse.quote(name, safe='')}" if name else base
 
 
+WATCH_SECONDS = 6 * 3600
+"""A watch call's length when the API server sends bookmarks (one request renews it from its version)."""
+SHORT_WATCH_SECONDS = 1800
+"""A watch call's length when it sends none (a dead connection is noticed at the call's end)."""
+QUIET_SECONDS = 330.0
+"""No event nor bookmark for this long: the watch's connection is dead (the API server sends a bookmark every
+minute or two)."""
+
+
 class PolicySource:
     """The last good :class:`PolicyDoc` of one ConfigMap, kept current by a watch thread."""
 
@@ -57,8 +69,8 @@ class PolicySource:
         zone: datetime.tzinfo,
         on_change: Callable[[], None] | None = None,
         retry_interval: float = 5.0,
-        watch_timeout: int = 300,
-        forbidden_interval: float = 300.0,
+        watch_timeout: int = WATCH_SECONDS,
+        forbidden_interval: float = 3600.0,
     ) -> None:
         self._kube = kube
         self._namespace = namespace
@@ -77,6 +89,9 @@ class PolicySource:
         self._rv: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._bookmarks = True
+        """Whether the API server is taken to send bookmarks (a quiet watch with none seen: no longer)."""
+        self._bookmarked = False
 
     @property
     def where(self) -> str:
@@ -176,16 +191,19 @@ class PolicySource:
 
     def _watch_once(self) -> None:
         assert self._rv is not None
+        long = self._bookmarks and self._watch_timeout > QUIET_SECONDS
         events = self._kube.watch(
             configmaps_path(self._namespace),
             query={"fieldSelector": f"metadata.name={self._name}", "resourceVersion": self._rv},
-            timeout_seconds=self._watch_timeout,
+            timeout_seconds=self._watch_timeout if long else min(self._watch_timeout, SHORT_WATCH_SECONDS),
+            quiet_seconds=QUIET_SECONDS if long else None,
         )
         try:
             for event in events:
                 if self._stop.is_set():
                     return
                 kind, obj = event.get("type"), event.get("object") or {}
+                self._bookmarked = self._bookmarked or kind == "BOOKMARK"
                 if kind == "ERROR":
                     self._rv = None  # 410 Gone: list again
                     return
@@ -194,6 +212,10 @@ class PolicySource:
                     self.apply(obj.get("data") or {})
                 elif kind == "DELETED":
                     self.apply(None)
+        except KubeError:
+            if long and not self._bookmarked:
+                self._bookmarks = False  # quiet, and never a bookmark: the server sends none
+            raise
         finally:
             close = getattr(events, "close", None)
             if close is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -71,6 +72,8 @@ class RequestKeeper:
         self._notifier = notifier
         self._metrics = metrics
         self._mutex = threading.Lock()
+        self._looked_at: float | None = None
+        """When (monotonic) the loop's pass last classified its copy of the Node (:meth:`observe`)."""
         self._announced: str | None = None
         self.pending: rebootrequest.RebootRequest | None = None
         """The request naming the current boot, as of the last look."""
@@ -79,6 +82,7 @@ class RequestKeeper:
 
     def observe(self, view: NodeState, now: datetime.datetime) -> rebootrequest.Classified:
         """Classify the request (a read: nothing is written; :meth:`tidy` does the writes)."""
+        self._looked_at = time.monotonic()
         found = classify(view, now)
         self._remember(found)
         return found
@@ -109,8 +113,12 @@ class RequestKeeper:
         self._remember(found)
         return found.pending and (before is None or not before.same_intent(found.request or before))
 
-    def poll(self, now: datetime.datetime) -> bool:
-        """Re-read the Node: ``True`` if a new request became pending (never raises)."""
+    def poll(self, now: datetime.datetime, *, unless_within: float | None = None) -> bool:
+        """Re-read the Node: ``True`` if a new request became pending (never raises). ``unless_within``: no
+        read when the loop's pass looked at its copy of the Node within that many seconds."""
+        looked = self._looked_at
+        if unless_within is not None and looked is not None and time.monotonic() - looked < unless_within:
+            return False
         try:
             node = self._kube.get_node(self.node)
         except errors.KubeError as exc:

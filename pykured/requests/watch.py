@@ -2,12 +2,15 @@
 
 The agent watches its Node as the kubelet does (``fieldSelector=metadata.name=<node>``), from the
 resourceVersion of one GET, and hands every new copy to :meth:`RequestKeeper.see`; a request that became
-pending wakes the loop. An idle agent then costs the API server one long-running watch, renewed about every
-half hour from the last version it saw (bookmarks keep it recent: one request, no GET), instead of a GET a
-minute. The watch needs ``watch`` on nodes, which kured's RBAC (``get``,
-``patch``) does not grant: on 403 the agent re-reads its Node every ``--period`` instead (as kured checks
-its sentinel; the loop's own pass reads the Node then too), and tries the watch again after an hour (the
-RBAC may have changed). Never raises; other failures back off up to a minute.
+pending wakes the loop. An idle agent then costs the API server one long-running watch, renewed every six
+hours from the last version it saw (bookmarks keep it recent: one request, no GET), instead of a GET a
+minute. The API server sends a bookmark every minute or two, so a connection silent for ``QUIET_SECONDS``
+is dead: the agent starts again (a GET and a watch) without waiting for the watch's end. An API server that
+sends no bookmarks (none seen when a watch fell quiet) gets half-hour watches, noticed dead at their end.
+The watch needs ``watch`` on nodes, which kured's RBAC (``get``, ``patch``) does not grant: on 403 the
+agent looks at its Node every ``--period`` instead (as kured checks its sentinel; a look the loop's own pass
+made within that period stands in for a read), and tries the watch again after an hour (the RBAC may have
+changed). Never raises; other failures back off up to a minute.
 
 While the watch is live, the copies it sees also keep the agent's :class:`~pykured.cycle.nodecopy.NodeCopy`,
 from which the loop's passes read the Node instead of GETting it; when it is not, they GET it.
@@ -18,7 +21,7 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from pykured.core import errors
 from pykured.cycle.nodecopy import NodeCopy
@@ -27,7 +30,13 @@ from pykured.requests.keeper import RequestKeeper
 
 logger = logging.getLogger(__name__)
 
-WATCH_SECONDS = 1800
+WATCH_SECONDS = 6 * 3600
+"""A watch's length when the API server sends bookmarks (the server ends it; one request renews it)."""
+SHORT_WATCH_SECONDS = 1800
+"""A watch's length when it sends none (a dead connection is noticed at the watch's end)."""
+QUIET_SECONDS = 330.0
+"""No event nor bookmark for this long: the connection is dead (the API server sends a bookmark every minute
+or two)."""
 POLL_SECONDS = 3600.0
 RETRY_WATCH_AFTER = 3600.0
 MAX_BACKOFF = 60.0
@@ -46,13 +55,19 @@ class RequestWatch:
         watch_seconds: int = WATCH_SECONDS,
         poll_seconds: float = POLL_SECONDS,
         copy: NodeCopy | None = None,
+        quiet_seconds: float = QUIET_SECONDS,
     ) -> None:
+        self._quiet = quiet_seconds
         self._kube = kube
         self._copy = copy
         self._keeper = keeper
         self._on_request = on_request
         self._clock = clock
         self._watch_seconds = watch_seconds
+        self._bookmarks = True
+        """Whether the API server is taken to send bookmarks (a quiet watch with none seen: no longer)."""
+        self._bookmarked = False
+        """A bookmark was seen."""
         self._poll_seconds = poll_seconds
         self.watching = False
         """Whether the last attempt held a watch (False: polling, or backing off)."""
@@ -102,20 +117,33 @@ class RequestWatch:
 
     def _watch(self, rv: str, stopping: threading.Event) -> str:
         """One watch from ``rv``; returns the last version seen ("" after 410 Gone or a stop)."""
+        long = self._bookmarks and self._watch_seconds > self._quiet
         events = self._kube.watch_nodes(
             resource_version=rv,
             field_selector=f"metadata.name={self._keeper.node}",
-            timeout_seconds=self._watch_seconds,
+            timeout_seconds=self._watch_seconds if long else min(self._watch_seconds, SHORT_WATCH_SECONDS),
+            quiet_seconds=self._quiet if long else None,
         )
         self.watching = True
         if self._copy is not None:
             self._copy.set_live(True)
+        try:
+            return self._follow_events(events, rv, stopping)
+        except errors.KubeError:
+            if long and not self._bookmarked:
+                self._bookmarks = False  # a quiet watch, and never a bookmark: the server sends none
+                logger.debug("no bookmarks on the node watch: renewing it every %ss", SHORT_WATCH_SECONDS)
+            raise
+
+    def _follow_events(self, events: Iterator[Obj], rv: str, stopping: threading.Event) -> str:
         for event in events:
             if stopping.is_set():
                 return ""
             kind, obj = event.get("type"), event.get("object") or {}
             if kind == "ERROR":
                 return ""  # 410 Gone: start again from a GET
+            if kind == "BOOKMARK":
+                self._bookmarked = True
             rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
             if kind in ("ADDED", "MODIFIED"):
                 if self._copy is not None:
@@ -130,5 +158,6 @@ class RequestWatch:
         for _ in range(max(int(RETRY_WATCH_AFTER / self._poll_seconds), 1)):
             if stopping.wait(self._poll_seconds):
                 return
-            if self._keeper.poll(self._clock()):
+            # the loop's pass reads the Node every --period too: no second read of it when one just did
+            if self._keeper.poll(self._clock(), unless_within=self._poll_seconds):
                 self._on_request()

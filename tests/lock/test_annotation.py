@@ -370,3 +370,24 @@ def test_works_with_exactly_kureds_rbac(k8s: TestEnv, nodes: Any) -> None:
     sneaky._ds_name = "not-kured"
     with pytest.raises(LockError, match="not allowed to update"):
         sneaky.acquire(unschedulable=False, now_ns=time.time_ns())
+
+
+@pytest.mark.k8s
+def test_a_wait_no_longer_than_the_poll_interval_reads_nothing(
+    k8s: TestEnv, lock_ns: str, nodes: Any
+) -> None:
+    """The daemon's wait (``--period``, at most a minute) polls nothing on the annotation lock: the pass
+    after it reads the DaemonSet once, as kured once per ``--period``. The first wait ends at a random moment
+    (the waiters' passes spread), the next ones last the whole wait."""
+    (node,) = nodes(1)
+    faulty = FaultyKube(k8s.kube())
+    lock = make_annotation_lock(faulty, lock_ns, node, poll_interval=1.0)
+    started = time.monotonic()
+    lock.wait_for_change(1.0)
+    first = time.monotonic() - started
+    started = time.monotonic()
+    lock.wait_for_change(0.5)
+    second = time.monotonic() - started
+    assert faulty.calls == {}
+    assert first < 1.2
+    assert 0.45 < second < 1.0

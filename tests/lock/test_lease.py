@@ -6,7 +6,7 @@ import logging
 import re
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -31,6 +31,9 @@ from tests.lock.conftest import (
     race,
 )
 from tests.testenv import TestEnv
+
+if TYPE_CHECKING:
+    from pykured.kube.client import Kube
 
 MICRO_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
@@ -84,6 +87,36 @@ def test_lease_entry(
     entry = lease_entry({"metadata": {"annotations": annotations}, "spec": spec})
     got = None if entry is None else (entry.node_id, entry.unschedulable, entry.created_ns, entry.ttl_ns)
     assert got == expected
+
+
+def test_the_watched_copy_never_goes_back_to_an_older_version() -> None:
+    """Our write's answer and the watch's events race: whichever comes second, the copy keeps the newer
+    version of each Lease (resourceVersions are etcd's revisions), and events older than the last LIST are
+    skipped."""
+    lock = LeaseLock(
+        cast("Kube", None), namespace="ns", prefix="p", node_id="a", concurrency=1, ttl=Duration(0)
+    )
+    lock._copy = {}
+
+    def lease(rv: str, holder: str | None) -> dict[str, Any]:
+        return {"metadata": {"name": "p-0", "resourceVersion": rv}, "spec": {"holderIdentity": holder}}
+
+    def version() -> str:
+        assert lock._copy is not None
+        return str(lock._copy["p-0"]["metadata"]["resourceVersion"])
+
+    lock._keep(lease("12", "a"))  # our take's answer came before the watch's older "free"
+    assert lock._apply({"type": "MODIFIED", "object": lease("11", None)})
+    assert version() == "12"
+    assert lock._apply({"type": "MODIFIED", "object": lease("12", "a")})  # its echo
+    assert lock._apply({"type": "MODIFIED", "object": lease("13", None)})  # a newer write (a release)
+    assert version() == "13"
+    lock._keep(lease("12", "a"))  # an answer that comes after the watch brought a newer version
+    assert version() == "13"
+    lock._floor = 20  # a LIST at 20: the watch's events up to it are older
+    assert lock._apply({"type": "MODIFIED", "object": lease("19", "b")})
+    assert version() == "13"
+    assert lock._rv == "19"  # the watch goes on from where it is
 
 
 # -- on the API server ---------------------------------------------------------------------------
@@ -182,8 +215,8 @@ GONE_EVENT = {
 @pytest.mark.k8s
 @pytest.mark.parametrize("how", ["error-event", "http-410"], ids=["error-event", "http-410"])
 def test_gone_watch_version_relists(k8s: TestEnv, nodes: Any, how: str) -> None:
-    """410 Gone (the resourceVersion left the watch window, as after an etcd compaction) ends the wait; the
-    next call re-lists, and the watch after that works again."""
+    """410 Gone (the resourceVersion left the watch window, as after an etcd compaction): the watch re-lists
+    once by itself and watches again from the new version; the wait goes on and ends when the slot frees."""
     namespace = k8s.new_namespace()
     holder, waiter = nodes(2)
     kube = k8s.kube()
@@ -193,23 +226,41 @@ def test_gone_watch_version_relists(k8s: TestEnv, nodes: Any, how: str) -> None:
     waiting = make_lease_lock(faulty, namespace, waiter)
     assert not waiting.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
 
-    def gone(*args: Any, **kwargs: Any) -> Any:
-        if how == "http-410":
-            raise KubeError("Expired (HTTP 410)", status=410)
-        yield GONE_EVENT
+    def lease_calls() -> dict[str, int]:
+        return {k: v for k, v in faulty.calls.items() if k.endswith("_leases") or k.endswith("_lease")}
 
-    faulty.replaced["watch_leases"] = gone
+    assert lease_calls() == {"list_leases": 1}
+    real_watch = faulty.watch_leases
+    watches: list[str] = []
+
+    def gone_once(*args: Any, **kwargs: Any) -> Any:
+        watches.append(kwargs["resource_version"])
+        if len(watches) == 1:
+            if how == "http-410":
+                raise KubeError("Expired (HTTP 410)", status=410)
+            yield GONE_EVENT
+            return
+        yield from real_watch(*args, **kwargs)
+
+    faulty.replaced["watch_leases"] = gone_once
+    released = threading.Event()
+
+    def release_once_watching_again() -> None:
+        end = time.monotonic() + 10
+        while len(watches) < 2 and time.monotonic() < end:
+            released.wait(0.05)
+        holding.release()
+        released.set()
+
+    threading.Thread(target=release_once_watching_again, daemon=True).start()
     started = time.monotonic()
     waiting.wait_for_change(20)
-    assert time.monotonic() - started < 3
-    assert resource_version(waiting) is None
-    del faulty.replaced["watch_leases"]
-    assert not waiting.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-    assert resource_version(waiting) is not None
-    threading.Timer(0.3, holding.release).start()
-    waiting.wait_for_change(20)
-    assert time.monotonic() - started < 5
+    assert released.is_set() and time.monotonic() - started < 5
+    assert lease_calls() == {"list_leases": 2, "watch_leases": 1}  # one LIST after the 410, one watch
+    assert len(watches) == 2
     assert waiting.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    # the take read the watched copy
+    assert lease_calls() == {"list_leases": 2, "watch_leases": 1, "replace_lease": 1}
 
 
 @pytest.mark.k8s
@@ -356,3 +407,19 @@ def test_unreachable_api_server_gives_lock_error(k8s: TestEnv) -> None:
         lock.acquire(unschedulable=False, now_ns=time.time_ns())
     lock.wait_for_change(0.5)  # never raises
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.k8s
+def test_the_pass_after_a_release_reads_the_released_copy(k8s: TestEnv, nodes: Any) -> None:
+    """An agent after its reboot has no watch: its pass lists the slots once (``holding``), releases its slot
+    from that read, and the pass right after the release reads the answer to that write: one LIST."""
+    namespace = k8s.new_namespace()
+    (node,) = nodes(1)
+    make_lease_lock(k8s.kube(), namespace, node).acquire(unschedulable=False, now_ns=time.time_ns())
+    faulty = FaultyKube(k8s.kube())
+    after_reboot = make_lease_lock(faulty, namespace, node)
+    assert after_reboot.holding(now_ns=time.time_ns(), honour_ttl=False) is not None
+    assert after_reboot.release()
+    assert after_reboot.holding(now_ns=time.time_ns(), honour_ttl=False) is None
+    assert faulty.calls == {"list_leases": 1, "replace_lease": 1}
+    assert lease_entry(k8s.kube().get_lease(namespace, "pykured-lock-0")) is None

@@ -90,3 +90,57 @@ def test_with_kureds_rbac_it_says_so_and_polls_the_node(
             assert woken.wait(5.0)
         finally:
             stopping.set()
+
+
+def test_a_long_watch_falls_back_to_half_hour_watches_without_bookmarks(k8s: TestEnv) -> None:
+    """The node watch lasts six hours and is taken for dead after ``quiet_seconds`` without an event or a
+    bookmark (the API server sends one about once a minute). A watch that falls quiet before any bookmark was
+    seen means a server that sends none: the next watches last half an hour, noticed dead at their end."""
+    (node,) = k8s.add_nodes(k8s.unique("quiet"))
+    kube = k8s.kube()
+    calls: list[tuple[int, float | None]] = []
+    real = kube.watch_nodes
+
+    def recording(**kwargs: object) -> object:
+        calls.append((int(str(kwargs["timeout_seconds"])), kwargs.get("quiet_seconds")))  # type: ignore[arg-type]
+        return real(**kwargs)  # type: ignore[arg-type]
+
+    kube.watch_nodes = recording  # type: ignore[method-assign,assignment]
+    woken, stopping = threading.Event(), threading.Event()
+    watch = RequestWatch(kube, keeper(kube, node), on_request=woken.set, clock=now, quiet_seconds=1.0)
+    threading.Thread(target=watch.run, args=(stopping,), daemon=True).start()
+    try:
+        for _ in range(200):
+            if len(calls) >= 2:
+                break
+            stopping.wait(0.05)
+        assert calls[:2] == [(6 * 3600, 1.0), (1800, None)]
+        request(k8s, node, "kernel 6.12")  # the half-hour watch still sees a request at once
+        assert woken.wait(5.0)
+    finally:
+        stopping.set()
+
+
+def test_a_poll_right_after_the_pass_looked_at_the_node_reads_nothing(k8s: TestEnv) -> None:
+    """Under kured's RBAC (no watch) the agent looks at its Node every ``--period``; its pass reads the Node
+    every ``--period`` as well, so a poll within a period of the pass's look makes no second read."""
+    from pykured.cycle.state import NodeState
+
+    (node,) = k8s.add_nodes(k8s.unique("poll-once"))
+    kube = k8s.kube()
+    reads: list[str] = []
+    real = kube.get_node
+
+    def counting(name: str) -> dict[str, object]:
+        reads.append(name)
+        return real(name)
+
+    kube.get_node = counting  # type: ignore[method-assign]
+    watcher = keeper(kube, node)
+    watcher.poll(now(), unless_within=60.0)
+    assert reads == [node]  # nothing looked at it yet: a read
+    watcher.observe(NodeState.from_obj(real(node)), now())  # the pass's look
+    watcher.poll(now(), unless_within=60.0)
+    assert reads == [node]
+    watcher.poll(now())
+    assert reads == [node, node]
