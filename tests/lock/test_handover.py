@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from pykured.lock.lease import LeaseLock
+from pykured_dev.eventually import eventually
 from tests.lock.conftest import FaultyKube, make_lease_lock
 from tests.testenv import TestEnv
 
@@ -82,16 +83,6 @@ def settled(waiters: list[Waiter]) -> bool:
     return all(w.kube.calls.get("watch_leases", 0) >= 1 for w in waiters)
 
 
-def wait_until(predicate: Any, timeout: float) -> bool:
-    pause = threading.Event()
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        pause.wait(0.05)
-    return bool(predicate())
-
-
 def test_a_freed_slot_wakes_one_waiter_and_the_others_send_nothing(
     k8s: TestEnv, nodes: Any, waiters: list[Waiter]
 ) -> None:
@@ -100,12 +91,12 @@ def test_a_freed_slot_wakes_one_waiter_and_the_others_send_nothing(
     holding = make_lease_lock(k8s.kube(), namespace, holder)
     assert holding.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
     start_waiters(k8s, namespace, names, waiters, stagger=2.0, watch_timeout=60)
-    assert wait_until(lambda: settled(waiters), 20)
+    assert eventually(lambda: settled(waiters), timeout=20)
     before = [w.requests() for w in waiters]
 
     released_at = time.monotonic()
     holding.release()
-    assert wait_until(lambda: any(w.acquired_at for w in waiters), 10)
+    assert eventually(lambda: any(w.acquired_at for w in waiters), timeout=10)
     winner = next(w for w in waiters if w.acquired_at)
     assert winner.acquired_at is not None
     assert winner.acquired_at - released_at < 3.0  # within the stagger (2 s) and a round trip
@@ -150,12 +141,12 @@ def test_a_chain_of_hand_overs_costs_the_takes_and_the_releases_alone(
     holding = make_lease_lock(k8s.kube(), namespace, holder)
     assert holding.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
     start_waiters(k8s, namespace, names, waiters, hold=0.3, stagger=1.0, watch_timeout=120)
-    assert wait_until(lambda: settled(waiters), 20)
+    assert eventually(lambda: settled(waiters), timeout=20)
     before = lease_calls(waiters)
     assert before == {"list_leases": len(names), "watch_leases": len(names)}
 
     holding.release()
-    assert wait_until(lambda: all(w.released_at is not None for w in waiters), 60), [
+    assert eventually(lambda: all(w.released_at is not None for w in waiters), timeout=60), [
         w.acquired_at for w in waiters
     ]
     after = lease_calls(waiters)
@@ -184,11 +175,11 @@ def test_an_idle_lock_keeps_no_watch(k8s: TestEnv, nodes: Any, waiters: list[Wai
     holding = make_lease_lock(k8s.kube(), namespace, holder)
     assert holding.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
     (waiter,) = start_waiters(k8s, namespace, [name], waiters, watch_timeout=1)
-    assert wait_until(lambda: settled([waiter]), 20)
+    assert eventually(lambda: settled([waiter]), timeout=20)
     # while it waits, the watch is renewed (every second here)
-    assert wait_until(lambda: waiter.kube.calls.get("watch_leases", 0) >= 3, 20)
+    assert eventually(lambda: waiter.kube.calls.get("watch_leases", 0) >= 3, timeout=20)
     holding.release()
-    assert wait_until(lambda: waiter.acquired_at is not None, 10)
+    assert eventually(lambda: waiter.acquired_at is not None, timeout=10)
     # it holds its slot: its reads come from the copy the watch keeps, which goes on
     calls = dict(waiter.kube.calls)
     assert waiter.lock.holding(now_ns=time.time_ns()) is not None
@@ -197,7 +188,7 @@ def test_an_idle_lock_keeps_no_watch(k8s: TestEnv, nodes: Any, waiters: list[Wai
         k: v for k, v in calls.items() if k != "watch_leases"
     }
     renewals = waiter.kube.calls["watch_leases"]
-    assert wait_until(lambda: waiter.kube.calls["watch_leases"] >= renewals + 2, 20)
+    assert eventually(lambda: waiter.kube.calls["watch_leases"] >= renewals + 2, timeout=20)
     assert waiter.lock.release()
     follower = waiter.lock._follower
     assert follower is not None
@@ -232,10 +223,10 @@ def test_a_waiter_whose_watch_is_stuck_never_holds_the_slot_up(
     waiters.append(stuck)
     stuck.thread.start()
     (alive,) = start_waiters(k8s, namespace, [alive_name], waiters, stagger=1.0, watch_timeout=60)[1:]
-    assert wait_until(lambda: listening.is_set() and settled([alive]), 20)
+    assert eventually(lambda: listening.is_set() and settled([alive]), timeout=20)
     released_at = time.monotonic()
     holding.release()
-    assert wait_until(lambda: alive.acquired_at is not None, 10)
+    assert eventually(lambda: alive.acquired_at is not None, timeout=10)
     assert alive.acquired_at is not None and alive.acquired_at - released_at < 2.5
     assert stuck.acquired_at is None
     never.set()
