@@ -255,10 +255,12 @@ class Soak:
                     return True  # unknowable: keep the need; a reboot may answer it
                 time.sleep(0.5)
                 continue
-            return annotations.get(REQUEST_ANNOTATION) == self.last_request.get(node)
+            wanted = self.last_request.get(node)
+            return wanted is not None and annotations.get(REQUEST_ANNOTATION) == wanted
 
     def request_reboot(self, node: str) -> None:
         """A reboot request as ``pykured request-reboot`` writes it: bound to the node's current bootID."""
+        self.last_request.pop(node, None)  # until it is sent, nothing of this request can be on the Node
         state = self.cluster.kube().get_node(node)
         boot_id = state["status"]["nodeInfo"]["bootID"]
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
