@@ -52,9 +52,24 @@ REALNODE_TIER = "tests/e2e/realnode/"
 SOAKS = "tests/soak/test_scenario.py::test_soak_under_faults["
 
 
-LONG_FIRST = (SOAKS, REALNODE_TIER, "tests/kured/", "tests/parity/test_parity.py")
-"""The longest files, started first so that two workers end together (the order of files is otherwise
-kept; a test's outcome never depends on it)."""
+LONG_FIRST = (
+    SOAKS,
+    REALNODE_TIER,
+    "tests/kured/",
+    "tests/test_policy_agents.py",
+    "tests/e2e/test_daemon.py",
+    "tests/test_demo.py",
+    "tests/test_halt_agents.py",
+    "tests/parity/test_parity.py",
+    "tests/test_rbac_profiles.py",
+    "tests/cli/test_plugin_file.py",
+    "tests/requests/test_requests_agents.py",
+    "tests/test_image.py",
+    "tests/fleetlock/test_cycle_k8s.py",
+)
+"""The longest files (measured with ``--durations``), started first so that the workers end together
+(``tools/dev test`` keeps this order; the order of other files is kept; a test's outcome never depends on
+it)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
