@@ -42,6 +42,7 @@ one object per slot instead of one per group:
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import random
@@ -135,18 +136,23 @@ def lease_body(
     acquired_ns: int | None = None,
     duration_seconds: int | None = None,
 ) -> Obj:
-    """A pykured Lease to write: ``base`` (as read, with its resourceVersion) or a new one.
+    """A pykured Lease to write: ``base`` (as read, with its resourceVersion; never changed itself, it may be
+    the watched copy's) or a new one.
 
     Labelled ``managed-by=pykured`` plus ``labels``; held by ``holder`` since ``acquired_ns`` (default
     ``now_ns``) and renewed at ``now_ns``, or free (``holder`` None). ``leaseTransitions`` counts the takes
     of an existing Lease.
     """
-    lease: Obj = base or {
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {},
-    }
+    lease: Obj = (
+        copy.deepcopy(base)
+        if base
+        else {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {},
+        }
+    )
     meta = lease.setdefault("metadata", {})
     meta.setdefault("labels", {}).update({MANAGED_BY: "pykured", **labels})
     meta["annotations"] = dict(meta.get("annotations") or {})

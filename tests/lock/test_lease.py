@@ -18,6 +18,7 @@ from pykured.lock.lease import (
     UNSCHEDULABLE_ANNOTATION,
     LeaseLock,
     format_micro_time,
+    lease_body,
     lease_duration_seconds,
     lease_entry,
 )
@@ -423,3 +424,41 @@ def test_the_pass_after_a_release_reads_the_released_copy(k8s: TestEnv, nodes: A
     assert after_reboot.holding(now_ns=time.time_ns(), honour_ttl=False) is None
     assert faulty.calls == {"list_leases": 1, "replace_lease": 1}
     assert lease_entry(k8s.kube().get_lease(namespace, "pykured-lock-0")) is None
+
+
+def test_a_lease_to_write_leaves_the_lease_it_was_read_as_alone() -> None:
+    """The body of a take is built on a copy: the lease as read (it may be the watched copy's) stays as read,
+    so a take that loses its race (409) never leaves "held by me" in the copy."""
+    read = {
+        "metadata": {"name": "pykured-lock-0", "namespace": "ns", "resourceVersion": "7", "labels": {}},
+        "spec": {"holderIdentity": "other", "acquireTime": "2026-01-01T00:00:00.000000Z"},
+    }
+    before = repr(read)
+    body = lease_body(
+        "ns", "pykured-lock-0", read, labels={LOCK_LABEL: "pykured-lock"}, holder="me", now_ns=0
+    )
+    assert body["spec"]["holderIdentity"] == "me" and body["metadata"]["resourceVersion"] == "7"
+    assert repr(read) == before
+
+
+def test_a_take_that_loses_its_race_is_not_held_on_the_next_look(k8s: TestEnv, nodes: Any) -> None:
+    """A waiter whose copy still shows the slot free (the taker's news not yet in) writes, gets 409, and its
+    next acquire from the same copy must not find itself holding: the copy never took the lost write."""
+    namespace = k8s.new_namespace()
+    first, second = nodes(2)
+    taker = make_lease_lock(k8s.kube(), namespace, first)
+    assert taker.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    assert taker.release()  # the slot's Lease exists, free
+    late = make_lease_lock(k8s.kube(), namespace, second)
+    assert late.holding(now_ns=time.time_ns()) is None  # the pass's read: the slot is free in this copy
+    assert taker.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    with late._changed:  # the stale copy, as a watch that has not yet brought the take would leave it
+        late._fresh_until = time.monotonic() + 60
+    assert not late.acquire(unschedulable=False, now_ns=time.time_ns()).acquired  # its write: 409
+    with late._changed:
+        late._fresh_until = time.monotonic() + 60  # the same copy again
+        held = [lease_entry(lease) for lease in (late._copy or {}).values()]
+        assert all(entry is None or entry.node_id != second for entry in held)
+    assert not late.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    entry = lease_entry(k8s.kube().get_lease(namespace, "pykured-lock-0"))
+    assert entry is not None and entry.node_id == first
