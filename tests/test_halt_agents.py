@@ -8,7 +8,6 @@ import io
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from pykured.kube.client import Obj
 from pykured.policy import command as freezecmd
 from pykured.policy.source import configmaps_path
 from tests.fleets import MakeFleet, fleet_factory
+from tests.receivers import serve_receiver
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
@@ -36,23 +36,9 @@ def make_fleet(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeFleet]:
 @pytest.fixture
 def receiver() -> Iterator[tuple[str, list[str]]]:
     """A real HTTP notification receiver on 127.0.0.1 (shoutrrr's generic service, JSON)."""
-    seen: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            seen.append(self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode())
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, fmt: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"generic://127.0.0.1:{server.server_address[1]}/hook?template=json&disabletls=yes", seen
-    server.shutdown()
-    server.server_close()
+    receiver, stop = serve_receiver()
+    yield receiver.json_url, receiver.bodies
+    stop()
 
 
 def policy_data(k8s: TestEnv, ns: str) -> dict[str, str]:

@@ -20,11 +20,9 @@ import dataclasses
 import datetime
 import http.client
 import json
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +34,7 @@ from pykured.fleetlock.appid import app_specific_id
 from pykured.kube.client import Kube
 from pykured.requests import record as rebootrequest
 from pykured_dev.eventually import eventually
+from tests.receivers import Receiver, serve_receiver
 from tests.testenv import TestEnv
 
 DAEMON_DRIVERS = ("sentinel", "request", "zincati-marker")
@@ -58,44 +57,6 @@ class RecordingRebooter:
 
     def withdraw(self) -> None:
         return None
-
-
-@dataclasses.dataclass
-class Receiver:
-    """A notification endpoint on 127.0.0.1 (shoutrrr's generic service posts here)."""
-
-    port: int = 0
-    bodies: list[str] = dataclasses.field(default_factory=list)
-
-    @property
-    def url(self) -> str:
-        return f"generic+http://127.0.0.1:{self.port}/notify"
-
-
-def serve_receiver() -> tuple[Receiver, Callable[[], None]]:
-    receiver = Receiver()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            receiver.bodies.append(self.rfile.read(length).decode(errors="replace"))
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, fmt: str, *args: Any) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    receiver.port = int(server.server_address[1])
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def stop() -> None:
-        server.shutdown()
-        server.server_close()
-
-    return receiver, stop
 
 
 def machine_id(node: str) -> str:

@@ -7,10 +7,8 @@ from __future__ import annotations
 import datetime
 import io
 import json
-import threading
 import urllib.request
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ from pykured.status import agent as agentstatus
 from pykured_dev.testenv.fleet import Fleet
 from pykured_dev.testenv.procs import free_port
 from tests.fleets import MakeFleet, fleet_factory, since_last_start
+from tests.receivers import serve_receiver
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
@@ -78,24 +77,10 @@ def done_and_settled(k8s: TestEnv, fleet: Fleet, node: str) -> Callable[[], bool
 
 @pytest.fixture
 def webhook() -> Iterator[tuple[str, list[str]]]:
-    seen: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            seen.append(self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode())
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, fmt: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"generic://127.0.0.1:{server.server_address[1]}/hook?template=json&disabletls=yes", seen
-    server.shutdown()
-    server.server_close()
+    """A real HTTP notification receiver on 127.0.0.1 (shoutrrr's generic service, JSON)."""
+    receiver, stop = serve_receiver()
+    yield receiver.json_url, receiver.bodies
+    stop()
 
 
 def test_a_request_leads_to_exactly_one_reboot_and_is_then_gone(
