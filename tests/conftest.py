@@ -49,23 +49,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 REALNODE_TIER = "tests/e2e/realnode/"
-SOAKS = "tests/soak/test_scenario.py::test_soak_under_faults["
+SOAKS = "tests/e2e/soak/test_scenario.py::test_soak_under_faults["
 
 
 LONG_FIRST = (
     SOAKS,
     REALNODE_TIER,
-    "tests/kured/",
-    "tests/test_policy_agents.py",
+    "tests/e2e/kured/",
+    "tests/e2e/test_policy_agents.py",
     "tests/e2e/test_daemon.py",
-    "tests/test_demo.py",
-    "tests/test_halt_agents.py",
-    "tests/parity/test_parity.py",
-    "tests/test_rbac_profiles.py",
-    "tests/cli/test_plugin_file.py",
-    "tests/requests/test_requests_agents.py",
-    "tests/test_image.py",
-    "tests/fleetlock/test_cycle_k8s.py",
+    "tests/e2e/test_demo.py",
+    "tests/e2e/test_halt_agents.py",
+    "tests/e2e/parity/test_parity.py",
+    "tests/e2e/test_rbac_profiles.py",
+    "tests/e2e/cli/test_plugin_file.py",
+    "tests/e2e/requests/test_requests_agents.py",
+    "tests/e2e/test_image.py",
+    "tests/e2e/fleetlock/test_cycle.py",
 )
 """The longest files (measured with ``--durations``), started first so that the workers end together
 (``tools/dev test`` keeps this order; the order of other files is kept; a test's outcome never depends on

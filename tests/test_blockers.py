@@ -1,5 +1,5 @@
-"""Tests for pykured.blockers: kured's TestActiveAlerts and Test_rebootBlocked, the Prometheus wire protocol
-against a real loopback HTTP server, and PodBlocker against the real kube-apiserver."""
+"""Tests for pykured.blockers: kured's TestActiveAlerts and Test_rebootBlocked, and the Prometheus wire
+protocol against a real loopback HTTP server (PodBlocker on the real kube-apiserver: ``tests/e2e/``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from pykured.core.errors import ConfigError, KubeError
 from pykured.core.model import Reason
 from pykured.gocompat.goregexp import compile_re2
 from pykured.kube.client import Kube
-from tests.testenv import TestEnv
 
 NOW = datetime.datetime(2026, 1, 1, 0, 0, 0, 500000, tzinfo=datetime.UTC)
 
@@ -487,67 +486,3 @@ def test_pod_blocker_messages(answers: list[Any], message: str) -> None:
 
 
 # -- PodBlocker against the real apiserver ----------------------------------------------------------------
-
-
-def _set_phase(k8s: TestEnv, namespace: str, name: str, phase: str) -> None:
-    path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
-    k8s.kube().request(
-        "PATCH", path, body={"status": {"phase": phase}}, content_type="application/merge-patch+json"
-    )
-
-
-@pytest.mark.k8s
-@pytest.mark.parametrize(
-    ("where", "phase", "labels", "selectors", "blocked"),
-    [
-        ("this", "Running", {"app": "blocker"}, ["app=blocker"], True),
-        ("this", "Pending", {"app": "blocker"}, ["app=blocker"], True),
-        ("other", "Running", {"app": "blocker"}, ["app=blocker"], False),
-        ("this", "Succeeded", {"app": "blocker"}, ["app=blocker"], False),
-        ("this", "Failed", {"app": "blocker"}, ["app=blocker"], False),
-        ("this", "Running", {"app": "other"}, ["app=blocker"], False),
-        ("this", "Running", {"app": "b"}, ["app=a", "app=b"], True),
-        ("this", "Running", {"app": "a", "tier": "db"}, ["app=a,tier=db"], True),
-        ("this", "Running", {"app": "a", "tier": "web"}, ["app=a,tier=db"], False),
-    ],
-    ids=[
-        "running-here",
-        "pending-here",
-        "other-node",
-        "succeeded",
-        "failed",
-        "label-mismatch",
-        "or-of-selectors",
-        "comma-and-match",
-        "comma-and-mismatch",
-    ],
-)
-def test_pod_blocker_on_the_apiserver(
-    k8s: TestEnv,
-    where: str,
-    phase: str,
-    labels: dict[str, str],
-    selectors: list[str],
-    blocked: bool,
-) -> None:
-    namespace = k8s.new_namespace()
-    here, there = k8s.add_nodes(k8s.unique("node"), k8s.unique("node"))
-    node = here if where == "this" else there
-    k8s.create_pod(namespace, "blocker-pod", node=node, labels=labels, phase_running=phase == "Running")
-    if phase not in ("Running", "Pending"):
-        _set_phase(k8s, namespace, "blocker-pod", phase)
-    reason = blockers.PodBlocker(k8s.kube(), node=here, selectors=selectors).check(now=NOW)
-    assert reason == (Reason("pods", "matching pods: [blocker-pod]") if blocked else None)
-
-
-@pytest.mark.k8s
-def test_pod_blocker_lists_ten_then_dots(k8s: TestEnv) -> None:
-    namespace = k8s.new_namespace()
-    (node,) = k8s.add_nodes(k8s.unique("node"))
-    for i in range(11):
-        k8s.create_pod(namespace, f"p{i:02d}", node=node, labels={"app": "many"}, phase_running=False)
-    reason = blockers.PodBlocker(k8s.kube(), node=node, selectors=["app=many"]).check(now=NOW)
-    assert reason is not None
-    names = reason.message.removeprefix("matching pods: [").removesuffix("]").split(" ")
-    assert len(names) == 11
-    assert names[-1] == "..."

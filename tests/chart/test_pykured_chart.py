@@ -2,7 +2,7 @@
 
 Both charts are rendered (``helm template``, offline) with the same values files: kured's own default
 ``values.yaml``, no values at all, every ``configuration.*`` key (the values of
-``tests/kured/test_chart.py``), a Prometheus setup (Service, NodePort, ServiceMonitor) and a realistic
+``tests/e2e/kured/test_chart.py``), a Prometheus setup (Service, NodePort, ServiceMonitor) and a realistic
 production file (tolerations, node selector, resources, annotations and labels, extra env from a Secret, a
 named ServiceAccount, OnDelete, host network, extra volumes, the signal method's security context, an init
 container). Every object kured renders is rendered by pykured's chart under the same kind and name, and
@@ -30,12 +30,9 @@ from typing import Any
 import pytest
 import yaml
 
-from pykured_dev.eventually import eventually
-from pykured_dev.testenv.fleet import Fleet
-from pykured_dev.testenv.pods import PYKURED_IMAGE, PodTemplate, pykured_image
+from pykured_dev.testenv.pods import PYKURED_IMAGE
 from pykured_dev.testenv.reference import Reference, helm_template, reference
-from tests.kured.values import every_key_values
-from tests.testenv import TestEnv
+from tests.e2e.kured.values import every_key_values
 
 pytestmark = pytest.mark.reference
 
@@ -379,114 +376,3 @@ def test_helm_package(tmp_path: Path) -> None:
 
 
 # -- on the test control plane -------------------------------------------------------------------------------
-
-
-@pytest.mark.k8s
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_helm_upgrade_from_kured_s_chart_keeps_names_selectors_and_the_lock(
-    k8s: TestEnv, tmp_path: Path
-) -> None:
-    ns = k8s.new_namespace("upg")
-    (node,) = k8s.add_nodes(k8s.unique("upg-node"))
-    ref = reference(("helm", "chart"))
-    values = tmp_path / "values.yaml"
-    values.write_text(json.dumps({"configuration": {"period": "10s", "concurrency": 1}}))
-    common = ["-n", ns, "-f", str(values), "--wait=false"]
-    installed = helm(
-        "install", "kured", str(ref.chart), *common, workdir=tmp_path, kubeconfig=k8s.admin_kubeconfig
-    )
-    assert installed.returncode == 0, installed.stderr
-    kube = k8s.kube()
-    before = {
-        "ds": kube.get(f"/apis/apps/v1/namespaces/{ns}/daemonsets/kured"),
-        "sa": kube.get(f"/api/v1/namespaces/{ns}/serviceaccounts/kured"),
-        "role": kube.get(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles/kured"),
-        "clusterrole": kube.get("/apis/rbac.authorization.k8s.io/v1/clusterroles/kured"),
-    }
-    # a kured node holds the lock and is mid-cycle when the release is upgraded
-    lock = json.dumps(
-        {"nodeID": node, "metadata": {"unschedulable": False}, "created": "2026-12-01T10:00:00Z", "TTL": 0}
-    )
-    kube.request(
-        "PATCH",
-        f"/apis/apps/v1/namespaces/{ns}/daemonsets/kured",
-        body={"metadata": {"annotations": {LOCK: lock}}},
-        content_type="application/merge-patch+json",
-    )
-    kube.patch_node(node, {"metadata": {"annotations": {"weave.works/kured-reboot-in-progress": "x"}}})
-    upgraded = helm(
-        "upgrade", "kured", str(CHART), *common, workdir=tmp_path, kubeconfig=k8s.admin_kubeconfig
-    )
-    assert upgraded.returncode == 0, upgraded.stderr
-    ds = kube.get(f"/apis/apps/v1/namespaces/{ns}/daemonsets/kured")
-    assert ds["metadata"]["uid"] == before["ds"]["metadata"]["uid"], "the same DaemonSet, updated in place"
-    assert ds["spec"]["selector"] == before["ds"]["spec"]["selector"]
-    assert ds["metadata"]["annotations"][LOCK] == lock, "the lock carries over"
-    assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == f"{PYKURED_IMAGE}:0.1.0"
-    labels = ds["spec"]["template"]["metadata"]["labels"]
-    assert {k: v for k, v in labels.items() if k != "helm.sh/chart"} == {
-        k: v
-        for k, v in before["ds"]["spec"]["template"]["metadata"]["labels"].items()
-        if k != "helm.sh/chart"
-    }
-    sa = kube.get(f"/api/v1/namespaces/{ns}/serviceaccounts/kured")
-    assert sa["metadata"]["uid"] == before["sa"]["metadata"]["uid"]
-    role = kube.get(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles/kured")
-    assert role["rules"][: len(before["role"]["rules"])] == before["role"]["rules"]
-    clusterrole = kube.get("/apis/rbac.authorization.k8s.io/v1/clusterroles/kured")
-    assert clusterrole["rules"][: len(before["clusterrole"]["rules"])] == before["clusterrole"]["rules"]
-    annotations = kube.get_node(node)["metadata"]["annotations"]
-    assert annotations["weave.works/kured-reboot-in-progress"] == "x", "the cycle's marks carry over"
-    history = helm(
-        "history", "kured", "-n", ns, "-o", "json", workdir=tmp_path, kubeconfig=k8s.admin_kubeconfig
-    )
-    charts = [entry["chart"] for entry in json.loads(history.stdout)]
-    assert charts == [KURED_CHART_LABEL, CHART_LABEL]
-    helm("uninstall", "kured", "-n", ns, "--wait=false", workdir=tmp_path, kubeconfig=k8s.admin_kubeconfig)
-
-
-@pytest.mark.k8s
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_the_rendered_pod_template_runs_as_an_agent_through_a_reboot(k8s: TestEnv, tmp_path: Path) -> None:
-    ns = k8s.new_namespace("pch")
-    release = f"kured-{ns}"
-    values = {
-        "configuration": {
-            "period": "2s",
-            "rebootCommand": "/usr/local/sbin/simulated-reboot --now",
-            "metricsPort": 9103,
-        },
-        "pykured": {"lockBackend": "lease", "policyConfigMap": "kured-policy"},
-    }
-    ref = dataclasses.replace(reference(("helm", "chart")), chart=CHART)
-    text, objects = helm_template(
-        ref, release=release, namespace=ns, values=values, workdir=tmp_path / "helm"
-    )
-    k8s.kubectl("apply", "--server-side", "--field-manager=helm", "-n", ns, "-f", "-", stdin=text)
-    template = PodTemplate.of(k8s.kube().get(f"/apis/apps/v1/namespaces/{ns}/daemonsets/{release}"))
-    (node,) = k8s.add_nodes(f"{ns}-n1")
-    with Fleet(k8s, workdir=tmp_path / "fleet", images={PYKURED_IMAGE: pykured_image()}) as fleet:
-        fleet.add_pod(node, template)
-        assert eventually(lambda: fleet.probe(node, 9103, "/metrics"), timeout=60, every=0.2), fleet.log_text(
-            node
-        )
-        fleet.touch(node)
-        assert fleet.wait_for(lambda: fleet.slots[node].reboots >= 1, timeout=120), fleet.log_text(node)
-
-        def released() -> bool:
-            leases = k8s.kube().get(f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases")["items"]
-            holders = [lease.get("spec", {}).get("holderIdentity") for lease in leases]
-            return (
-                bool(leases)
-                and not any(holders)
-                and not k8s.kube().get_node(node)["spec"].get("unschedulable")
-            )
-
-        assert fleet.wait_for(released, timeout=120), fleet.log_text(node)
-        log = fleet.log_text(node)
-        assert "forbidden" not in log.lower(), (
-            log
-        )  # the chart's RBAC covers the Lease lock, policy and settle
-    assert {o["kind"] for o in objects} >= {"DaemonSet", "ServiceAccount", "ClusterRole", "Role"}

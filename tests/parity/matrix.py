@@ -27,7 +27,7 @@ FLEETLOCK_NO_LOOP = (
 class Feature:
     name: str
     test: str
-    """The test function in tests/parity/test_parity.py; its ids name the driver."""
+    """The test function in tests/e2e/parity/test_parity.py; its ids name the driver."""
     na: dict[str, str] = dataclasses.field(default_factory=dict)
     """Driver → why the feature does not apply to it."""
 
@@ -83,10 +83,10 @@ def render() -> str:
         "Generated from `tests/parity/matrix.py`",
         "(`PYKURED_UPDATE_GOLDEN=1 tools/dev test tests/parity/test_matrix.py` rewrites it; the test fails",
         "when it drifts). Every path goes through one decision (`pykured.cycle.decide`) and one runner of",
-        "the steps (`pykured.cycle.run`); each cell below names the test in `tests/parity/test_parity.py`",
-        "that runs the feature's scenario through that path against the real API server and checks the same",
-        "observable writes (Node, lock, Events, notifications, metrics), or says why the feature does not",
-        "apply.",
+        "the steps (`pykured.cycle.run`); each cell below names the test in",
+        "`tests/e2e/parity/test_parity.py` that runs the feature's scenario through that path against the",
+        "real API server and checks the same observable writes (Node, lock, Events, notifications, metrics),",
+        "or says why the feature does not apply.",
         "",
         "The paths: **sentinel** (the daemon, `/var/run/reboot-required` or `--reboot-sentinel-command`),",
         "**request** (the daemon, `pykured request-reboot`), **zincati-marker** (the daemon,",

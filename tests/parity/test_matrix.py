@@ -15,7 +15,7 @@ DOC = ROOT / "docs" / "parity.md"
 
 def collected_ids() -> set[str]:
     """The parity tests' ids, as pytest names them (function[params])."""
-    import tests.parity.test_parity as module
+    import tests.e2e.parity.test_parity as module
 
     ids: set[str] = set()
     for name in dir(module):

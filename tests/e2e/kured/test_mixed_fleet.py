@@ -30,7 +30,7 @@ from pykured.kube.client import STRATEGIC_MERGE_PATCH
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.history import Change, Roll, shape
 from pykured_dev.testenv.pods import PodTemplate
-from tests.kured.support import (
+from tests.e2e.kured.support import (
     KURED_MAIN_TICK,
     PYKURED,
     SCENARIO_TIMEOUT,

@@ -30,7 +30,7 @@ import yaml
 from pykured.cli import kubectl
 from pykured_dev.testenv.procs import find_binaries
 from pykured_dev.testenv.reference import artifact
-from tests.cli.test_kubectl import two_contexts
+from tests.e2e.cli.test_kubectl import two_contexts
 from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.reference

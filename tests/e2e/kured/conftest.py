@@ -1,4 +1,4 @@
-"""The campaign of real-kured scenarios (see :mod:`tests.kured.support`).
+"""The campaign of real-kured scenarios (see :mod:`tests.e2e.kured.support`).
 
 A test names the scenarios it checks with ``@pytest.mark.kured_scenario(name, ...)``; the first test of the
 package to run starts every scenario the selected tests name, all at once, so the whole package costs about
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.kured.support import SCENARIOS, Campaign, campaign
+from tests.e2e.kured.support import SCENARIOS, Campaign, campaign
 from tests.testenv import TestEnv
 
 

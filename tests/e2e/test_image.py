@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from pykured_dev.testenv.fleet import AgentSlot, Fleet
-from tests.test_rbac_profiles import apply_profile_rbac, render
+from tests.e2e.test_rbac_profiles import apply_profile_rbac, render
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]

@@ -146,7 +146,7 @@ def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
 ) -> None:
     from pykured.fleetlock.appid import app_specific_id
     from pykured_dev.testenv.procs import free_port
-    from tests.test_wiring import zincati
+    from tests.e2e.test_wiring import zincati
 
     directory, kind = FLEETLOCK_PROFILES[profile]
     docs = render(k8s, directory)

@@ -29,7 +29,7 @@ from pykured_dev.eventually import eventually
 from pykured_dev.testenv.history import Change, replay, shape
 from pykured_dev.testenv.pods import PYKURED_IMAGE, PodTemplate
 from pykured_dev.testenv.reference import CHART_VERSION, helm_template, reference
-from tests.kured.support import (
+from tests.e2e.kured.support import (
     KURED_MAIN_TICK,
     SCENARIO_TIMEOUT,
     Campaign,
@@ -37,7 +37,7 @@ from tests.kured.support import (
     check_roll,
     scenario,
 )
-from tests.kured.values import LABEL, LOCK_ANNOTATION, REBOOT_COMMAND, TAINT, every_key_values
+from tests.e2e.kured.values import LABEL, LOCK_ANNOTATION, REBOOT_COMMAND, TAINT, every_key_values
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow, pytest.mark.timeout(SCENARIO_TIMEOUT + 90)]
 

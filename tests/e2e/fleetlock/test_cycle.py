@@ -21,7 +21,7 @@ from pykured.policy import halt
 from pykured.policy.command import pause_nodes, set_unless_frozen, unfreeze, unpause_nodes
 from pykured.policy.pause import PauseBlocker
 from pykured.policy.source import FreezeBlocker, PolicySource
-from tests.fleetlock.conftest import Rig, utcnow, zincati, zincati_id
+from tests.e2e.fleetlock.conftest import Rig, utcnow, zincati, zincati_id
 from tests.lock.conftest import History, annotation_history
 
 pytestmark = pytest.mark.k8s
