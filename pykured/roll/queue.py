@@ -8,7 +8,7 @@ when its state or place changes and renews it every ``refresh`` seconds while it
 agent looks at least once a minute, one waiting for its window once a ``--period``). It clears it (holder
 null, the object kept) when it takes the lock or stops needing a reboot.
 
-Before it takes a slot an agent renews its entry, then lists the entries and asks :func:`turns.decide`
+Before it takes a slot an agent renews its entry, then lists the entries and asks :func:`turns.may_go`
 (write first, read after: of two nodes deciding at once, the later one sees the earlier). Ordering is a
 preference on top of the lock: any API failure here lets the agent go ahead to the lock, which alone bounds
 ``--concurrency``. Lease backend only; RBAC as for the slots (``get``, ``list``, ``create``, ``update``
@@ -190,7 +190,7 @@ class RollQueue:
         held = frozenset(holders)
         if self._held_back is None or self._held_back[0] != held:
             self._held_back = (held, now)
-        turn = turns.decide(
+        turn = turns.may_go(
             member,
             entries,
             holders=holders,

@@ -106,7 +106,7 @@ class Turn:
         return self.go and len(self.ahead) >= self.free > 0
 
 
-def decide(
+def may_go(
     me: roll.Member,
     entries: Iterable[Entry],
     *,
