@@ -29,26 +29,40 @@ def k8s() -> Iterator[TestEnv]:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With ``-n N --dist loadfile`` (tools/dev test): each file on one worker, as loadfile does, except the
+    """With ``-n N --dist loadfile`` (tools/dev test): the in-process files each on one worker, as loadfile
+    does; each real-API-server test (``tests/e2e/``) a unit of its own, so the long ones spread over the
+    workers, except the files in :data:`FILE_SCOPED` (their fixtures are set up once per file) and the
     real-node tier, whose files all go to one worker (it shares one fleet of real nodes per session, and two
-    fleets at once would contend for the machine's inotify instances and cores), and the two soaks, which
-    go to two."""
+    fleets at once would contend for the machine's inotify instances and cores)."""
     if getattr(config.option, "dist", "") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
-    class OneRealNodeFleet(LoadFileScheduling):  # type: ignore[misc]
+    class Scopes(LoadFileScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            if nodeid.startswith(REALNODE_TIER):
-                return REALNODE_TIER
-            if nodeid.startswith(SOAKS):  # each soak is a scope of its own
-                return nodeid
-            return str(super()._split_scope(nodeid))
+            return scope_of(nodeid) or str(super()._split_scope(nodeid))
 
-    return OneRealNodeFleet(config, log)
+    return Scopes(config, log)
 
 
+def scope_of(nodeid: str) -> str | None:
+    """The unit a worker takes ``nodeid`` in, when it is not its file."""
+    if nodeid.startswith(REALNODE_TIER):
+        return REALNODE_TIER
+    if nodeid.startswith(E2E) and not nodeid.startswith(FILE_SCOPED):
+        return nodeid
+    return None
+
+
+E2E = "tests/e2e/"
 REALNODE_TIER = "tests/e2e/realnode/"
+FILE_SCOPED = (
+    "tests/e2e/kured/",
+    "tests/e2e/cli/test_plugin_file.py",
+    "tests/e2e/test_manifests.py",
+    "tests/e2e/test_status.py",
+)
+"""Real-server files whose tests share a fixture set up once per file or package (checked at collection)."""
 SOAKS = "tests/e2e/soak/test_scenario.py::test_soak_under_faults["
 
 
@@ -73,6 +87,20 @@ it)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or scope_of(item.nodeid) != item.nodeid:
+            continue
+        shared = sorted(
+            name
+            for name, defs in info.name2fixturedefs.items()
+            if any(d.scope in ("module", "package", "class") for d in defs)
+        )
+        if shared:
+            raise pytest.UsageError(
+                f"{item.nodeid} uses {', '.join(shared)}, set up once per file: add its file to FILE_SCOPED"
+            )
+
     def rank(item: pytest.Item) -> int:
         found = [i for i, prefix in enumerate(LONG_FIRST) if item.nodeid.startswith(prefix)]
         return found[0] if found else len(LONG_FIRST)
