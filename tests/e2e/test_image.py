@@ -33,7 +33,7 @@ from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 IMAGE_BUILD = str(ROOT / "tools" / "image-build")
 LABEL = "dev.pykured.test=test_image"
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"

@@ -22,7 +22,7 @@ import pykured
 
 pytestmark = pytest.mark.k8s
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KUSTOMIZE = ROOT / "kustomize"
 PROFILES = {
     "base": KUSTOMIZE / "base",

@@ -21,7 +21,7 @@ from pykured_dev.testenv.fleet import Fleet
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROFILES = {
     "base": ("kustomize/base", "command"),
     "kured-compat": ("kustomize/overlays/kured-compat", "command"),

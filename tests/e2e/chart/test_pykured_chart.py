@@ -24,7 +24,7 @@ from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.reference
 
-CHART = Path(__file__).resolve().parents[2] / "charts" / "pykured"
+CHART = Path(__file__).resolve().parents[3] / "charts" / "pykured"
 CHART_LABEL = "pykured-0.1.0"
 KURED_CHART_LABEL = "kured-6.1.0"
 LOCK = "weave.works/kured-node-lock"

@@ -46,7 +46,7 @@ from pykured.status import agent as agentstatus
 from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.k8s
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "plan"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "plan"
 NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)  # a Monday
 HOUR = datetime.timedelta(hours=1)
 ALWAYS = TimeWindow.parse(["su", "mo", "tu", "we", "th", "fr", "sa"], "0:00", "23:59:59", "UTC")

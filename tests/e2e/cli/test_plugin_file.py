@@ -35,7 +35,7 @@ from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.reference
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BUILD = ROOT / "tools" / "plugin-build"
 COMMANDS_LOAD = ("pydantic_core", "yaml", "kubernetes", "urllib3")
 """Packages the commands import (``python -X importtime``): the file must carry them."""
