@@ -27,8 +27,8 @@ from pykured_dev.testenv.fleet import Fleet
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
-GOLDEN = Path(__file__).resolve().parent / "golden"
-ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+ROOT = Path(__file__).resolve().parents[2]
 LOCK = "weave.works/kured-node-lock"
 NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
 
