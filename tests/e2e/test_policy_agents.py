@@ -213,8 +213,10 @@ def test_a_before_reboot_hook_that_answers(k8s: TestEnv, make_fleet: MakeFleet) 
             labels = node_obj(k8s, node)["metadata"].get("labels", {})
             return bool(labels.get("pykured.dev/before-reboot") == "true")
 
-        if eventually(labelled, timeout=60, every=0.1):
-            time.sleep(1)  # its work takes a while: the agent must wait for the answer, not the label
+        waiting = "Holding the reboot lock: waiting for before-reboot hooks"
+        if eventually(labelled, timeout=60, every=0.1) and eventually(
+            lambda: waiting in fleet.log_text(node), timeout=60
+        ):  # its work takes a while: the agent waits for the answer, not for the label
             k8s.kube().patch_node(node, {"metadata": {"annotations": {"lb.example.com/drained": "true"}}})
             answered.set()
 
