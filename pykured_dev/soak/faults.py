@@ -14,6 +14,9 @@ Kinds (``Faults.KINDS``):
   drain keeps failing until the budget is deleted 10–60 s later.
 * ``node-delete`` — a Node (preferably a lock holder) is deleted with its agent; an autoscaler brings a fresh
   Node of the same name back 5–20 s later.
+
+A fault that lasts (a partition, a failing eviction, a deleted Node) ends with the run at the latest (after
+5 s at least): the faults take the run's minutes, and the fleet's convergence is timed from there.
 """
 
 from __future__ import annotations
@@ -86,6 +89,9 @@ class Faults:
         self._threads: list[threading.Thread] = []
         self._pdbs: list[str] = []
         self._apiserver = threading.Lock()
+        self.ends_at: float | None = None
+        """When the run stops injecting (``time.monotonic()``): a fault that lasts ends by then at the latest
+        (5 s at least), so that the faults take the run's minutes and no more."""
         self._spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fault-spawner")
         """Child processes die with the thread that started them (``PR_SET_PDEATHSIG``), so every process
         a fault starts (agents, kube-apiserver) is started by this one long-lived thread."""
@@ -190,7 +196,7 @@ class Faults:
         if proxy.mode != "pass":
             return  # already cut off
         mode = self.rng.choice(("drop", "stall"))
-        seconds = self.rng.uniform(5, 60)
+        seconds = self.lasting(5, 60)
         self.soak.say(f"  {node} cut off ({mode}) for {seconds:.0f} s")
         proxy.set_mode(mode)
         try:
@@ -236,7 +242,7 @@ class Faults:
             self.retry(cluster.set_pdb_status, "soak", name, disruptions_allowed=0, healthy=1)
             with contextlib.suppress(errors.NotFoundError):  # the node may be gone meanwhile
                 self.retry(cluster.create_pod, "soak", name, node=node, labels=labels, grace=1)
-            time.sleep(self.rng.uniform(10, 60))
+            time.sleep(self.lasting(10, 60))
         finally:
             with contextlib.suppress(errors.KubeError):
                 self.retry(
@@ -267,7 +273,7 @@ class Faults:
                 path.unlink()
         with contextlib.suppress(errors.NotFoundError):
             self.retry(cluster.delete_node, node)
-        time.sleep(self.rng.uniform(5, 20))
+        time.sleep(self.lasting(5, 20))
         self.retry(cluster.kubelet.add_node, node)
         soak.create_web_pod(node)
         fleet.paused.discard(node)
@@ -288,6 +294,13 @@ class Faults:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.5)
+
+    def lasting(self, low: float, high: float) -> float:
+        """A fault's length: drawn between ``low`` and ``high`` seconds, cut at the end of the run."""
+        seconds = self.rng.uniform(low, high)
+        if self.ends_at is not None:
+            seconds = min(seconds, max(self.ends_at - time.monotonic(), 5.0))
+        return seconds
 
     def rng_sleep(self, low: float, high: float) -> None:
         time.sleep(self.rng.uniform(low, high))

@@ -5,9 +5,9 @@
 random generator: sentinels (and, where the agent supports them, reboot requests) on nodes at rest, workload
 pods under a PodDisruptionBudget the soak keeps current (as the disruption controller would), blocking pods,
 administrator cordons, a maintenance window that closes and opens again, and the faults of
-:mod:`pykured_dev.soak.faults`. Then it stops injecting, removes every obstacle, waits for the fleet to
-converge and runs the end-of-run checks. The same seed replays the same decisions (the timing of a real
-control plane and real processes still varies).
+:mod:`pykured_dev.soak.faults` (its last ``quiet_seconds`` add no new need). Then it stops injecting,
+removes every obstacle, waits for the fleet to converge and runs the end-of-run checks. The same seed
+replays the same decisions (the timing of a real control plane and real processes still varies).
 """
 
 from __future__ import annotations
@@ -49,12 +49,17 @@ class Options:
     backend: str = "lease"
     nodes: int = 12
     concurrency: int = 2
-    period: str = "45s"
+    period: str = "15s"
+    """The agents' ``--period``: how soon an agent tries again after a failed step (a blocked drain, an API
+    server that did not answer), also once the faults stop."""
     drain_timeout: str = "20s"
     fault_every: float = 6.0
     """Mean seconds between two faults."""
     need_every: float = 4.0
     """Mean seconds between two new needs (sentinels or requests)."""
+    quiet_seconds: float = 30.0
+    """The run's last seconds create no new need: the fleet works through its backlog under faults still,
+    and the convergence after the last fault is not spent on needs created just before it."""
     converge_timeout: float = 600.0
     requests: bool = True
     """Also create reboot requests (``pykured request-reboot``'s annotation), half of the needs."""
@@ -425,13 +430,14 @@ class Soak:
     def _drive(self, observer: Observer, fleet: Fleet, faults: Faults) -> None:
         opts = self.opts
         end = time.monotonic() + opts.minutes * 60
+        faults.ends_at = end
         next_need = time.monotonic() + self.rng.expovariate(1 / opts.need_every)
         next_fault = time.monotonic() + self.rng.expovariate(1 / opts.fault_every)
         next_status = time.monotonic() + 30
         while time.monotonic() < end:
             now = time.monotonic()
             self.refresh_web_pdb()
-            if now >= next_need:
+            if now >= next_need and now < end - opts.quiet_seconds:
                 self.add_need(observer, fleet)
                 next_need = now + self.rng.expovariate(1 / opts.need_every)
             if now >= next_fault:
