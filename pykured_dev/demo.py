@@ -71,8 +71,7 @@ def main(argv: list[str], *, out: TextIO | None = None) -> int:
         ]
         with Fleet(cluster, workdir=workdir / "fleet", args=args) as fleet:
             for node in nodes:
-                fleet.add(node)
-            time.sleep(1.0)
+                fleet.add(node)  # an agent that starts after its sentinel is touched finds it at its start
             settings = f"(--concurrency={opts.concurrency}, --lock-backend={opts.lock_backend})"
             rolled = time.monotonic()
             rollout_id = ""
