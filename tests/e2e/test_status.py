@@ -10,7 +10,6 @@ import io
 import json
 import os
 import re
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -96,7 +95,12 @@ def fleet_states(k8s: TestEnv, tmp_path_factory: pytest.TempPathFactory) -> Iter
             return check
 
         assert fleet.wait_for(idle(names[0]), timeout=30), fleet.log_text(names[0])
-        time.sleep(1.1)  # the roll below begins after n1's reboot (second-precision times): n1 is not in it
+        first = agent_status(k8s, names[0])
+        rebooted = first.last_reboot if first else None
+        assert rebooted is not None, fleet.log_text(names[0])
+        # The roll below must begin after n1's reboot, so that n1 is not in it; the times have second
+        # precision: until the clock's second is past the reboot's, a roll would begin in the same second.
+        assert eventually(lambda: datetime.datetime.now(datetime.UTC).replace(microsecond=0) > rebooted)
         k8s.kube().request(
             "PATCH",
             f"/apis/apps/v1/namespaces/{ns}/daemonsets/kured",
