@@ -88,6 +88,7 @@ class Report:
     sigterm_exit_max: float
     window: str
     extra_args: tuple[str, ...] = ()
+    fault_every: float = 6.0
 
     @property
     def ok(self) -> bool:
@@ -111,6 +112,7 @@ class Report:
             f"  observed events {self.events}, watch re-lists {self.relists}",
             f"  result: {'OK' if self.ok else 'FAILED'}"
             f"  (replay: --seed {self.seed} --lock-backend {self.backend}"
+            f"{f' --fault-every {self.fault_every:g}' if self.fault_every != Options.fault_every else ''}"
             f"{''.join(f' --agent-arg={a}' for a in self.extra_args)})",
         ]
         return "\n".join(lines)
@@ -420,6 +422,7 @@ class Soak:
                     sigterm_exit_max=faults.sigterm_exit_max,
                     window=f"{_hhmm(window[0])}–{_hhmm(window[1])}",
                     extra_args=opts.extra_args,
+                    fault_every=opts.fault_every,
                 )
         finally:
             for proxy in self.proxies.values():
