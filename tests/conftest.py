@@ -32,8 +32,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """With ``-n N --dist loadfile`` (tools/dev test): the in-process files each on one worker, as loadfile
     does; each real-API-server test (``tests/e2e/``) a unit of its own, so the long ones spread over the
     workers, except the files in :data:`FILE_SCOPED` (their fixtures are set up once per file) and the
-    real-node tier, whose files all go to one worker (it shares one fleet of real nodes per session, and two
-    fleets at once would contend for the machine's inotify instances and cores)."""
+    real-node tier, which goes out in the two units of :data:`REALNODE_UNITS` (a worker starts one fleet of
+    real nodes for its session, so two fleets at most run at once; a worker that takes both units reuses
+    its fleet)."""
     if getattr(config.option, "dist", "") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -48,7 +49,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def scope_of(nodeid: str) -> str | None:
     """The unit a worker takes ``nodeid`` in, when it is not its file."""
     if nodeid.startswith(REALNODE_TIER):
-        return REALNODE_TIER
+        name = nodeid[len(REALNODE_TIER) :].partition("::")[0]
+        return REALNODE_TIER + REALNODE_UNITS.get(name, "")
     if nodeid.startswith(E2E) and not nodeid.startswith(FILE_SCOPED):
         return nodeid
     return None
@@ -56,6 +58,13 @@ def scope_of(nodeid: str) -> str | None:
 
 E2E = "tests/e2e/"
 REALNODE_TIER = "tests/e2e/realnode/"
+REALNODE_UNITS = {
+    "test_migration.py": "kured-and-stuck",
+    "test_stuck_node.py": "kured-and-stuck",
+    "test_roll.py": "roll-and-requests",
+    "test_requests.py": "roll-and-requests",
+}
+"""The real-node tier's files in two units of about the same length (measured with ``--durations``)."""
 FILE_SCOPED = (
     "tests/e2e/kured/",
     "tests/e2e/cli/test_plugin_file.py",
