@@ -183,9 +183,6 @@ def test_restarted_holder_finds_its_lock(k8s: TestEnv, lock_ns: str, nodes: Any)
     )
 
 
-# -- races on the real API server ----------------------------------------------------------------
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("concurrency", [1, 3], ids=["concurrency-1", "concurrency-3"])
 def test_race_of_20_never_exceeds_the_limit(k8s: TestEnv, lock_ns: str, nodes: Any, concurrency: int) -> None:
@@ -202,9 +199,6 @@ def test_race_of_20_never_exceeds_the_limit(k8s: TestEnv, lock_ns: str, nodes: A
     assert_one_turn_each(result, names, concurrency, history)
     assert len(history.counts) >= 40  # every acquire and release is a stored version
     assert history.holders_seen == set(names)
-
-
-# -- faults --------------------------------------------------------------------------------------
 
 
 def test_real_conflict_is_retried_and_respected(k8s: TestEnv, lock_ns: str, nodes: Any) -> None:
@@ -298,9 +292,6 @@ def test_corrupt_value_counts_as_held_and_is_never_overwritten(
     assert raw(kube, lock_ns) == stored
 
 
-# -- liveness ------------------------------------------------------------------------------------
-
-
 def test_lock_of_a_deleted_node_is_freed(
     k8s: TestEnv, lock_ns: str, nodes: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -345,9 +336,6 @@ def test_wait_for_change_returns_when_the_value_changes(k8s: TestEnv, lock_ns: s
     waiting.wait_for_change(10)
     assert time.monotonic() - started < 2
     assert waiting.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-
-
-# -- kured's RBAC --------------------------------------------------------------------------------
 
 
 def test_works_with_exactly_kureds_rbac(k8s: TestEnv, nodes: Any) -> None:
