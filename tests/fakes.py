@@ -610,7 +610,7 @@ _KINDS = {"nodes": "Node", "leases": "Lease", "daemonsets": "DaemonSet"}
 
 @dataclasses.dataclass
 class FakeClock:
-    """A wall clock that moves only when told to."""
+    """A wall clock that moves only when told to (``advance``, or a ``sleep`` of the code under test)."""
 
     now: datetime.datetime
 
@@ -619,6 +619,18 @@ class FakeClock:
 
     def advance(self, delta: datetime.timedelta) -> None:
         self.now += delta
+
+    def sleep(self, seconds: float) -> None:
+        """An injected ``time.sleep``: the clock moves on at once."""
+        self.advance(datetime.timedelta(seconds=max(seconds, 0.0)))
+
+    def monotonic(self) -> float:
+        """An injected ``time.monotonic`` (seconds since the epoch of ``now``)."""
+        return self.now.timestamp()
+
+    def time_ns(self) -> int:
+        """An injected ``time.time_ns``."""
+        return int(self.now.timestamp()) * 1_000_000_000 + self.now.microsecond * 1000
 
 
 class RecordingNotifier:

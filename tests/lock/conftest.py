@@ -195,7 +195,7 @@ class FaultyKube:
     """A ``Kube`` whose chosen methods fail: ``before`` the real call (nothing written) or ``after`` it
     (the write landed, the answer was lost: the ambiguous case)."""
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube | FakeKube) -> None:
         self._kube = kube
         self.faults: dict[str, list[tuple[str, KubeError]]] = {}
         self.calls: dict[str, int] = {}

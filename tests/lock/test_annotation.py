@@ -1,0 +1,310 @@
+"""The DaemonSet-annotation lock's logic on FakeKube with an injected clock: kured's format, TTLs, faults,
+liveness, waits (tests/e2e/lock/test_annotation.py: races, a real 409, an unreachable server, kured's RBAC).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import re
+from typing import Any
+
+import pytest
+
+from pykured.core.errors import ConflictError, KubeError, LockError
+from pykured.gocompat.goflags import Duration
+from pykured.lock.annotation import AnnotationLock
+from pykured.lock.record import UNKNOWN_HOLDER
+from tests.fakes import FakeClock, FakeKube
+from tests.lock import conftest
+from tests.lock.conftest import ANNOTATION, T_NS, FaultyKube
+
+T = datetime.datetime(2026, 11, 18, tzinfo=datetime.UTC)
+
+
+def make_annotation_lock(
+    kube: Any, namespace: str, node: str, *, clock: FakeClock | None = None, **kw: Any
+) -> AnnotationLock:
+    """The lock of the tests, its retries and waits on an injected clock (``clock``, else its own)."""
+    clock = clock or FakeClock(T)
+    kw.setdefault("sleep", clock.sleep)
+    kw.setdefault("monotonic", clock.monotonic)
+    return conftest.make_annotation_lock(kube, namespace, node, **kw)
+
+
+SINGLE_RE = re.compile(
+    r'\{"nodeID":"(?P<node>[^"]+)","metadata":\{"unschedulable":(?P<u>true|false)\},'
+    r'"created":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d*[1-9])?Z","TTL":(?P<ttl>\d+)\}'
+)
+
+
+def raw(kube: Any, namespace: str) -> str | None:
+    annotations = kube.get_daemonset(namespace, "kured")["metadata"].get("annotations") or {}
+    value = annotations.get(ANNOTATION)
+    return None if value is None else str(value)
+
+
+def set_raw(kube: Any, namespace: str, value: str) -> None:
+    ds = kube.get_daemonset(namespace, "kured")
+    ds["metadata"].setdefault("annotations", {})[ANNOTATION] = value
+    kube.replace_daemonset(namespace, "kured", ds)
+
+
+def test_acquire_writes_kured_single_form_and_is_reentrant(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
+    (node,) = nodes(1)
+    lock = make_annotation_lock(kube, lock_ns, node, ttl=Duration.parse("30m"))
+    first = lock.acquire(unschedulable=True, now_ns=T_NS)
+    stored = raw(kube, lock_ns)
+    assert first.acquired and not first.reentrant
+    assert stored is not None
+    match = SINGLE_RE.fullmatch(stored)
+    assert match and match["node"] == node and match["u"] == "true" and match["ttl"] == "1800000000000"
+    rv = kube.get_daemonset(lock_ns, "kured")["metadata"]["resourceVersion"]
+    again = lock.acquire(unschedulable=False, now_ns=T_NS)
+    assert again.acquired and again.reentrant
+    assert kube.get_daemonset(lock_ns, "kured")["metadata"]["resourceVersion"] == rv
+    entry = lock.holding(now_ns=T_NS)
+    assert entry is not None and entry.unschedulable
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "after"),
+    [(1, None), (3, '{"maxOwners":3,"locks":[]}')],
+    ids=["single-deletes-key", "multi-leaves-empty-list"],
+)
+def test_release_like_kured(
+    kube: FakeKube, lock_ns: str, nodes: Any, concurrency: int, after: str | None
+) -> None:
+    (node,) = nodes(1)
+    lock = make_annotation_lock(kube, lock_ns, node, concurrency=concurrency)
+    assert lock.acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert lock.release() is True
+    assert raw(kube, lock_ns) == after
+    assert lock.release() is False
+
+
+def test_reads_a_value_written_by_kured(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
+    kured_node, node = nodes(2)
+    written = (
+        f'{{"nodeID":"{kured_node}","metadata":{{"unschedulable":false}},'
+        f'"created":"2026-06-30T11:29:16.917242595Z","TTL":0}}'
+    )
+    set_raw(kube, lock_ns, written)
+    result = make_annotation_lock(kube, lock_ns, node).acquire(unschedulable=False, now_ns=T_NS)
+    assert not result.acquired and result.holder_names == kured_node
+    assert raw(kube, lock_ns) == written
+
+
+@pytest.mark.parametrize(
+    ("stored", "concurrency"),
+    [
+        ('{"nodeID":"manual"}', 1),
+        ('{"nodeID":"manual"}', 3),
+        ('{"maxOwners":2,"locks":[{"nodeID":"manual"}]}', 1),
+    ],
+    ids=["manual-single-mode", "manual-multi-mode", "multi-value-single-mode"],
+)
+def test_mixed_forms_are_held(
+    kube: FakeKube, lock_ns: str, nodes: Any, stored: str, concurrency: int
+) -> None:
+    """A holder of either form excludes acquirers of the other (kured's multi mode ignored manual locks)."""
+    set_raw(kube, lock_ns, stored)
+    (node,) = nodes(1)
+    result = make_annotation_lock(kube, lock_ns, node, concurrency=concurrency).acquire(
+        unschedulable=False, now_ns=T_NS
+    )
+    if concurrency == 1:
+        assert not result.acquired and result.holder_names == "manual"
+        assert raw(kube, lock_ns) == stored
+    else:
+        assert result.acquired
+        assert [h.node_id for h in result.holders] == ["manual", node]
+        assert json.loads(raw(kube, lock_ns) or "")["maxOwners"] == 3
+
+
+def test_empty_multi_value_is_free_in_single_mode(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
+    set_raw(kube, lock_ns, '{"maxOwners":2,"locks":[]}')
+    (node,) = nodes(1)
+    assert make_annotation_lock(kube, lock_ns, node).acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert SINGLE_RE.fullmatch(raw(kube, lock_ns) or "")
+
+
+def test_ttl_expiry_and_holder_keeps_its_entry(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
+    """A holder that never releases ("killed") loses the slot after its TTL; with room left its expired entry
+    stays, so after coming back it still finds its ``unschedulable`` memory (honour_ttl=False)."""
+    dead, other = nodes(2)
+    now = T_NS
+    holder = make_annotation_lock(kube, lock_ns, dead, concurrency=3, ttl=Duration.parse("1s"))
+    assert holder.acquire(unschedulable=True, now_ns=now).acquired
+    later = now + 1_000_000_000
+    assert holder.holding(now_ns=later) is None
+    kept = holder.holding(now_ns=later, honour_ttl=False)
+    assert kept is not None and kept.unschedulable
+    result = make_annotation_lock(kube, lock_ns, other, concurrency=3).acquire(
+        unschedulable=False, now_ns=later
+    )
+    assert result.acquired
+    assert holder.holding(now_ns=later, honour_ttl=False) is not None
+
+
+def test_expired_single_lock_is_taken(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
+    dead, other = nodes(2)
+    now = T_NS
+    assert (
+        make_annotation_lock(kube, lock_ns, dead, ttl=Duration.parse("1s"))
+        .acquire(unschedulable=False, now_ns=now)
+        .acquired
+    )
+    waiting = make_annotation_lock(kube, lock_ns, other)
+    assert not waiting.acquire(unschedulable=False, now_ns=now + 999_999_999).acquired
+    assert waiting.acquire(unschedulable=False, now_ns=now + 1_000_000_000).acquired
+
+
+def test_restarted_holder_finds_its_lock(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
+    """Killed right after the write: the new process (same node) holds it, nobody else gets it."""
+    node, other = nodes(2)
+    assert make_annotation_lock(kube, lock_ns, node).acquire(unschedulable=True, now_ns=T_NS).acquired
+    restarted = make_annotation_lock(kube, lock_ns, node)
+    entry = restarted.holding(now_ns=T_NS)
+    assert entry is not None and entry.unschedulable
+    assert not make_annotation_lock(kube, lock_ns, other).acquire(unschedulable=False, now_ns=T_NS).acquired
+
+
+@pytest.mark.parametrize(
+    ("when", "status"),
+    [("before", 500), ("after", 0), ("after", 504)],
+    ids=["500-nothing-written", "timeout-write-landed", "504-write-landed"],
+)
+def test_failed_put_is_settled_by_rereading(
+    kube: FakeKube, lock_ns: str, nodes: Any, caplog: pytest.LogCaptureFixture, when: str, status: int
+) -> None:
+    (node,) = nodes(1)
+    faulty = FaultyKube(kube)
+    faulty.fail("replace_daemonset", when, KubeError("injected", status=status))
+    with caplog.at_level(logging.WARNING):
+        result = make_annotation_lock(faulty, lock_ns, node).acquire(unschedulable=False, now_ns=T_NS)
+    assert result.acquired
+    assert faulty.calls["replace_daemonset"] == (2 if when == "before" else 1)
+    assert "Error writing the lock" in caplog.text
+    assert (SINGLE_RE.fullmatch(raw(kube, lock_ns) or "") or {})["node"] == node  # type: ignore[index]
+
+
+def test_get_failures_are_retried(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
+    (node,) = nodes(1)
+    faulty = FaultyKube(kube)
+    faulty.fail("get_daemonset", "before", KubeError("injected", status=503), times=3)
+    assert make_annotation_lock(faulty, lock_ns, node).acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert faulty.calls["get_daemonset"] == 4
+
+
+@pytest.mark.parametrize(
+    "stored",
+    ["not json", '{"nodeID":5}', '{"nodeID":"a","TTL":"30m"}', '{"maxOwners":2,"locks":{}}'],
+    ids=["invalid-json", "node-number", "ttl-string", "locks-object"],
+)
+def test_corrupt_value_counts_as_held_and_is_never_overwritten(
+    kube: FakeKube, lock_ns: str, nodes: Any, caplog: pytest.LogCaptureFixture, stored: str
+) -> None:
+    set_raw(kube, lock_ns, stored)
+    (node,) = nodes(1)
+    lock = make_annotation_lock(kube, lock_ns, node, concurrency=2)
+    with caplog.at_level(logging.ERROR):
+        result = lock.acquire(unschedulable=False, now_ns=T_NS)
+    assert not result.acquired and result.holder_names == UNKNOWN_HOLDER
+    assert "pykured lock release" in caplog.text
+    assert lock.holders(now_ns=T_NS)[0].node_id == UNKNOWN_HOLDER
+    with pytest.raises(LockError):
+        lock.release()
+    assert raw(kube, lock_ns) == stored
+
+
+def test_lock_of_a_deleted_node_is_freed(
+    kube: FakeKube, lock_ns: str, nodes: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    gone, waiting = nodes(2)
+    assert make_annotation_lock(kube, lock_ns, gone).acquire(unschedulable=False, now_ns=T_NS).acquired
+    freed: list[str] = []
+    lock = make_annotation_lock(kube, lock_ns, waiting, on_gone_holder=freed.append)
+    assert not lock.acquire(unschedulable=False, now_ns=T_NS).acquired
+    kube.delete_node(gone)
+    lock = make_annotation_lock(kube, lock_ns, waiting, on_gone_holder=freed.append)
+    with caplog.at_level(logging.WARNING):
+        assert lock.acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert freed == [gone]
+    assert f"Lock held by node {gone} which no longer exists: releasing" in caplog.text
+
+
+def test_manual_lock_is_not_freed_by_liveness(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
+    set_raw(kube, lock_ns, '{"nodeID":"manual"}')
+    (node,) = nodes(1)
+    assert not make_annotation_lock(kube, lock_ns, node).acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert raw(kube, lock_ns) == '{"nodeID":"manual"}'
+
+
+def test_a_wait_no_longer_than_the_poll_interval_reads_nothing(
+    kube: FakeKube, lock_ns: str, nodes: Any
+) -> None:
+    """The daemon's wait (``--period``, at most a minute) polls nothing on the annotation lock: the pass
+    after it reads the DaemonSet once, as kured once per ``--period``. The first wait ends at a random moment
+    (the waiters' passes spread), the next ones last the whole wait."""
+    (node,) = nodes(1)
+    faulty = FaultyKube(kube)
+    clock = FakeClock(T)
+    lock = make_annotation_lock(faulty, lock_ns, node, poll_interval=1.0, clock=clock)
+    started = clock.monotonic()
+    lock.wait_for_change(1.0)
+    first = clock.monotonic() - started
+    started = clock.monotonic()
+    lock.wait_for_change(0.5)
+    second = clock.monotonic() - started
+    assert faulty.calls == {}
+    assert 0 <= first <= 1.0
+    assert second == pytest.approx(0.5)
+
+
+def test_a_conflict_is_retried_and_respected(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
+    """B writes between A's GET and A's PUT: A's PUT gets a 409, A re-reads and sees B (the real API
+    server's 409: tests/e2e/lock/test_annotation.py)."""
+    a, b = nodes(2)
+    faulty = FaultyKube(kube)
+    lock_b = make_annotation_lock(kube, lock_ns, b)
+    real_replace = kube.replace_daemonset
+    conflicts: list[KubeError] = []
+
+    def replace_after_b(namespace: str, name: str, obj: Any) -> Any:
+        if not conflicts:
+            assert lock_b.acquire(unschedulable=False, now_ns=T_NS).acquired
+            try:
+                return real_replace(namespace, name, obj)
+            except ConflictError as exc:
+                conflicts.append(exc)
+                raise
+        return real_replace(namespace, name, obj)
+
+    faulty.replaced["replace_daemonset"] = replace_after_b
+    result = make_annotation_lock(faulty, lock_ns, a).acquire(unschedulable=False, now_ns=T_NS)
+    assert len(conflicts) == 1 and conflicts[0].status == 409
+    assert not result.acquired and result.holder_names == b
+    assert (SINGLE_RE.fullmatch(raw(kube, lock_ns) or "") or {})["node"] == b  # type: ignore[index]
+
+
+def test_wait_for_change_returns_when_the_value_changes(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
+    holder, waiter = nodes(2)
+    holding = make_annotation_lock(kube, lock_ns, holder)
+    clock = FakeClock(T)
+    released: list[bool] = []
+    started = clock.monotonic()
+
+    def sleep(seconds: float) -> None:  # the holder releases 0.5 s into the wait
+        clock.sleep(seconds)
+        if not released and clock.monotonic() - started >= 0.5:
+            released.append(holding.release())
+
+    waiting = make_annotation_lock(kube, lock_ns, waiter, poll_interval=0.1, sleep=sleep, clock=clock)
+    assert holding.acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert not waiting.acquire(unschedulable=False, now_ns=T_NS).acquired
+    waiting.wait_for_change(10)
+    assert released == [True]
+    assert clock.monotonic() - started < 0.5 + 0.15  # seen at the next poll (0.1 s ± 50 %)
+    assert waiting.acquire(unschedulable=False, now_ns=T_NS).acquired
