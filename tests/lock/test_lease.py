@@ -1,16 +1,22 @@
-"""The Lease lock on the real API server: format, watched handover, races, faults, 410 Gone, liveness."""
+"""The Lease lock's logic: its format and watched copy (pure), and on FakeKube its takes, releases, faults and
+liveness (tests/e2e/lock/test_lease.py: watched hand-overs, 410 Gone, races, kured's RBAC on the real API
+server)."""
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 import time
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
+from pykured.core.errors import KubeError
 from pykured.gocompat.goflags import Duration
 from pykured.lock.lease import (
     LOCK_LABEL,
+    MANAGED_BY,
     UNSCHEDULABLE_ANNOTATION,
     LeaseLock,
     format_micro_time,
@@ -18,10 +24,9 @@ from pykured.lock.lease import (
     lease_duration_seconds,
     lease_entry,
 )
-from tests.lock.conftest import (
-    make_lease_lock,
-)
-from tests.testenv import TestEnv
+from pykured_dev.eventually import eventually
+from tests.fakes import FakeKube
+from tests.lock.conftest import T_NS, FaultyKube, make_lease_lock
 
 if TYPE_CHECKING:
     from pykured.kube.client import Kube
@@ -30,18 +35,6 @@ MICRO_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 
 # -- pure helpers --------------------------------------------------------------------------------
-
-
-def resource_version(lock: LeaseLock) -> str | None:
-    """The resourceVersion the lock's watch resumes from (a call, so that mypy does not narrow it)."""
-    rv: str | None = lock._rv
-    return rv
-
-
-GONE_EVENT = {
-    "type": "ERROR",
-    "object": {"kind": "Status", "status": "Failure", "reason": "Expired", "code": 410, "message": "too old"},
-}
 
 
 @pytest.mark.parametrize(
@@ -137,24 +130,211 @@ def test_a_lease_to_write_leaves_the_lease_it_was_read_as_alone() -> None:
     assert repr(read) == before
 
 
-def test_a_take_that_loses_its_race_is_not_held_on_the_next_look(k8s: TestEnv, nodes: Any) -> None:
+def test_a_take_that_loses_its_race_is_not_held_on_the_next_look(kube: FakeKube, nodes: Any) -> None:
     """A waiter whose copy still shows the slot free (the taker's news not yet in) writes, gets 409, and its
     next acquire from the same copy must not find itself holding: the copy never took the lost write."""
-    namespace = k8s.new_namespace()
+    namespace = "kube-system"
     first, second = nodes(2)
-    taker = make_lease_lock(k8s.kube(), namespace, first)
-    assert taker.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    taker = make_lease_lock(kube, namespace, first)
+    assert taker.acquire(unschedulable=False, now_ns=T_NS).acquired
     assert taker.release()  # the slot's Lease exists, free
-    late = make_lease_lock(k8s.kube(), namespace, second)
-    assert late.holding(now_ns=time.time_ns()) is None  # the pass's read: the slot is free in this copy
-    assert taker.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    late = make_lease_lock(kube, namespace, second)
+    assert late.holding(now_ns=T_NS) is None  # the pass's read: the slot is free in this copy
+    assert taker.acquire(unschedulable=False, now_ns=T_NS).acquired
     with late._changed:  # the stale copy, as a watch that has not yet brought the take would leave it
         late._fresh_until = time.monotonic() + 60
-    assert not late.acquire(unschedulable=False, now_ns=time.time_ns()).acquired  # its write: 409
+    assert not late.acquire(unschedulable=False, now_ns=T_NS).acquired  # its write: 409
     with late._changed:
         late._fresh_until = time.monotonic() + 60  # the same copy again
         held = [lease_entry(lease) for lease in (late._copy or {}).values()]
         assert all(entry is None or entry.node_id != second for entry in held)
-    assert not late.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-    entry = lease_entry(k8s.kube().get_lease(namespace, "pykured-lock-0"))
+    assert not late.acquire(unschedulable=False, now_ns=T_NS).acquired
+    entry = lease_entry(kube.get_lease(namespace, "pykured-lock-0"))
     assert entry is not None and entry.node_id == first
+
+
+def test_acquire_creates_a_labelled_lease(kube: FakeKube, nodes: Any) -> None:
+    namespace = "kube-system"
+    (node,) = nodes(1)
+    lock = make_lease_lock(kube, namespace, node, concurrency=2, ttl=Duration.parse("1.5s"))
+    result = lock.acquire(unschedulable=True, now_ns=T_NS)
+    assert result.acquired and not result.reentrant
+    lease = kube.get_lease(namespace, "pykured-lock-0")
+    spec, meta = lease["spec"], lease["metadata"]
+    assert spec["holderIdentity"] == node
+    assert MICRO_RE.fullmatch(spec["acquireTime"]) and spec["renewTime"] == spec["acquireTime"]
+    assert spec["leaseDurationSeconds"] == 2
+    assert meta["labels"] == {MANAGED_BY: "pykured", LOCK_LABEL: "pykured-lock"}
+    assert meta["annotations"] == {UNSCHEDULABLE_ANNOTATION: "true"}
+    again = lock.acquire(unschedulable=False, now_ns=T_NS)
+    assert again.acquired and again.reentrant
+    assert (
+        kube.get_lease(namespace, "pykured-lock-0")["metadata"]["resourceVersion"] == meta["resourceVersion"]
+    )
+    entry = lock.holding(now_ns=T_NS)
+    assert entry is not None and entry.unschedulable
+
+
+def test_release_keeps_the_lease_and_counts_transitions(kube: FakeKube, nodes: Any) -> None:
+    namespace = "kube-system"
+    a, b = nodes(2)
+    lock_a, lock_b = make_lease_lock(kube, namespace, a), make_lease_lock(kube, namespace, b)
+    assert lock_a.acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert lock_a.release() is True
+    lease = kube.get_lease(namespace, "pykured-lock-0")
+    assert "holderIdentity" not in lease["spec"] and "leaseDurationSeconds" not in lease["spec"]
+    assert UNSCHEDULABLE_ANNOTATION not in (lease["metadata"].get("annotations") or {})
+    assert lock_b.acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert kube.get_lease(namespace, "pykured-lock-0")["spec"]["leaseTransitions"] == 1
+    assert lock_a.release() is False
+
+
+@pytest.mark.parametrize(
+    ("method", "when", "status", "acquired"),
+    [
+        ("create_lease", "before", 500, False),
+        ("create_lease", "after", 0, True),
+        ("replace_lease", "after", 504, True),
+        ("replace_lease", "before", 0, False),
+    ],
+    ids=["create-500", "create-timeout-landed", "update-504-landed", "update-timeout-not-sent"],
+)
+def test_ambiguous_write_is_settled_by_relisting(
+    kube: FakeKube,
+    nodes: Any,
+    caplog: pytest.LogCaptureFixture,
+    method: str,
+    when: str,
+    status: int,
+    acquired: bool,
+) -> None:
+    namespace = "kube-system"
+    node, other = nodes(2)
+    if method == "replace_lease":  # make the slot exist, free
+        first = make_lease_lock(kube, namespace, other)
+        assert first.acquire(unschedulable=False, now_ns=T_NS).acquired
+        assert first.release()
+    faulty = FaultyKube(kube)
+    faulty.fail(method, when, KubeError("injected", status=status))
+    with caplog.at_level(logging.WARNING):
+        result = make_lease_lock(faulty, namespace, node).acquire(unschedulable=False, now_ns=T_NS)
+    assert result.acquired is acquired
+    assert "re-reading" in caplog.text
+    holders = [lease_entry(item) for item in kube.list_leases(namespace)["items"]]
+    assert [h.node_id for h in holders if h] == ([node] if acquired else [])
+
+
+def test_lock_of_a_deleted_node_is_freed(
+    kube: FakeKube, nodes: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    namespace = "kube-system"
+    gone, waiting = nodes(2)
+    assert make_lease_lock(kube, namespace, gone).acquire(unschedulable=False, now_ns=T_NS).acquired
+    freed: list[str] = []
+    assert not make_lease_lock(kube, namespace, waiting).acquire(unschedulable=False, now_ns=T_NS).acquired
+    kube.delete_node(gone)
+    lock = make_lease_lock(kube, namespace, waiting, on_gone_holder=freed.append)
+    with caplog.at_level(logging.WARNING):
+        assert lock.acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert freed == [gone]
+    assert f"Lock held by node {gone} which no longer exists: releasing" in caplog.text
+
+
+def test_manual_holder_is_never_freed(kube: FakeKube, nodes: Any) -> None:
+    namespace = "kube-system"
+    (node,) = nodes(1)
+    manual = make_lease_lock(kube, namespace, "manual")
+    assert manual.acquire(unschedulable=False, now_ns=T_NS).acquired
+    result = make_lease_lock(kube, namespace, node).acquire(unschedulable=False, now_ns=T_NS)
+    assert not result.acquired and result.holder_names == "manual"
+
+
+def test_lowered_concurrency_counts_leftover_slots(kube: FakeKube, nodes: Any) -> None:
+    namespace = "kube-system"
+    *holders, late = nodes(3)
+    for name in holders:
+        assert (
+            make_lease_lock(kube, namespace, name, concurrency=2)
+            .acquire(unschedulable=False, now_ns=T_NS)
+            .acquired
+        )
+    make_lease_lock(kube, namespace, holders[0], concurrency=2).release()
+    # slot 1 is still held; with --concurrency=1 only slot 0 exists, but the holder of slot 1 counts
+    result = make_lease_lock(kube, namespace, late, concurrency=1).acquire(unschedulable=False, now_ns=T_NS)
+    assert not result.acquired and result.holder_names == holders[1]
+
+
+def test_the_pass_after_a_release_reads_the_released_copy(kube: FakeKube, nodes: Any) -> None:
+    """An agent after its reboot has no watch: its pass lists the slots once (``holding``), releases its slot
+    from that read, and the pass right after the release reads the answer to that write: one LIST."""
+    namespace = "kube-system"
+    (node,) = nodes(1)
+    make_lease_lock(kube, namespace, node).acquire(unschedulable=False, now_ns=T_NS)
+    faulty = FaultyKube(kube)
+    after_reboot = make_lease_lock(faulty, namespace, node)
+    assert after_reboot.holding(now_ns=T_NS, honour_ttl=False) is not None
+    assert after_reboot.release()
+    assert after_reboot.holding(now_ns=T_NS, honour_ttl=False) is None
+    assert lease_calls(faulty) == {"list_leases": 1, "replace_lease": 1}
+    assert lease_entry(kube.get_lease(namespace, "pykured-lock-0")) is None
+
+
+def lease_calls(faulty: FaultyKube) -> dict[str, int]:
+    """The Lease calls a lock made (the liveness check's GETs of Nodes left out)."""
+    return {k: v for k, v in faulty.calls.items() if "lease" in k}
+
+
+# -- the watched copy on FakeKube's watch (the real API server's watch: tests/e2e/lock/test_lease.py) --------
+
+
+def test_a_compacted_watch_version_relists_and_the_wait_ends_at_the_release(
+    kube: FakeKube, nodes: Any
+) -> None:
+    """The watch call ends, its next call's version was compacted (410 Gone as an ERROR event): the watch
+    lists again once and watches on from the new version; the wait goes on and ends when the slot frees."""
+    namespace = "kube-system"
+    holder, waiter = nodes(2)
+    holding = make_lease_lock(kube, namespace, holder)
+    assert holding.acquire(unschedulable=False, now_ns=T_NS).acquired
+    faulty = FaultyKube(kube)
+    waiting = make_lease_lock(faulty, namespace, waiter)
+    assert not waiting.acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert lease_calls(faulty) == {"list_leases": 1}
+    waited = threading.Thread(target=waiting.wait_for_change, args=(30,), daemon=True)
+    waited.start()
+    assert kube.wait_for_watches(1)
+    nodes(1)  # a write the Lease watch does not see, then compacted: the watch's version is too old
+    kube.compact()
+    kube.end_watches()
+    assert eventually(lambda: faulty.calls.get("watch_leases") == 3 and kube.open_watches == 1, timeout=10)
+    assert faulty.calls["list_leases"] == 2  # one LIST after the 410
+    assert waited.is_alive()  # the slot is still held: the wait goes on
+    holding.release()
+    waited.join(timeout=10)
+    assert not waited.is_alive()
+    assert waiting.acquire(unschedulable=False, now_ns=T_NS).acquired
+    # the take read the watched copy
+    assert lease_calls(faulty) == {"list_leases": 2, "watch_leases": 3, "replace_lease": 1}
+    kube.end_watches()
+
+
+def test_a_freed_slot_ends_the_wait_of_a_watching_waiter(kube: FakeKube, nodes: Any) -> None:
+    """The release reaches the waiter through its watch: no LIST, and its take reads the watched copy."""
+    namespace = "kube-system"
+    holder, waiter = nodes(2)
+    holding = make_lease_lock(kube, namespace, holder)
+    faulty = FaultyKube(kube)
+    waiting = make_lease_lock(faulty, namespace, waiter)
+    assert holding.acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert not waiting.acquire(unschedulable=False, now_ns=T_NS).acquired
+    waited = threading.Thread(target=waiting.wait_for_change, args=(30,), daemon=True)
+    waited.start()
+    assert kube.wait_for_watches(1)
+    holding.release()
+    waited.join(timeout=10)
+    assert not waited.is_alive()
+    assert waiting.acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert lease_calls(faulty) == {"list_leases": 1, "watch_leases": 1, "replace_lease": 1}
+    entry = lease_entry(kube.get_lease(namespace, "pykured-lock-0"))
+    assert entry is not None and entry.node_id == waiter
+    kube.end_watches()
