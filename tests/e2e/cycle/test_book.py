@@ -1,4 +1,5 @@
-"""Tests for pykured.cycle.book: pure helpers, and the bookkeeping writes on a real Node."""
+"""The bookkeeping writes of pykured.cycle.book on a real Node with exactly kured's RBAC (the API server's
+strategic merge, JSON patches and authorization; the same logic on FakeKube: tests/cycle/test_book.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from pykured.core.errors import NotFoundError
 from pykured.cycle.book import NodeBook
 from pykured.cycle.state import (
     IN_PROGRESS_ANNOTATION,
@@ -82,12 +82,3 @@ def test_state_annotations_set_and_clear_in_one_call(book: NodeBook) -> None:
     book.update_state(**dict.fromkeys(STATE_FIELDS))
     assert set(STATE_ANNOTATIONS).isdisjoint(book.view().annotations)
     assert book.update_state() is None
-
-
-@pytest.mark.k8s
-def test_writes_to_a_missing_node_raise_kube_errors(k8s: Any) -> None:
-    book = NodeBook(k8s.kube(), node=k8s.unique("missing"))
-    with pytest.raises(NotFoundError):
-        book.add_reboot_annotations(T0)
-    with pytest.raises(NotFoundError):
-        book.remove_in_progress_annotation()

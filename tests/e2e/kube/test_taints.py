@@ -1,4 +1,5 @@
-"""Tests for pykured.kube.taints: pure JSON Patch builders, and the taint on a real Node."""
+"""The taint of pykured.kube.taints on a real Node: kured's RBAC, the API server's JSON patches (``test``
+guards against stale writes); its logic on FakeKube: tests/kube/test_taints.py."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pykured.core.errors import KubeError, NotFoundError
+from pykured.core.errors import KubeError
 from pykured.kube.client import JSON_PATCH, Kube
 from pykured.kube.taints import PREFER_NO_SCHEDULE, PreferNoScheduleTaint, add_taint_patch, remove_taint_patch
 
@@ -74,9 +75,3 @@ def test_stale_patches_fail_instead_of_overwriting(k8s: Any, node: str) -> None:
     with pytest.raises(KubeError):
         kube.patch_node(node, stale_removal, patch_type=JSON_PATCH)  # index 1 does not hold our taint
     assert _taints(kube, node) == [OTHER]
-
-
-@pytest.mark.k8s
-def test_missing_node_raises(k8s: Any) -> None:
-    with pytest.raises(NotFoundError):
-        PreferNoScheduleTaint(k8s.kube(), node=k8s.unique("missing"), key=KEY).enable()
