@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
@@ -10,6 +11,8 @@ from pykured.core.errors import ForbiddenError, LockError
 from pykured.lock.base import AcquireResult
 from pykured.lock.record import LockEntry
 from pykured.lock.switch import GuardedLock
+from tests.fakes import FakeKube
+from tests.lock.conftest import T_NS, make_annotation_lock, make_lease_lock
 
 # -- unit: the guard's decisions over fake locks --------------------------------------------------
 
@@ -137,3 +140,38 @@ def test_without_other_backend_the_guard_is_transparent() -> None:
     assert guard.holders(now_ns=0) == (LockEntry("me"),)
     assert guard.release() is True
     assert primary.held == []
+
+
+def test_lease_node_backs_off_while_the_annotation_is_held(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
+    old, new = nodes(2)
+    assert make_annotation_lock(kube, lock_ns, old).acquire(unschedulable=False, now_ns=T_NS).acquired
+    guard = GuardedLock(make_lease_lock(kube, lock_ns, new), make_annotation_lock(kube, lock_ns, new))
+    result = guard.acquire(unschedulable=False, now_ns=T_NS)
+    assert not result.acquired and result.holder_names == old
+    lease = kube.get_lease(lock_ns, "pykured-lock-0")
+    assert "holderIdentity" not in lease["spec"]
+
+
+def test_the_lease_lock_needs_no_daemonset(
+    kube: FakeKube, nodes: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    namespace = "kube-system"  # no kured DaemonSet: a cluster served by the central FleetLock alone
+    first, second = nodes(2)
+    guard = GuardedLock(
+        make_lease_lock(kube, namespace, first),
+        make_annotation_lock(kube, namespace, first, retry_timeout=60.0, missing_ok=True),
+    )
+    with caplog.at_level(logging.WARNING, logger="pykured.lock.annotation"):
+        assert guard.acquire(unschedulable=False, now_ns=T_NS).acquired
+        other = GuardedLock(
+            make_lease_lock(kube, namespace, second),
+            make_annotation_lock(kube, namespace, second, retry_timeout=60.0, missing_ok=True),
+        )
+        assert not other.acquire(unschedulable=False, now_ns=T_NS).acquired
+        assert guard.release()
+        assert other.acquire(unschedulable=False, now_ns=T_NS).acquired
+    said = [r.getMessage() for r in caplog.records if "not found" in r.getMessage()]
+    assert len(said) == 2 and all(
+        f"DaemonSet {namespace}/kured not found" in m for m in said
+    )  # once per agent
+    assert not [r for r in caplog.records if "retrying" in r.getMessage()]
