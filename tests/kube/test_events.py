@@ -1,4 +1,5 @@
-"""Tests for pykured.kube.events: the Event body, and posting (or quietly not posting) on a real apiserver."""
+"""Tests for pykured.kube.events: the Event body, and posting (or quietly not posting) on FakeKube (on the
+real API server, with and without kured's RBAC: tests/e2e/kube/test_events.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from pykured.core.errors import KubeError
 from pykured.kube.client import Kube
 from pykured.kube.events import EVENT_NAMESPACE, REBOOTING, EventRecorder, build_event
+from tests.fakes import FakeKube
 
 T0 = datetime.datetime(2026, 6, 30, 11, 29, 16, tzinfo=datetime.UTC)
 
@@ -70,3 +72,17 @@ def test_unreachable_server_does_not_raise() -> None:
     recorder = EventRecorder(_Unreachable(), node="n")  # type: ignore[arg-type]
     assert recorder.record(REBOOTING, "x") is False
     assert recorder.enabled is True  # only a 403 turns events off
+
+
+def test_disabled_recorder_posts_nothing() -> None:
+    kube = FakeKube()
+    assert EventRecorder(kube, node="n1", enabled=False).record(REBOOTING, "x") is False  # type: ignore[arg-type]
+    assert kube.events == [] and kube.requests == []
+
+
+def test_enabled_recorder_posts_one_event_about_the_node() -> None:
+    kube = FakeKube()
+    assert EventRecorder(kube, node="n1").record(REBOOTING, "Node n1 rebooting") is True  # type: ignore[arg-type]
+    (event,) = kube.events
+    assert event["involvedObject"]["name"] == "n1" and event["reason"] == REBOOTING
+    assert kube.requests == [("POST", f"/api/v1/namespaces/{EVENT_NAMESPACE}/events")]
