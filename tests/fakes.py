@@ -144,6 +144,7 @@ _COLLECTIONS = {
     ("api", "v1", "nodes"): "nodes",
     ("apis", "coordination.k8s.io/v1", "leases"): "leases",
     ("apis", "apps/v1", "daemonsets"): "daemonsets",
+    ("api", "v1", "configmaps"): "configmaps",
 }
 
 
@@ -199,6 +200,7 @@ class FakeKube:
         self.pods: list[Obj] = []
         self.daemonsets: dict[tuple[str, str], Obj] = {}
         self.leases: dict[tuple[str, str], Obj] = {}
+        self.configmaps: dict[tuple[str, str], Obj] = {}
         self.events: list[Obj] = []
         self.requests: list[tuple[str, str]] = []
         self._rv = 0
@@ -446,6 +448,7 @@ class FakeKube:
             "nodes": self.nodes,
             "leases": self.leases,
             "daemonsets": self.daemonsets,
+            "configmaps": self.configmaps,
         }
         return stores[resource]
 
@@ -491,6 +494,60 @@ class FakeKube:
             if obj is None:
                 raise _status(404, f'{resource} "{name}" not found')
             return copy.deepcopy(obj)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+    ) -> Obj:
+        """Any call on the objects the fake serves (ConfigMaps: the policy; others have their methods):
+        ``GET``, ``POST`` to a collection (409 AlreadyExists), ``PUT`` (409 on a stale resourceVersion,
+        unconditional without one), ``PATCH`` (merge, or JSON patch with ``JSON_PATCH``), ``DELETE``."""
+        if method == "GET":
+            return self.get(path, query=query)
+        self._check(method, path, body)
+        resource, namespace, name = parse_collection(path)
+        store = self._store(resource)
+        with self._cond:
+            if method == "POST" and name is None:
+                name = (body.get("metadata") or {}).get("name") or ""
+                key: Any = name if resource == "nodes" else (namespace, name)
+                if key in store:
+                    raise _status(409, f'{resource} "{name}" already exists')
+                stored = copy.deepcopy(body)
+                if namespace is not None:
+                    stored["metadata"]["namespace"] = namespace
+                store[key] = self._record(resource, namespace, "ADDED", stored)
+                return copy.deepcopy(stored)
+            key = name if resource == "nodes" else (namespace, name)
+            current = store.get(key)
+            if name is None or method not in ("PUT", "PATCH", "DELETE"):
+                raise _status(405, f"{method} {path} is not served by the fake")
+            if current is None:
+                raise _status(404, f'{resource} "{name}" not found')
+            if method == "DELETE":
+                del store[key]
+                self._record(resource, namespace, "DELETED", copy.deepcopy(current))
+                return {}
+            if method == "PUT":
+                wanted = (body.get("metadata") or {}).get("resourceVersion")
+                if wanted and wanted != current["metadata"]["resourceVersion"]:
+                    raise _status(
+                        409,
+                        f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified',
+                    )
+                updated = copy.deepcopy(body)
+            else:
+                updated = (
+                    json_patch(current, body) if content_type == JSON_PATCH else merge_patch(current, body)
+                )
+            store[key] = self._record(resource, namespace, "MODIFIED", updated)
+            return copy.deepcopy(updated)
 
     def compact(self) -> None:
         """Forget the history up to now, as etcd's compaction does: a watch from an older resourceVersion
@@ -605,7 +662,7 @@ class FakeKube:
         return [e["reason"] for e in self.events]
 
 
-_KINDS = {"nodes": "Node", "leases": "Lease", "daemonsets": "DaemonSet"}
+_KINDS = {"nodes": "Node", "leases": "Lease", "daemonsets": "DaemonSet", "configmaps": "ConfigMap"}
 
 
 @dataclasses.dataclass

@@ -189,3 +189,21 @@ def test_node_watch_by_name_sees_patches_and_deletion() -> None:
     kube.delete_node("n1")
     events = collect(kube.watch_nodes(resource_version=start, field_selector="metadata.name=n1"), 2)
     assert [(kind, name) for kind, name, _ in events] == [("MODIFIED", "n1"), ("DELETED", "n1")]
+
+
+def test_configmaps_through_request_create_once_put_at_their_version_and_patch() -> None:
+    kube = FakeKube()
+    path = f"/api/v1/namespaces/{NS}/configmaps"
+    body: Obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "policy"}}
+    created = kube.request("POST", path, body=body)
+    with pytest.raises(errors.ConflictError):
+        kube.request("POST", path, body=body)
+    read = kube.request("GET", f"{path}/policy")
+    assert read == created and read["metadata"]["namespace"] == NS
+    kube.request("PATCH", f"{path}/policy", body={"data": {"a": "1"}}, content_type=MERGE_PATCH)
+    with pytest.raises(errors.ConflictError):
+        kube.request("PUT", f"{path}/policy", body={**read, "data": {"a": "2"}})
+    assert kube.request("GET", f"{path}/policy")["data"] == {"a": "1"}
+    kube.request("DELETE", f"{path}/policy")
+    with pytest.raises(errors.NotFoundError):
+        kube.request("GET", f"{path}/policy")
