@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 from pykured.cli import requests as requestcli
-from pykured.core.errors import DrainError, KubeError
+from pykured.core.errors import DrainError
 from pykured.drain import Drainer
-from pykured.drain.drainer import denied_by_webhook
 from pykured.status import agent as agentstatus
 from pykured_dev.testenv.fleet import Fleet
 from tests.webhooks import MESSAGE, Webhook, evictions_webhook
@@ -74,12 +73,6 @@ def test_a_webhook_that_keeps_denying_fails_the_drain_at_the_timeout_with_its_me
     assert f'error when evicting pods/"broker-1" -n "{namespace}": global timeout reached: 2s' in text
     assert "(eviction denied: admission webhook " in text and MESSAGE in text
     assert len(hook.reviews) >= 3
-
-
-def test_only_webhook_refusals_are_retryable() -> None:
-    assert denied_by_webhook(KubeError('admission webhook "x" denied the request: no (HTTP 500)'))
-    assert denied_by_webhook(KubeError('Internal error: failed calling webhook "x": timeout (HTTP 500)'))
-    assert not denied_by_webhook(KubeError("pods is forbidden: User cannot create (HTTP 403)"))
 
 
 @pytest.mark.slow
