@@ -1,4 +1,5 @@
-"""Zone pacing on the real API server: 3 zones x 3 nodes racing for the Lease lock, limit 1 per zone."""
+"""Zone pacing on the real API server: 3 zones x 3 nodes racing for the Lease lock, limit 1 per zone (the
+pacing's logic on FakeKube: tests/lock/test_paced.py)."""
 
 from __future__ import annotations
 
@@ -107,34 +108,3 @@ def test_three_zones_of_three_never_two_of_a_zone_at_once(k8s: TestEnv) -> None:
     assert caught_up, holders
     assert per_zone_max == {"zone-a": 1, "zone-b": 1, "zone-c": 1}
     assert 1 <= total_max <= 3
-
-
-def test_unlabelled_nodes_are_paced_by_the_cluster_limit_only_and_slots_are_freed(k8s: TestEnv) -> None:
-    ns = k8s.new_namespace("paced")
-    a1, a2 = k8s.add_nodes(k8s.unique("a"), k8s.unique("a"), labels={ZONE: "zone-a"})
-    plain = k8s.add_nodes(k8s.unique("plain"))[0]
-    lock_a1, lock_a2, lock_plain = (paced(k8s, ns, n, concurrency=3) for n in (a1, a2, plain))
-    now = time.time_ns()
-    assert lock_a1.acquire(unschedulable=False, now_ns=now).acquired
-    assert lock_a1.acquire(unschedulable=False, now_ns=now).reentrant
-    refused = lock_a2.acquire(unschedulable=False, now_ns=now)
-    assert not refused.acquired and refused.holder_names == a1
-    assert lock_plain.acquire(unschedulable=False, now_ns=now).acquired
-    assert lock_a1.group_holders() == {"zone-a": [a1]}
-    assert lock_a1.release()
-    assert lock_a1.group_holders() == {}
-    assert lock_a2.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-
-
-def test_a_group_slot_left_by_a_crash_is_stale_after_the_grace(k8s: TestEnv) -> None:
-    ns = k8s.new_namespace("paced")
-    a1, a2 = k8s.add_nodes(k8s.unique("a"), k8s.unique("a"), labels={ZONE: "zone-a"})
-    lock_a1, lock_a2 = (paced(k8s, ns, n, concurrency=1) for n in (a1, a2))
-    now = time.time_ns()
-    # a1 takes its group slot and "crashes" before the cluster slot: simulate with the cluster slot taken by
-    # someone else so a1's cluster acquire fails and it gives the group slot back
-    slot, fresh, _ = lock_a1._take_group_slot(a1, "zone-a", now)
-    assert slot is not None and fresh
-    assert not lock_a2.acquire(unschedulable=False, now_ns=now).acquired  # within the grace: counts
-    later = now + 31 * 1_000_000_000
-    assert lock_a2.acquire(unschedulable=False, now_ns=later).acquired  # stale: taken over
