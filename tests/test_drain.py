@@ -1,4 +1,5 @@
-"""Tests for pykured.drain: the pure pod filters, and the drainer against the real test control plane."""
+"""Tests for pykured.drain: the pure pod filters, retry delays and warnings (the drainer's evictions, PDBs and
+waits on the real API server: tests/e2e/test_drain.py)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,13 @@ from pykured.drain import (
     LOCAL_STORAGE_WARNING,
     MIRROR_ANNOTATION,
     UNMANAGED_WARNING,
-    Drainer,
     select_pods,
 )
 from pykured.drain.filters import aggregate, deleted_longer_than, retry_delay_for
-from pykured.kube.client import MERGE_PATCH, Kube
 
 NOW = datetime.datetime(2026, 6, 30, 12, 0, 0, tzinfo=datetime.UTC)
 RS_OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "r1", "controller": True}
 DS_OWNER = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "d1", "controller": True}
-FINALIZER = "pykured.dev/test-hold"
 NON_CONTROLLER = {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "c1"}
 
 
@@ -89,22 +87,6 @@ FILTER_CASES: list[tuple[str, dict[str, Any], int, set[tuple[str, str]], tuple[s
 ]
 
 
-RS_REF = {
-    "apiVersion": "apps/v1",
-    "kind": "ReplicaSet",
-    "name": "web-rs",
-    "uid": "00000000-0000-0000-0000-0000000000aa",
-    "controller": True,
-}
-GONE_DS_REF = {
-    "apiVersion": "apps/v1",
-    "kind": "DaemonSet",
-    "name": "gone",
-    "uid": "00000000-0000-0000-0000-0000000000bb",
-    "controller": True,
-}
-
-
 @pytest.fixture
 def place(k8s: Any) -> tuple[str, str]:
     """A fresh namespace and a fresh Ready node."""
@@ -112,45 +94,6 @@ def place(k8s: Any) -> tuple[str, str]:
     node = k8s.unique("node")
     k8s.add_nodes(node)
     return namespace, node
-
-
-def _names_on(kube: Kube, node: str) -> set[str]:
-    items = kube.list_pods(field_selector=f"spec.nodeName={node}")["items"]
-    return {p["metadata"]["name"] for p in items}
-
-
-def _drainer(kube: Kube, node: str, **kwargs: Any) -> Drainer:
-    kwargs.setdefault("timeout", 30.0)
-    kwargs.setdefault("retry_delay", 0.2)
-    kwargs.setdefault("max_retry_delay", 0.5)
-    kwargs.setdefault("poll_interval", 0.2)
-    return Drainer(kube, node=node, **kwargs)
-
-
-def _blocking_pdb(k8s: Any, namespace: str, node: str) -> None:
-    k8s.create_pod(namespace, "guarded", node=node, labels={"app": "guarded"}, owner=RS_REF)
-    k8s.create_pdb(namespace, "pdb", {"app": "guarded"}, min_available=1)
-    k8s.set_pdb_status(namespace, "pdb", disruptions_allowed=0)
-
-
-def _stuck_pod(k8s: Any, namespace: str, node: str) -> None:
-    """A pod a finalizer keeps in Terminating after its deletion."""
-    k8s.create_pod(namespace, "stuck", node=node, owner=RS_REF)
-    k8s.kube().request(
-        "PATCH",
-        f"/api/v1/namespaces/{namespace}/pods/stuck",
-        body={"metadata": {"finalizers": [FINALIZER]}},
-        content_type=MERGE_PATCH,
-    )
-
-
-def _release(k8s: Any, namespace: str) -> None:
-    k8s.kube().request(
-        "PATCH",
-        f"/api/v1/namespaces/{namespace}/pods/stuck",
-        body={"metadata": {"finalizers": None}},
-        content_type=MERGE_PATCH,
-    )
 
 
 @pytest.mark.parametrize(

@@ -1,66 +1,11 @@
-"""The pass reads the agent's Node from its watch, not by a GET, on the real API server (requests counted).
-
-Every HTTP request the agent's client sends is counted (a client whose transport counts what it sends to the
-real kube-apiserver); the Node is read through :class:`NodeBook` as the loop's pass reads it.
-"""
+"""The agent's copy of its own Node (pure: the newer version wins, a dead watch serves nothing; the pass
+served by the watch on the real API server: tests/e2e/cycle/test_nodecopy.py)."""
 
 from __future__ import annotations
 
-import datetime
-import threading
-from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from pykured.cycle.nodecopy import NodeCopy
-from pykured.kube.client import Kube
-from pykured.kube.events import EventRecorder
-from pykured.notify import Notifier
-from pykured.requests.keeper import RequestKeeper
-from pykured.requests.watch import RequestWatch
-
-
-def now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
-
-
-class CountingKube(Kube):
-    """The agent's client, counting each request it sends (method and path, watches included)."""
-
-    sent: Counter[tuple[str, str]]
-
-    def _send(self, method: str, path: str, **kwargs: Any) -> Any:
-        watch = (kwargs.get("query") or {}).get("watch") == "true"
-        self.sent[("WATCH" if watch else method, path)] += 1
-        return super()._send(method, path, **kwargs)
-
-
-def counting(path: str) -> CountingKube:
-    kube = CountingKube.from_kubeconfig(path)
-    assert isinstance(kube, CountingKube)
-    kube.sent = Counter()
-    return kube
-
-
-def follow(kube: Kube, node: str, copy: NodeCopy) -> tuple[RequestWatch, threading.Event]:
-    keeper = RequestKeeper(
-        kube, node=node, events=EventRecorder(kube, node=node, enabled=False),
-        notifier=Notifier.from_urls(),
-    )  # fmt: skip
-    stopping = threading.Event()
-    watch = RequestWatch(kube, keeper, on_request=lambda: None, clock=now, poll_seconds=0.5, copy=copy)
-    threading.Thread(target=watch.run, args=(stopping,), daemon=True).start()
-    return watch, stopping
-
-
-@pytest.fixture
-def stop_watches() -> Iterator[list[threading.Event]]:
-    events: list[threading.Event] = []
-    yield events
-    for event in events:
-        event.set()
 
 
 def node_obj(name: str, version: str, value: str) -> dict[str, Any]:

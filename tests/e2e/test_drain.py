@@ -1,4 +1,5 @@
-"""Tests for pykured.drain: the pure pod filters, and the drainer against the real test control plane."""
+"""The drainer against the real API server: kubectl's filters, evictions in parallel, PodDisruptionBudgets,
+grace periods, waits for deletion, cordons, kured's RBAC (the pure parts: tests/test_drain.py)."""
 
 from __future__ import annotations
 

@@ -7,16 +7,10 @@ import datetime
 from typing import Any
 
 from pykured.core.errors import KubeError
-from pykured.kube.client import Kube
 from pykured.kube.events import EVENT_NAMESPACE, REBOOTING, EventRecorder, build_event
 from tests.fakes import FakeKube
 
 T0 = datetime.datetime(2026, 6, 30, 11, 29, 16, tzinfo=datetime.UTC)
-
-
-def _events_for(kube: Kube, node: str) -> list[dict[str, Any]]:
-    query = {"fieldSelector": f"involvedObject.name={node}"}
-    return list(kube.get(f"/api/v1/namespaces/{EVENT_NAMESPACE}/events", query=query)["items"])
 
 
 class _Unreachable:

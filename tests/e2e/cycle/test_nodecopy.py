@@ -67,10 +67,6 @@ def stop_watches() -> Iterator[list[threading.Event]]:
         event.set()
 
 
-def node_obj(name: str, version: str, value: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "resourceVersion": version, "annotations": {"v": value}}}
-
-
 @pytest.mark.k8s
 def test_with_the_watch_live_a_pass_sends_no_get_of_its_node(
     k8s: TestEnv, stop_watches: list[threading.Event]

@@ -19,7 +19,6 @@ from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.k8s
 UTC = datetime.UTC
-HOUR = datetime.timedelta(hours=1)
 
 
 def test_settle_on_an_unready_pod_then_ready(k8s: TestEnv) -> None:

@@ -3,29 +3,18 @@ error."""
 
 from __future__ import annotations
 
-import datetime
 import logging
 from typing import Any
 
 import pytest
 
-from pykured.core.errors import KubeError
 from pykured.kube.client import Kube
 from pykured.kube.events import DRAIN_FAILED, EVENT_NAMESPACE, REBOOTING, EventRecorder
-
-T0 = datetime.datetime(2026, 6, 30, 11, 29, 16, tzinfo=datetime.UTC)
 
 
 def _events_for(kube: Kube, node: str) -> list[dict[str, Any]]:
     query = {"fieldSelector": f"involvedObject.name={node}"}
     return list(kube.get(f"/api/v1/namespaces/{EVENT_NAMESPACE}/events", query=query)["items"])
-
-
-class _Unreachable:
-    """Stands in for a Kube whose server does not answer."""
-
-    def create_event(self, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
-        raise KubeError("POST events: connection refused")
 
 
 @pytest.mark.k8s

@@ -37,12 +37,6 @@ def raw(kube: Kube, namespace: str) -> str | None:
     return None if value is None else str(value)
 
 
-def set_raw(kube: Kube, namespace: str, value: str) -> None:
-    ds = kube.get_daemonset(namespace, "kured")
-    ds["metadata"].setdefault("annotations", {})[ANNOTATION] = value
-    kube.replace_daemonset(namespace, "kured", ds)
-
-
 # -- kured's behaviour ---------------------------------------------------------------------------
 
 

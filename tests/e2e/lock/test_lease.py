@@ -3,7 +3,6 @@ concurrency, an unreachable server, kured's RBAC (its logic on FakeKube: tests/l
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -12,9 +11,6 @@ import pytest
 
 from pykured.core.errors import KubeError, LockError
 from pykured.gocompat.goflags import Duration
-from pykured.lock.lease import (
-    LeaseLock,
-)
 from pykured_dev.testenv.objects import ObjectHelpers
 from tests.lock.conftest import (
     FaultyKube,
@@ -29,16 +25,8 @@ from tests.testenv import TestEnv
 if TYPE_CHECKING:
     pass
 
-MICRO_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
-
 
 # -- pure helpers --------------------------------------------------------------------------------
-
-
-def resource_version(lock: LeaseLock) -> str | None:
-    """The resourceVersion the lock's watch resumes from (a call, so that mypy does not narrow it)."""
-    rv: str | None = lock._rv
-    return rv
 
 
 GONE_EVENT = {

@@ -8,9 +8,6 @@ from typing import Any
 
 import pytest
 
-from pykured.core.errors import ForbiddenError, LockError
-from pykured.lock.base import AcquireResult
-from pykured.lock.record import LockEntry
 from pykured.lock.switch import GuardedLock
 from pykured_dev.testenv.objects import ObjectHelpers
 from tests.lock.conftest import (
@@ -24,61 +21,6 @@ from tests.lock.conftest import (
 from tests.testenv import TestEnv
 
 # -- unit: the guard's decisions over fake locks --------------------------------------------------
-
-
-class FakeLock:
-    def __init__(
-        self, backend: str, node: str, *, holders: tuple[str, ...] = (), concurrency: int = 1
-    ) -> None:
-        self.backend = backend
-        self.node_id = node
-        self.concurrency = concurrency
-        self.held: list[str] = list(holders)
-        self.error: LockError | None = None
-        self.released: list[str] = []
-
-    def acquire(self, *, unschedulable: bool, now_ns: int, node_id: str | None = None) -> AcquireResult:
-        me = node_id or self.node_id
-        if me in self.held:
-            return AcquireResult(True, self._entries(), reentrant=True)
-        if len(self.held) >= self.concurrency:
-            return AcquireResult(False, self._entries())
-        self.held.append(me)
-        return AcquireResult(True, self._entries())
-
-    def _entries(self) -> tuple[LockEntry, ...]:
-        return tuple(LockEntry(n) for n in self.held)
-
-    def holding(
-        self, *, now_ns: int, honour_ttl: bool = True, node_id: str | None = None
-    ) -> LockEntry | None:
-        return LockEntry(self.node_id) if self.node_id in self.held else None
-
-    def release(self, *, node_id: str | None = None) -> bool:
-        me = node_id or self.node_id
-        self.released.append(me)
-        if me in self.held:
-            self.held.remove(me)
-            return True
-        return False
-
-    def holders(self, *, now_ns: int) -> tuple[LockEntry, ...]:
-        if self.error is not None:
-            raise self.error
-        return self._entries()
-
-    def wait_for_change(self, timeout: float) -> None:
-        return None
-
-
-def forbidden_error() -> LockError:
-    try:
-        raise ForbiddenError("leases is forbidden (HTTP 403)", status=403)
-    except ForbiddenError as exc:
-        try:
-            raise LockError("cannot list the lock leases") from exc
-        except LockError as wrapped:
-            return wrapped
 
 
 @pytest.mark.k8s

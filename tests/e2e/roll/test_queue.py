@@ -24,10 +24,6 @@ def queue(kube: Kube, ns: str, node: str, *, grace: float = 15.0, refresh: float
     return RollQueue(kube, namespace=ns, prefix=PREFIX, node=node, period=3600, grace=grace, refresh=refresh)
 
 
-def fresh(node: str) -> Member:
-    return Member(node, last_reboot=None, waiting_since=T)
-
-
 def again(node: str) -> Member:  # rebooted in this roll, needs a reboot again
     return Member(
         node, last_reboot=T + datetime.timedelta(hours=2), waiting_since=T + datetime.timedelta(hours=30)
