@@ -214,6 +214,7 @@ class FakeKube:
         self._bookmarks = 0
         self.open_watches = 0
         self._cond = threading.Condition(threading.RLock())
+        self._node_writes: list[Callable[[str, Obj], None]] = []
 
     # -- setting up ------------------------------------------------------------------------------------------
 
@@ -330,7 +331,14 @@ class FakeKube:
             node = self._node(name)
             patched = json_patch(node, patch) if patch_type == JSON_PATCH else merge_patch(node, patch)
             self.nodes[name] = self._record("nodes", None, "MODIFIED", patched)
-            return copy.deepcopy(patched)
+            answer = copy.deepcopy(patched)
+        for written in self._node_writes:
+            written(name, copy.deepcopy(answer))
+        return answer
+
+    def on_node_written(self, callback: Callable[[str, Obj], None]) -> None:
+        """Call ``callback(name, node)`` with the answer to every PATCH of a Node (as the real client)."""
+        self._node_writes.append(callback)
 
     def watch_nodes(
         self,

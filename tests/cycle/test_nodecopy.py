@@ -1,11 +1,24 @@
-"""The agent's copy of its own Node (pure: the newer version wins, a dead watch serves nothing; the pass
-served by the watch on the real API server: tests/e2e/cycle/test_nodecopy.py)."""
+"""The agent's copy of its own Node: the newer version wins, a dead watch serves nothing, and on FakeKube's
+watch the pass sends no GET of its Node (the same on the real API server's watch, and without the right to
+watch: tests/e2e/cycle/test_nodecopy.py)."""
 
 from __future__ import annotations
 
+import datetime
+import threading
 from typing import Any
 
+from pykured.cycle.book import NodeBook
 from pykured.cycle.nodecopy import NodeCopy
+from pykured.kube.events import EventRecorder
+from pykured.notify import Notifier
+from pykured.requests.keeper import RequestKeeper
+from pykured.requests.watch import RequestWatch
+from pykured.wiring import node_copy
+from pykured_dev.eventually import eventually
+from tests.fakes import FakeKube
+
+NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
 
 
 def node_obj(name: str, version: str, value: str) -> dict[str, Any]:
@@ -35,3 +48,37 @@ def test_the_newer_copy_wins_and_a_dead_watch_serves_nothing() -> None:
     copy.offer(node_obj("n1", "14", "c"))
     copy.deleted()
     assert copy.get() is None
+
+
+def test_with_the_watch_live_a_pass_sends_no_get_of_its_node() -> None:
+    kube: Any = FakeKube()
+    kube.add_node("n1")
+    copy = node_copy(kube, "n1")
+    book = NodeBook(kube, node="n1", copy=copy)
+    keeper = RequestKeeper(
+        kube, node="n1", events=EventRecorder(kube, node="n1", enabled=False), notifier=Notifier.from_urls()
+    )
+    watch = RequestWatch(
+        kube, keeper, on_request=lambda: None, clock=lambda: NOW, poll_seconds=0.5, copy=copy
+    )
+    stopping = threading.Event()
+    follower = threading.Thread(target=watch.run, args=(stopping,), daemon=True)
+    follower.start()
+    try:
+        assert eventually(lambda: copy.live and kube.open_watches == 1, timeout=10)
+        assert kube.calls("GET", "/api/v1/nodes/n1") == 1  # the watch's own GET, that it starts from
+        for _ in range(5):
+            assert book.view().name == "n1"
+        # The agent's own write: the next pass sees it at once, from the write's answer.
+        book.update_state(reboot_attempts=2)
+        assert book.view().reboot_attempts == 2
+        # Someone else's write: it reaches the pass through the watch.
+        kube.patch_node("n1", {"metadata": {"annotations": {"example.com/seen": "yes"}}})
+        assert eventually(lambda: book.view().annotations.get("example.com/seen") == "yes", timeout=10)
+        assert kube.calls("GET", "/api/v1/nodes/n1") == 1
+        assert copy.served >= 7
+    finally:
+        stopping.set()
+        kube.end_watches()
+    follower.join(timeout=10)
+    assert not follower.is_alive()
