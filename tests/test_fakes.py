@@ -207,3 +207,12 @@ def test_configmaps_through_request_create_once_put_at_their_version_and_patch()
     kube.request("DELETE", f"{path}/policy")
     with pytest.raises(errors.NotFoundError):
         kube.request("GET", f"{path}/policy")
+
+
+def test_node_writes_are_called_back_with_the_answer() -> None:
+    kube = FakeKube()
+    kube.add_node("n")
+    seen: list[tuple[str, str]] = []
+    kube.on_node_written(lambda name, node: seen.append((name, node["metadata"]["resourceVersion"])))
+    answer = kube.patch_node("n", {"metadata": {"labels": {"x": "1"}}})
+    assert seen == [("n", answer["metadata"]["resourceVersion"])]
