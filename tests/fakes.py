@@ -1,11 +1,20 @@
 """In-memory fakes for pure-logic tests of the reboot cycle: FakeKube, FakeClock, a notifier, a sample Node.
 
-``FakeKube`` implements the part of :class:`pykured.kube.client.Kube` the cycle uses (Nodes, Pods, DaemonSets,
-Events) with the API server's rules that matter to it: every write bumps a global ``resourceVersion``; a
-``PUT`` with a stale ``resourceVersion`` fails with 409 Conflict; merge patches (RFC 7386) delete on
-``null``; JSON patches (RFC 6902) support ``add``/``remove``/``replace``/``test`` and answer 422 when a
-path is missing or a ``test`` fails; an unknown object is 404. :meth:`FakeKube.fail_next` injects errors.
-It is evidence only for the cycle's logic: the API server's own behaviour is tested against the real one.
+``FakeKube`` implements the part of :class:`pykured.kube.client.Kube` the cycle and the locks use (Nodes,
+Pods, DaemonSets, Events, ``coordination.k8s.io/v1`` Leases, watches) with the API server's rules that matter
+to them: every write bumps a global ``resourceVersion``; a ``PUT`` with a stale ``resourceVersion`` fails
+with 409 Conflict (a Lease ``PUT`` without one is unconditional, as the API server allows); a ``POST`` of an
+existing name is 409 AlreadyExists; merge patches (RFC 7386) delete on ``null``; JSON patches (RFC 6902)
+support ``add``/``remove``/``replace``/``test`` and answer 422 when a path is missing or a ``test`` fails;
+an unknown object is 404; lists and watches take equality label selectors (``k=v``, ``k!=v``, ``k``,
+``!k``, comma-separated) and ``metadata.name``/``metadata.namespace`` field selectors. A watch yields
+``ADDED``/``MODIFIED``/``DELETED`` in resourceVersion order after the version it starts from, then waits
+for more; :meth:`FakeKube.compact` makes older versions answer an ``ERROR`` event with a 410 Status (as
+the watch cache does), :meth:`FakeKube.bookmark` sends a ``BOOKMARK`` to open watches and
+:meth:`FakeKube.end_watches` ends them (as the API server does at ``timeoutSeconds``).
+:meth:`FakeKube.fail_next` injects errors. RBAC, admission, eviction, PodDisruptionBudgets, timeouts and
+concurrent clients racing over the network are not modelled. It is evidence only for the callers' logic:
+the API server's own behaviour is tested against the real one (tests/e2e/).
 """
 
 from __future__ import annotations
@@ -13,7 +22,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from pykured.core import errors
@@ -83,6 +93,79 @@ def _status(status: int, message: str) -> errors.KubeError:
     return cls(f"{message} (HTTP {status})", status=status)
 
 
+def _status_object(status: int, reason: str, message: str) -> Obj:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": status,
+    }
+
+
+def selector_matches(selector: str | None, labels: Mapping[str, str]) -> bool:
+    """An equality-based label selector (``k=v``, ``k==v``, ``k!=v``, ``k``, ``!k``; comma = and)."""
+    for term in (t.strip() for t in (selector or "").split(",")):
+        if not term:
+            continue
+        if "!=" in term:
+            key, value = (x.strip() for x in term.split("!=", 1))
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = (x.strip() for x in term.replace("==", "=").split("=", 1))
+            if labels.get(key) != value:
+                return False
+        elif term.startswith("!"):
+            if term[1:].strip() in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def _fields_match(selector: str | None, obj: Obj) -> bool:
+    meta = obj.get("metadata") or {}
+    for term in (t.strip() for t in (selector or "").split(",")):
+        if not term:
+            continue
+        negate = "!=" in term
+        key, value = (x.strip() for x in term.replace("!=", "=").replace("==", "=").split("=", 1))
+        field = {"metadata.name": meta.get("name"), "metadata.namespace": meta.get("namespace")}.get(key)
+        if key not in ("metadata.name", "metadata.namespace"):
+            raise _status(400, f'"{key}" is not a known field selector')
+        if (field == value) == negate:
+            return False
+    return True
+
+
+_COLLECTIONS = {
+    ("api", "v1", "nodes"): "nodes",
+    ("apis", "coordination.k8s.io/v1", "leases"): "leases",
+    ("apis", "apps/v1", "daemonsets"): "daemonsets",
+    ("api", "v1", "configmaps"): "configmaps",
+}
+
+
+def parse_collection(path: str) -> tuple[str, str | None, str | None]:
+    """``(resource, namespace, name)`` of an API path the fake serves; 404 for any other."""
+    parts = path.strip("/").split("/")
+    if parts[:2] == ["api", "v1"]:
+        group, rest = ("api", "v1"), parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        group, rest = ("apis", f"{parts[1]}/{parts[2]}"), parts[3:]
+    else:
+        raise _status(404, f"the server could not find the requested resource ({path})")
+    namespace = None
+    if len(rest) >= 2 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    resource = _COLLECTIONS.get((*group, rest[0] if rest else ""))
+    if resource is None or len(rest) > 2:
+        raise _status(404, f"the server could not find the requested resource ({path})")
+    return resource, namespace, rest[1] if len(rest) == 2 else None
+
+
 def sample_node(**overrides: object) -> dict[str, object]:
     """A Node as the API server answers it (``n1``, Ready, bootID ``boot-1``); ``overrides`` replace keys."""
     node: dict[str, object] = {
@@ -107,16 +190,31 @@ def sample_node(**overrides: object) -> dict[str, object]:
 
 
 class FakeKube:
-    """An in-memory API server for the calls the reboot cycle makes (see the module docstring)."""
+    """An in-memory API server for the calls the reboot cycle and the locks make (see the module docstring).
+
+    Safe to use from several threads (a lock's watch runs in its own).
+    """
 
     def __init__(self) -> None:
         self.nodes: dict[str, Obj] = {}
         self.pods: list[Obj] = []
         self.daemonsets: dict[tuple[str, str], Obj] = {}
+        self.leases: dict[tuple[str, str], Obj] = {}
+        self.configmaps: dict[tuple[str, str], Obj] = {}
         self.events: list[Obj] = []
         self.requests: list[tuple[str, str]] = []
         self._rv = 0
         self._failures: list[Failure] = []
+        self._history: list[tuple[int, str, str | None, str, Obj]] = []
+        """Every write of a watchable object: (resourceVersion, resource, namespace, event type, object)."""
+        self._compacted = 0
+        """Watches from a resourceVersion below this one are too old (410 Gone)."""
+        self._watch_epoch = 0
+        """Bumped by :meth:`end_watches`: open watches end."""
+        self._bookmarks = 0
+        self.open_watches = 0
+        self._cond = threading.Condition(threading.RLock())
+        self._node_writes: list[Callable[[str, Obj], None]] = []
 
     # -- setting up ------------------------------------------------------------------------------------------
 
@@ -125,11 +223,37 @@ class FakeKube:
         obj.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
         return obj
 
-    def add_node(self, name: str, *, boot_id: str = "boot-1", unschedulable: bool = False) -> Obj:
+    def _record(self, resource: str, namespace: str | None, kind: str, obj: Obj) -> Obj:
+        """Store a write: a new resourceVersion (a DELETED event carries a new one too), one history entry,
+        open watches woken."""
+        with self._cond:
+            self._bump(obj)
+            self._history.append((self._rv, resource, namespace, kind, copy.deepcopy(obj)))
+            self._cond.notify_all()
+        return obj
+
+    @property
+    def resource_version(self) -> str:
+        """The newest resourceVersion (what a LIST answers)."""
+        return str(self._rv)
+
+    def add_node(
+        self,
+        name: str,
+        *,
+        boot_id: str = "boot-1",
+        unschedulable: bool = False,
+        labels: Mapping[str, str] | None = None,
+    ) -> Obj:
         node: Obj = {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": name, "uid": f"uid-{name}", "annotations": {}, "labels": {}},
+            "metadata": {
+                "name": name,
+                "uid": f"uid-{name}",
+                "annotations": {},
+                "labels": dict(labels or {}),
+            },
             "spec": {"unschedulable": True} if unschedulable else {},
             "status": {
                 "nodeInfo": {"bootID": boot_id},
@@ -138,8 +262,15 @@ class FakeKube:
                 ],
             },
         }
-        self.nodes[name] = self._bump(node)
+        with self._cond:
+            self.nodes[name] = self._record("nodes", None, "ADDED", node)
         return node
+
+    def delete_node(self, name: str) -> None:
+        with self._cond:
+            node = self._node(name)
+            del self.nodes[name]
+            self._record("nodes", None, "DELETED", copy.deepcopy(node))
 
     def add_daemonset(self, namespace: str, name: str) -> Obj:
         ds: Obj = {
@@ -147,25 +278,29 @@ class FakeKube:
             "kind": "DaemonSet",
             "metadata": {"name": name, "namespace": namespace},
         }
-        self.daemonsets[(namespace, name)] = self._bump(ds)
+        with self._cond:
+            self.daemonsets[(namespace, name)] = self._record("daemonsets", namespace, "ADDED", ds)
         return ds
 
     def reboot(self, name: str, boot_id: str) -> None:
         """What a reboot looks like from the API: a new bootID on the Node's status."""
-        self.nodes[name]["status"]["nodeInfo"]["bootID"] = boot_id
-        self._bump(self.nodes[name])
+        with self._cond:
+            self.nodes[name]["status"]["nodeInfo"]["bootID"] = boot_id
+            self._record("nodes", None, "MODIFIED", self.nodes[name])
 
     def fail_next(self, failure: Failure) -> None:
         """The first later request for which ``failure`` returns an error fails with it (once)."""
-        self._failures.append(failure)
+        with self._cond:
+            self._failures.append(failure)
 
     def _check(self, method: str, path: str, body: Any = None) -> None:
-        self.requests.append((method, path))
-        for failure in self._failures:
-            error = failure(method, path, body)
-            if error is not None:
-                self._failures.remove(failure)
-                raise error
+        with self._cond:
+            self.requests.append((method, path))
+            for failure in self._failures:
+                error = failure(method, path, body)
+                if error is not None:
+                    self._failures.remove(failure)
+                    raise error
 
     def _node(self, name: str) -> Obj:
         node = self.nodes.get(name)
@@ -173,24 +308,55 @@ class FakeKube:
             raise _status(404, f'nodes "{name}" not found')
         return node
 
+    def calls(self, method: str, fragment: str = "") -> int:
+        """How many requests ``method`` (``GET``, ``PUT``, ``POST``, ``PATCH``, ``WATCH``) sent to a path
+        containing ``fragment``."""
+        with self._cond:
+            return sum(1 for m, p in self.requests if m == method and fragment in p)
+
     # -- nodes -----------------------------------------------------------------------------------------------
 
     def get_node(self, name: str) -> Obj:
         self._check("GET", f"/api/v1/nodes/{name}")
-        return copy.deepcopy(self._node(name))
+        with self._cond:
+            return copy.deepcopy(self._node(name))
+
+    def list_nodes(self, *, label_selector: str | None = None) -> Obj:
+        self._check("GET", "/api/v1/nodes")
+        return self._list("nodes", None, label_selector=label_selector)
 
     def patch_node(self, name: str, patch: Any, *, patch_type: str = "") -> Obj:
         self._check("PATCH", f"/api/v1/nodes/{name}", patch)
-        node = self._node(name)
-        patched = json_patch(node, patch) if patch_type == JSON_PATCH else merge_patch(node, patch)
-        self.nodes[name] = self._bump(patched)
-        return copy.deepcopy(patched)
+        with self._cond:
+            node = self._node(name)
+            patched = json_patch(node, patch) if patch_type == JSON_PATCH else merge_patch(node, patch)
+            self.nodes[name] = self._record("nodes", None, "MODIFIED", patched)
+            answer = copy.deepcopy(patched)
+        for written in self._node_writes:
+            written(name, copy.deepcopy(answer))
+        return answer
+
+    def on_node_written(self, callback: Callable[[str, Obj], None]) -> None:
+        """Call ``callback(name, node)`` with the answer to every PATCH of a Node (as the real client)."""
+        self._node_writes.append(callback)
+
+    def watch_nodes(
+        self,
+        *,
+        resource_version: str,
+        field_selector: str | None = None,
+        timeout_seconds: int = 60,
+        quiet_seconds: float | None = None,
+    ) -> Iterator[Obj]:
+        query = {"resourceVersion": resource_version, "fieldSelector": field_selector}
+        return self.watch("/api/v1/nodes", query=query, timeout_seconds=timeout_seconds)
 
     # -- pods (an empty node drains at once) -----------------------------------------------------------------
 
     def list_pods(self, **_query: Any) -> Obj:
         self._check("GET", "/api/v1/pods")
-        return {"items": copy.deepcopy(self.pods), "metadata": {"resourceVersion": str(self._rv)}}
+        with self._cond:
+            return {"items": copy.deepcopy(self.pods), "metadata": {"resourceVersion": str(self._rv)}}
 
     def supports_eviction(self) -> bool:
         self._check("GET", "/api/v1")
@@ -200,31 +366,296 @@ class FakeKube:
 
     def get_daemonset(self, namespace: str, name: str) -> Obj:
         self._check("GET", f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}")
-        ds = self.daemonsets.get((namespace, name))
-        if ds is None:
-            raise _status(404, f'daemonsets.apps "{name}" not found')
-        return copy.deepcopy(ds)
+        with self._cond:
+            ds = self.daemonsets.get((namespace, name))
+            if ds is None:
+                raise _status(404, f'daemonsets.apps "{name}" not found')
+            return copy.deepcopy(ds)
 
     def replace_daemonset(self, namespace: str, name: str, obj: Obj) -> Obj:
         self._check("PUT", f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}", obj)
-        current = self.daemonsets.get((namespace, name))
-        if current is None:
-            raise _status(404, f'daemonsets.apps "{name}" not found')
-        wanted = obj.get("metadata", {}).get("resourceVersion")
-        if wanted != current["metadata"]["resourceVersion"]:
-            raise _status(
-                409,
-                f'Operation cannot be fulfilled on daemonsets.apps "{name}": the object has been modified',
+        with self._cond:
+            current = self.daemonsets.get((namespace, name))
+            if current is None:
+                raise _status(404, f'daemonsets.apps "{name}" not found')
+            wanted = obj.get("metadata", {}).get("resourceVersion")
+            if wanted != current["metadata"]["resourceVersion"]:
+                raise _status(
+                    409,
+                    f'Operation cannot be fulfilled on daemonsets.apps "{name}": '
+                    "the object has been modified",
+                )
+            stored = self._record("daemonsets", namespace, "MODIFIED", copy.deepcopy(obj))
+            self.daemonsets[(namespace, name)] = stored
+            return copy.deepcopy(stored)
+
+    # -- leases (the Lease lock, the roll queue) -------------------------------------------------------------
+
+    @staticmethod
+    def _lease_path(namespace: str, name: str = "") -> str:
+        base = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        return f"{base}/{name}" if name else base
+
+    def get_lease(self, namespace: str, name: str) -> Obj:
+        self._check("GET", self._lease_path(namespace, name))
+        with self._cond:
+            lease = self.leases.get((namespace, name))
+            if lease is None:
+                raise _status(404, f'leases.coordination.k8s.io "{name}" not found')
+            return copy.deepcopy(lease)
+
+    def list_leases(self, namespace: str, *, label_selector: str | None = None) -> Obj:
+        self._check("GET", self._lease_path(namespace))
+        return self._list("leases", namespace, label_selector=label_selector)
+
+    def create_lease(self, namespace: str, obj: Obj) -> Obj:
+        self._check("POST", self._lease_path(namespace), obj)
+        name = obj.get("metadata", {}).get("name") or ""
+        with self._cond:
+            if (namespace, name) in self.leases:
+                raise _status(409, f'leases.coordination.k8s.io "{name}" already exists')
+            stored = copy.deepcopy(obj)
+            meta = stored.setdefault("metadata", {})
+            meta.update(namespace=namespace, uid=f"uid-lease-{namespace}-{name}-{self._rv + 1}")
+            meta.setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
+            self.leases[(namespace, name)] = self._record("leases", namespace, "ADDED", stored)
+            return copy.deepcopy(stored)
+
+    def replace_lease(self, namespace: str, name: str, obj: Obj) -> Obj:
+        self._check("PUT", self._lease_path(namespace, name), obj)
+        with self._cond:
+            current = self.leases.get((namespace, name))
+            if current is None:
+                raise _status(404, f'leases.coordination.k8s.io "{name}" not found')
+            wanted = obj.get("metadata", {}).get("resourceVersion")
+            if wanted and wanted != current["metadata"]["resourceVersion"]:
+                raise _status(
+                    409,
+                    f'Operation cannot be fulfilled on leases.coordination.k8s.io "{name}": the object has '
+                    "been modified; please apply your changes to the latest version and try again",
+                )
+            stored = copy.deepcopy(obj)
+            meta = stored.setdefault("metadata", {})
+            for key in ("namespace", "uid", "creationTimestamp"):
+                meta[key] = current["metadata"].get(key)
+            self.leases[(namespace, name)] = self._record("leases", namespace, "MODIFIED", stored)
+            return copy.deepcopy(stored)
+
+    def delete_lease(self, namespace: str, name: str) -> None:
+        self._check("DELETE", self._lease_path(namespace, name))
+        with self._cond:
+            lease = self.leases.pop((namespace, name), None)
+            if lease is None:
+                raise _status(404, f'leases.coordination.k8s.io "{name}" not found')
+            self._record("leases", namespace, "DELETED", copy.deepcopy(lease))
+
+    # -- lists and watches -----------------------------------------------------------------------------------
+
+    def _store(self, resource: str) -> dict[Any, Obj]:
+        stores: dict[str, dict[Any, Obj]] = {
+            "nodes": self.nodes,
+            "leases": self.leases,
+            "daemonsets": self.daemonsets,
+            "configmaps": self.configmaps,
+        }
+        return stores[resource]
+
+    def _list(
+        self,
+        resource: str,
+        namespace: str | None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> Obj:
+        with self._cond:
+            items = [
+                copy.deepcopy(obj)
+                for obj in self._store(resource).values()
+                if self._matches(obj, namespace, label_selector, field_selector)
+            ]
+            items.sort(key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
+            return {"items": items, "metadata": {"resourceVersion": str(self._rv)}}
+
+    @staticmethod
+    def _matches(obj: Obj, namespace: str | None, labels: str | None, fields: str | None) -> bool:
+        meta = obj.get("metadata") or {}
+        if namespace is not None and meta.get("namespace") != namespace:
+            return False
+        return selector_matches(labels, meta.get("labels") or {}) and _fields_match(fields, obj)
+
+    def get(self, path: str, *, query: Mapping[str, Any] | None = None) -> Obj:
+        """GET an object or a list of Nodes, Leases or DaemonSets (selectors in ``query``)."""
+        self._check("GET", path)
+        resource, namespace, name = parse_collection(path)
+        if name is None:
+            query = query or {}
+            return self._list(
+                resource,
+                namespace,
+                label_selector=query.get("labelSelector"),
+                field_selector=query.get("fieldSelector"),
             )
-        stored = self._bump(copy.deepcopy(obj))
-        self.daemonsets[(namespace, name)] = stored
-        return copy.deepcopy(stored)
+        with self._cond:
+            key: Any = name if resource == "nodes" else (namespace, name)
+            obj = self._store(resource).get(key)
+            if obj is None:
+                raise _status(404, f'{resource} "{name}" not found')
+            return copy.deepcopy(obj)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+    ) -> Obj:
+        """Any call on the objects the fake serves (ConfigMaps: the policy; others have their methods):
+        ``GET``, ``POST`` to a collection (409 AlreadyExists), ``PUT`` (409 on a stale resourceVersion,
+        unconditional without one), ``PATCH`` (merge, or JSON patch with ``JSON_PATCH``), ``DELETE``."""
+        if method == "GET":
+            return self.get(path, query=query)
+        self._check(method, path, body)
+        resource, namespace, name = parse_collection(path)
+        store = self._store(resource)
+        with self._cond:
+            if method == "POST" and name is None:
+                name = (body.get("metadata") or {}).get("name") or ""
+                key: Any = name if resource == "nodes" else (namespace, name)
+                if key in store:
+                    raise _status(409, f'{resource} "{name}" already exists')
+                stored = copy.deepcopy(body)
+                if namespace is not None:
+                    stored["metadata"]["namespace"] = namespace
+                store[key] = self._record(resource, namespace, "ADDED", stored)
+                return copy.deepcopy(stored)
+            key = name if resource == "nodes" else (namespace, name)
+            current = store.get(key)
+            if name is None or method not in ("PUT", "PATCH", "DELETE"):
+                raise _status(405, f"{method} {path} is not served by the fake")
+            if current is None:
+                raise _status(404, f'{resource} "{name}" not found')
+            if method == "DELETE":
+                del store[key]
+                self._record(resource, namespace, "DELETED", copy.deepcopy(current))
+                return {}
+            if method == "PUT":
+                wanted = (body.get("metadata") or {}).get("resourceVersion")
+                if wanted and wanted != current["metadata"]["resourceVersion"]:
+                    raise _status(
+                        409,
+                        f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified',
+                    )
+                updated = copy.deepcopy(body)
+            else:
+                updated = (
+                    json_patch(current, body) if content_type == JSON_PATCH else merge_patch(current, body)
+                )
+            store[key] = self._record(resource, namespace, "MODIFIED", updated)
+            return copy.deepcopy(updated)
+
+    def compact(self) -> None:
+        """Forget the history up to now, as etcd's compaction does: a watch from an older resourceVersion
+        answers 410 Gone."""
+        with self._cond:
+            self._compacted = self._rv
+            self._history.clear()
+
+    def end_watches(self) -> None:
+        """End every open watch (as the API server does when a watch's ``timeoutSeconds`` pass)."""
+        with self._cond:
+            self._watch_epoch += 1
+            self._cond.notify_all()
+
+    def bookmark(self) -> None:
+        """Send a ``BOOKMARK`` at the newest resourceVersion to every open watch."""
+        with self._cond:
+            self._bookmarks += 1
+            self._cond.notify_all()
+
+    def wait_for_watches(self, count: int, timeout: float = 10.0) -> bool:
+        """Until ``count`` watches are open (a test's way to know a watcher is listening)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.open_watches >= count, timeout=timeout)
+
+    def watch_leases(
+        self,
+        namespace: str,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        timeout_seconds: int = 60,
+        quiet_seconds: float | None = None,
+    ) -> Iterator[Obj]:
+        query = {"resourceVersion": resource_version, "labelSelector": label_selector}
+        return self.watch(self._lease_path(namespace), query=query, timeout_seconds=timeout_seconds)
+
+    def watch(
+        self,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        timeout_seconds: int = 60,
+        quiet_seconds: float | None = None,
+    ) -> Iterator[Obj]:
+        """The events after ``query["resourceVersion"]`` (every later one for ``"0"`` or none: a real server
+        would start with ``ADDED`` for what exists), then each new one as it is written, until
+        :meth:`end_watches` (``timeout_seconds`` is not counted: a test ends the watch)."""
+        self._check("WATCH", path)
+        resource, namespace, _ = parse_collection(path)
+        query = dict(query or {})
+        labels, fields = query.get("labelSelector"), query.get("fieldSelector")
+        start = query.get("resourceVersion") or "0"
+        if not str(start).isdigit():
+            raise _status(400, f"invalid resourceVersion {start!r}")
+        return self._events(resource, namespace, int(start), labels, fields)
+
+    def _events(
+        self, resource: str, namespace: str | None, since: int, labels: str | None, fields: str | None
+    ) -> Iterator[Obj]:
+        with self._cond:
+            epoch, bookmarks = self._watch_epoch, self._bookmarks
+            if since and since < self._compacted:
+                message = f"too old resource version: {since} ({self._compacted})"
+                yield {"type": "ERROR", "object": _status_object(410, "Expired", message)}
+                return
+            self.open_watches += 1
+            self._cond.notify_all()
+        try:
+            while True:
+                with self._cond:
+                    pending = [
+                        (kind, obj)
+                        for rv, res, ns, kind, obj in self._history
+                        if rv > since and res == resource and (namespace is None or ns == namespace)
+                    ]
+                    if pending:
+                        since = max(rv for rv, *_ in self._history)
+                    elif self._bookmarks != bookmarks:
+                        bookmarks, since = self._bookmarks, self._rv
+                        marker = {"metadata": {"resourceVersion": str(self._rv)}}
+                        pending = [("BOOKMARK", {"kind": _KINDS[resource], **marker})]
+                    elif self._watch_epoch != epoch:
+                        return
+                    else:
+                        self._cond.wait()
+                        continue
+                for kind, obj in pending:
+                    if kind == "BOOKMARK" or self._matches(obj, namespace, labels, fields):
+                        yield {"type": kind, "object": copy.deepcopy(obj)}
+        finally:
+            with self._cond:
+                self.open_watches -= 1
 
     # -- events ----------------------------------------------------------------------------------------------
 
     def create_event(self, namespace: str, obj: Obj) -> Obj:
         self._check("POST", f"/api/v1/namespaces/{namespace}/events", obj)
-        self.events.append(self._bump(copy.deepcopy(obj)))
+        with self._cond:
+            self.events.append(self._bump(copy.deepcopy(obj)))
         return obj
 
     # -- helpers for assertions -----------------------------------------------------------------------------
@@ -239,9 +670,12 @@ class FakeKube:
         return [e["reason"] for e in self.events]
 
 
+_KINDS = {"nodes": "Node", "leases": "Lease", "daemonsets": "DaemonSet", "configmaps": "ConfigMap"}
+
+
 @dataclasses.dataclass
 class FakeClock:
-    """A wall clock that moves only when told to."""
+    """A wall clock that moves only when told to (``advance``, or a ``sleep`` of the code under test)."""
 
     now: datetime.datetime
 
@@ -250,6 +684,18 @@ class FakeClock:
 
     def advance(self, delta: datetime.timedelta) -> None:
         self.now += delta
+
+    def sleep(self, seconds: float) -> None:
+        """An injected ``time.sleep``: the clock moves on at once."""
+        self.advance(datetime.timedelta(seconds=max(seconds, 0.0)))
+
+    def monotonic(self) -> float:
+        """An injected ``time.monotonic`` (seconds since the epoch of ``now``)."""
+        return self.now.timestamp()
+
+    def time_ns(self) -> int:
+        """An injected ``time.time_ns``."""
+        return int(self.now.timestamp()) * 1_000_000_000 + self.now.microsecond * 1000
 
 
 class RecordingNotifier:

@@ -89,6 +89,7 @@ class AnnotationLock:
         poll_interval: float = 10.0,
         liveness_interval: float | None = 30.0,
         sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
         missing_ok: bool = False,
         may_take: Callable[[], bool] | None = None,
     ) -> None:
@@ -110,8 +111,11 @@ class AnnotationLock:
         self._retry_timeout = retry_timeout
         self._poll_interval = poll_interval
         self._sleep = sleep
+        self._monotonic = monotonic
+        """The clock of the retry deadlines, the waits and the read kept for the next pass (``sleep`` moves
+        it)."""
         self._liveness = HolderLiveness(
-            kube, recheck_interval=liveness_interval, on_gone_holder=on_gone_holder
+            kube, recheck_interval=liveness_interval, on_gone_holder=on_gone_holder, clock=monotonic
         )
         self._last_raw: str | None = None
         self._rng = random.Random()  # noqa: S311 - jitter, not cryptography
@@ -143,13 +147,14 @@ class AnnotationLock:
             interval=self._retry_interval,
             timeout=self._retry_timeout,
             sleep=self._sleep,
+            monotonic=self._monotonic,
             log=logger,
             retrying="Error getting daemonset %s, retrying: %s",
             where=self.where,
             give_up=self._get_failed,
         )
         self._last_raw = _annotations(ds).get(self._annotation)
-        self._last_read = (copy.deepcopy(ds), time.monotonic()) if keep else None
+        self._last_read = (copy.deepcopy(ds), self._monotonic()) if keep else None
         return ds
 
     def _recent(self) -> Obj:
@@ -157,7 +162,7 @@ class AnnotationLock:
         else a GET. A stale copy costs a 409 on the PUT (which carries its resourceVersion), never a lost
         write."""
         last = self._last_read
-        if last is not None and time.monotonic() - last[1] < FRESH:
+        if last is not None and self._monotonic() - last[1] < FRESH:
             self._last_read = None  # once: a retry reads again
             return copy.deepcopy(last[0])
         return self._get()
@@ -187,7 +192,7 @@ class AnnotationLock:
         """Policy after a failed PUT: wait and re-read (409, 5xx, timeout) or give up."""
         if isinstance(exc, ForbiddenError):
             raise LockError(f"not allowed to update daemonset {self.where}: {exc}") from exc
-        if time.monotonic() > deadline:
+        if self._monotonic() > deadline:
             raise LockError(f"giving up to {action} the lock on {self.where}: {exc}") from exc
         if not isinstance(exc, ConflictError):
             logger.warning("Error writing the lock on %s, re-reading: %s", self.where, exc)
@@ -206,7 +211,7 @@ class AnnotationLock:
 
     def acquire(self, *, unschedulable: bool, now_ns: int, node_id: str | None = None) -> AcquireResult:
         me = node_id or self._node_id
-        deadline = time.monotonic() + self._retry_timeout
+        deadline = self._monotonic() + self._retry_timeout
         read = self._recent
         while True:
             ds, read = read(), self._get
@@ -253,7 +258,7 @@ class AnnotationLock:
 
     def release(self, *, node_id: str | None = None) -> bool:
         me = node_id or self._node_id
-        deadline = time.monotonic() + self._retry_timeout
+        deadline = self._monotonic() + self._retry_timeout
         read = self._recent
         while True:
             ds, read = read(), self._get
@@ -323,11 +328,11 @@ class AnnotationLock:
             self._last_read = None
             self._sleep(timeout)
             return
-        deadline = time.monotonic() + timeout
+        deadline = self._monotonic() + timeout
         before = self._last_raw
         self._last_read = None
         pause = self._poll_interval * self._rng.random()
-        while (remaining := deadline - time.monotonic()) > 0:
+        while (remaining := deadline - self._monotonic()) > 0:
             self._sleep(min(pause, remaining))
             pause = self._poll_interval * self._rng.uniform(0.5, 1.5)
             try:
@@ -337,7 +342,7 @@ class AnnotationLock:
                 continue
             self._last_raw = _annotations(ds).get(self._annotation)
             if self._last_raw != before:
-                self._last_read = (ds, time.monotonic())  # the acquire that follows may use it
+                self._last_read = (ds, self._monotonic())  # the acquire that follows may use it
                 return
 
     # -- operator commands ------------------------------------------------------------------------
@@ -348,7 +353,7 @@ class AnnotationLock:
 
     def clear(self) -> bool:
         """Delete the annotation whatever it holds (``pykured lock release`` on an unreadable value)."""
-        deadline = time.monotonic() + self._retry_timeout
+        deadline = self._monotonic() + self._retry_timeout
         while True:
             ds = self._get()
             if self._annotation not in _annotations(ds):

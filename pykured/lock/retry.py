@@ -28,19 +28,20 @@ def read_until_deadline(
     retrying: str,
     where: str,
     give_up: Callable[[KubeError, bool], LockError],
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> T:
     """``read()``'s answer, retried as above.
 
     ``retrying`` is the warning's %-format with two arguments, ``where`` and the failure; ``give_up`` makes
-    the error from the last failure and whether it was a 403.
+    the error from the last failure and whether it was a 403; ``monotonic`` is the clock ``sleep`` moves.
     """
-    deadline = time.monotonic() + timeout
+    deadline = monotonic() + timeout
     while True:
         try:
             return read()
         except KubeError as exc:
             forbidden = isinstance(exc, ForbiddenError) or exc.status == 403
-            if forbidden or time.monotonic() + interval > deadline:
+            if forbidden or monotonic() + interval > deadline:
                 raise give_up(exc, forbidden) from exc
             log.warning(retrying, where, exc)
             sleep(interval)

@@ -1,9 +1,9 @@
-"""Tests for pykured.cycle.book: pure helpers, and the bookkeeping writes on a real Node."""
+"""Tests for pykured.cycle.book: pure helpers, and the bookkeeping writes on FakeKube's Node (the same writes
+with exactly kured's RBAC on the real API server: tests/e2e/cycle/test_book.py)."""
 
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
 import pytest
 
@@ -16,6 +16,7 @@ from pykured.cycle.state import (
     json_pointer_escape,
     reboot_annotations,
 )
+from tests.fakes import FakeKube
 
 STATE_FIELDS = (
     "unschedulable_before",
@@ -26,6 +27,18 @@ STATE_FIELDS = (
 )
 
 T0 = datetime.datetime(2026, 6, 30, 11, 29, 16, 123456, tzinfo=datetime.UTC)
+
+
+@pytest.fixture
+def kube() -> FakeKube:
+    return FakeKube()
+
+
+@pytest.fixture
+def book(kube: FakeKube) -> NodeBook:
+    """A NodeBook on a fresh node of FakeKube."""
+    kube.add_node("n1")
+    return NodeBook(kube, node="n1")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -48,24 +61,6 @@ def test_reboot_annotations_share_one_second_precision_stamp() -> None:
     }
 
 
-# -- integration: the real apiserver -------------------------------------------------------------------
-
-
-@pytest.fixture
-def book(k8s: Any) -> NodeBook:
-    """A NodeBook on a fresh node, acting with exactly kured's RBAC."""
-    node = k8s.unique("node")
-    k8s.add_nodes(node)
-    rbac_ns = k8s.new_namespace("kured")
-    k8s.apply_rbac_kured(rbac_ns)
-    kube = k8s.kube_as(
-        f"system:serviceaccount:{rbac_ns}:kured",
-        ("system:serviceaccounts", f"system:serviceaccounts:{rbac_ns}"),
-    )
-    return NodeBook(kube, node=node)
-
-
-@pytest.mark.k8s
 def test_reboot_annotations_round_trip(book: NodeBook) -> None:
     book.add_reboot_annotations(T0)
     view = book.view()
@@ -79,7 +74,6 @@ def test_reboot_annotations_round_trip(book: NodeBook) -> None:
     assert book.remove_in_progress_annotation() is False
 
 
-@pytest.mark.k8s
 def test_labels_are_merged(book: NodeBook) -> None:
     book.apply_labels({"reboot": "pending", "zone": "a"})
     book.apply_labels({"reboot": "done"})
@@ -88,7 +82,6 @@ def test_labels_are_merged(book: NodeBook) -> None:
     assert (labels["reboot"], labels["zone"]) == ("done", "a")
 
 
-@pytest.mark.k8s
 def test_state_annotations_set_and_clear_in_one_call(book: NodeBook) -> None:
     boot_id = book.view().boot_id
     after = book.update_state(
@@ -109,9 +102,8 @@ def test_state_annotations_set_and_clear_in_one_call(book: NodeBook) -> None:
     assert book.update_state() is None
 
 
-@pytest.mark.k8s
-def test_writes_to_a_missing_node_raise_kube_errors(k8s: Any) -> None:
-    book = NodeBook(k8s.kube(), node=k8s.unique("missing"))
+def test_writes_to_a_missing_node_raise_kube_errors(kube: FakeKube) -> None:
+    book = NodeBook(kube, node="missing")  # type: ignore[arg-type]
     with pytest.raises(NotFoundError):
         book.add_reboot_annotations(T0)
     with pytest.raises(NotFoundError):

@@ -1,79 +1,82 @@
-"""``--max-failed-drains`` on the real API server: the fleet-wide count on the policy ConfigMap, its reset by
-a completed drain, concurrent agents counting each failure, and the halt at the limit."""
+"""``--max-failed-drains`` on FakeKube's policy ConfigMap: the fleet-wide count, its reset by a completed
+drain, a conflict, the halt at the limit, a missing ConfigMap (agents counting at once under the API
+server's optimistic concurrency: tests/e2e/cycle/test_streak.py)."""
 
 from __future__ import annotations
 
 import datetime
-import threading
 from typing import Any
-
-import pytest
 
 from pykured.cycle.streak import DrainStreak, Streak, read
 from pykured.kube.events import EventRecorder
 from pykured.notify import Notifier
 from pykured.policy.command import read_freeze
-from tests.testenv import TestEnv
+from tests.fakes import FakeKube
 
-pytestmark = pytest.mark.k8s
 NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
+NS = "kube-system"
+POLICY = f"/api/v1/namespaces/{NS}/configmaps/kured-policy"
 
 
-def policy(k8s: TestEnv, ns: str) -> dict[str, Any]:
-    return k8s.kube().request("GET", f"/api/v1/namespaces/{ns}/configmaps/kured-policy")
+def policy(kube: FakeKube) -> dict[str, Any]:
+    return kube.request("GET", POLICY)
 
 
-def streak_for(k8s: TestEnv, ns: str, me: str, *, limit: int = 3) -> DrainStreak:
-    kube = k8s.kube()
+def streak_for(kube: Any, me: str, *, limit: int = 3, namespace: str = NS) -> DrainStreak:
     return DrainStreak(
-        kube=kube, namespace=ns, configmap="kured-policy", me=me, limit=limit, notifier=Notifier(),
+        kube=kube, namespace=namespace, configmap="kured-policy", me=me, limit=limit, notifier=Notifier(),
         events_for=lambda name: EventRecorder(kube, node=name), clock=lambda: NOW,
     )  # fmt: skip
 
 
-@pytest.fixture
-def ns(k8s: TestEnv) -> str:
-    namespace = k8s.new_namespace("streak")
+def with_policy() -> FakeKube:
+    kube = FakeKube()
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kured-policy"}}
-    k8s.kube().request("POST", f"/api/v1/namespaces/{namespace}/configmaps", body=body)
-    return namespace
+    kube.request("POST", f"/api/v1/namespaces/{NS}/configmaps", body=body)
+    return kube
 
 
-def test_failures_count_a_completed_drain_resets_and_the_limit_halts(k8s: TestEnv, ns: str) -> None:
-    a, b = k8s.add_nodes(k8s.unique("sa"), k8s.unique("sb"))
-    streak = streak_for(k8s, ns, a)
+def test_failures_count_a_completed_drain_resets_and_the_limit_halts() -> None:
+    kube = with_policy()
+    a, b = "node-a", "node-b"
+    kube.add_node(a)
+    kube.add_node(b)
+    streak = streak_for(kube, a)
     streak.drained(a, "timeout")
     streak.drained(b, "webhook denied")
-    assert read(policy(k8s, ns)) == Streak(2, f"{b}: webhook denied")
+    assert read(policy(kube)) == Streak(2, f"{b}: webhook denied")
     streak.drained(a, None)  # a drain completed: the failures are no longer consecutive
-    assert read(policy(k8s, ns)) == Streak()
-    assert read_freeze(k8s.kube(), namespace=ns, name="kured-policy") is None
+    assert read(policy(kube)) == Streak()
+    assert read_freeze(kube, namespace=NS, name="kured-policy") is None  # type: ignore[arg-type]
     for node in (a, b, a):
         streak.drained(node, "PDB")
-    record = read_freeze(k8s.kube(), namespace=ns, name="kured-policy")
+    record = read_freeze(kube, namespace=NS, name="kured-policy")  # type: ignore[arg-type]
     assert record is not None and record.halted == a and record.by == f"pykured on {a}"
     assert record.reason == f"3 consecutive drains failed (last: {a}: PDB)"
-    assert read(policy(k8s, ns)) == Streak()  # the halt took the count back to zero
-    events = k8s.kube().get(
-        "/api/v1/namespaces/default/events", query={"fieldSelector": f"involvedObject.name={a}"}
-    )
-    assert any(e["reason"] == "RebootHalted" for e in events["items"])
+    assert read(policy(kube)) == Streak()  # the halt took the count back to zero
+    assert [e["involvedObject"]["name"] for e in kube.events if e["reason"] == "RebootHalted"] == [a]
 
 
-def test_agents_failing_at_once_count_every_failure(k8s: TestEnv, ns: str) -> None:
-    nodes = k8s.add_nodes(*(k8s.unique("sc") for _ in range(4)))
-    streaks = [streak_for(k8s, ns, node, limit=100) for node in nodes]
-    threads = [
-        threading.Thread(target=s.drained, args=(n, "timeout")) for s, n in zip(streaks, nodes, strict=True)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert read(policy(k8s, ns)).count == 4
+def test_a_conflicting_write_is_read_again_and_counted_once() -> None:
+    kube = with_policy()
+    streak = streak_for(kube, "node-a", limit=100)
+    other = streak_for(kube, "node-b", limit=100)
+    interleaved: list[bool] = []
+
+    def other_counts_first(method: str, path: str, body: Any) -> None:
+        """Another agent counts between this one's GET and its PUT (once); no error of its own."""
+        if method == "PUT" and not interleaved:
+            interleaved.append(True)
+            other.drained("node-b", "timeout")
+
+    kube.fail_next(other_counts_first)
+    streak.drained("node-a", "timeout")
+    assert read(policy(kube)).count == 2
+    assert kube.calls("PUT", "kured-policy") == 3  # ours (409), the other's, ours again
 
 
-def test_a_missing_configmap_never_raises_into_the_cycle(k8s: TestEnv) -> None:
-    (node,) = k8s.add_nodes(k8s.unique("sd"))
-    streak_for(k8s, k8s.new_namespace("none"), node).drained(node, "timeout")  # logged, not raised
+def test_a_missing_configmap_never_raises_into_the_cycle() -> None:
+    kube = FakeKube()
+    kube.add_node("node-d")
+    streak_for(kube, "node-d").drained("node-d", "timeout")  # logged, not raised
     assert Streak.parse("not json") == Streak() and Streak.parse('{"count":-3}') == Streak()

@@ -1,18 +1,23 @@
-"""Tests for pykured.kube.events: the Event body, and posting (or quietly not posting) on a real apiserver."""
+"""Tests for pykured.kube.events: the Event body, and posting (or quietly not posting) on FakeKube (on the
+real API server, with and without kured's RBAC: tests/e2e/kube/test_events.py)."""
 
 from __future__ import annotations
 
 import datetime
-import logging
 from typing import Any
 
-import pytest
-
 from pykured.core.errors import KubeError
-from pykured.kube.client import Kube
-from pykured.kube.events import DRAIN_FAILED, EVENT_NAMESPACE, REBOOTING, EventRecorder, build_event
+from pykured.kube.events import EVENT_NAMESPACE, REBOOTING, EventRecorder, build_event
+from tests.fakes import FakeKube
 
 T0 = datetime.datetime(2026, 6, 30, 11, 29, 16, tzinfo=datetime.UTC)
+
+
+class _Unreachable:
+    """Stands in for a Kube whose server does not answer."""
+
+    def create_event(self, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
+        raise KubeError("POST events: connection refused")
 
 
 def test_build_event_body() -> None:
@@ -57,62 +62,21 @@ def test_build_event_without_uid_and_long_message() -> None:
     assert body["type"] == "Warning"
 
 
-# -- integration: the real apiserver -------------------------------------------------------------------
-
-
-def _events_for(kube: Kube, node: str) -> list[dict[str, Any]]:
-    query = {"fieldSelector": f"involvedObject.name={node}"}
-    return list(kube.get(f"/api/v1/namespaces/{EVENT_NAMESPACE}/events", query=query)["items"])
-
-
-@pytest.mark.k8s
-def test_event_appears_on_the_node(k8s: Any) -> None:
-    node = k8s.unique("node")
-    k8s.add_nodes(node)
-    uid = k8s.kube().get_node(node)["metadata"]["uid"]
-    recorder = EventRecorder(k8s.kube(), node=node, node_uid=uid)
-    assert recorder.record(REBOOTING, f"Rebooting node {node}") is True
-    assert recorder.record(DRAIN_FAILED, "PDB blocked", warning=True) is True
-    events = sorted(_events_for(k8s.kube(), node), key=lambda e: e["reason"])
-    assert [(e["reason"], e["type"]) for e in events] == [(DRAIN_FAILED, "Warning"), (REBOOTING, "Normal")]
-    assert events[1]["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}
-    assert events[1]["source"] == {"component": "pykured", "host": node}
-    assert events[1]["count"] == 1
-
-
-@pytest.mark.k8s
-def test_kureds_rbac_disables_events_without_raising(k8s: Any, caplog: pytest.LogCaptureFixture) -> None:
-    node = k8s.unique("node")
-    rbac_ns = k8s.new_namespace("kured")
-    k8s.apply_rbac_kured(rbac_ns)
-    kube = k8s.kube_as(
-        f"system:serviceaccount:{rbac_ns}:kured",
-        ("system:serviceaccounts", f"system:serviceaccounts:{rbac_ns}"),
-    )
-    recorder = EventRecorder(kube, node=node)
-    caplog.set_level(logging.DEBUG, logger="pykured.kube.events")
-    assert recorder.record(REBOOTING, "x") is False
-    assert recorder.enabled is False
-    assert recorder.record(REBOOTING, "y") is False
-    assert len([r for r in caplog.records if "disabling" in r.getMessage()]) == 1
-    assert _events_for(k8s.kube(), node) == []
-
-
-@pytest.mark.k8s
-def test_disabled_recorder_posts_nothing(k8s: Any) -> None:
-    node = k8s.unique("node")
-    assert EventRecorder(k8s.kube(), node=node, enabled=False).record(REBOOTING, "x") is False
-    assert _events_for(k8s.kube(), node) == []
-
-
-class _Unreachable:
-    """Stands in for a Kube whose server does not answer."""
-
-    def create_event(self, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
-        raise KubeError("POST events: connection refused")
-
-
 def test_unreachable_server_does_not_raise() -> None:
     recorder = EventRecorder(_Unreachable(), node="n")  # type: ignore[arg-type]
     assert recorder.record(REBOOTING, "x") is False
     assert recorder.enabled is True  # only a 403 turns events off
+
+
+def test_disabled_recorder_posts_nothing() -> None:
+    kube = FakeKube()
+    assert EventRecorder(kube, node="n1", enabled=False).record(REBOOTING, "x") is False  # type: ignore[arg-type]
+    assert kube.events == [] and kube.requests == []
+
+
+def test_enabled_recorder_posts_one_event_about_the_node() -> None:
+    kube = FakeKube()
+    assert EventRecorder(kube, node="n1").record(REBOOTING, "Node n1 rebooting") is True  # type: ignore[arg-type]
+    (event,) = kube.events
+    assert event["involvedObject"]["name"] == "n1" and event["reason"] == REBOOTING
+    assert kube.requests == [("POST", f"/api/v1/namespaces/{EVENT_NAMESPACE}/events")]

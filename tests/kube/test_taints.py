@@ -1,4 +1,5 @@
-"""Tests for pykured.kube.taints: pure JSON Patch builders, and the taint on a real Node."""
+"""Tests for pykured.kube.taints: pure JSON Patch builders, and the taint on FakeKube's Node (on a real Node,
+with kured's RBAC and the API server's JSON patches: tests/e2e/kube/test_taints.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,29 @@ from typing import Any
 import pytest
 
 from pykured.core.errors import KubeError, NotFoundError
-from pykured.kube.client import JSON_PATCH, Kube
+from pykured.kube.client import JSON_PATCH
 from pykured.kube.taints import PREFER_NO_SCHEDULE, PreferNoScheduleTaint, add_taint_patch, remove_taint_patch
+from tests.fakes import FakeKube
 
 KEY = "weave.works/kured-node-reboot"
 OURS = {"key": KEY, "effect": PREFER_NO_SCHEDULE}
 OTHER = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 SAME_KEY_OTHER_EFFECT = {"key": KEY, "effect": "NoSchedule"}
+
+
+@pytest.fixture
+def kube() -> FakeKube:
+    return FakeKube()
+
+
+@pytest.fixture
+def node(kube: FakeKube) -> str:
+    kube.add_node("n1")
+    return "n1"
+
+
+def _taints(kube: Any, node: str) -> list[dict[str, Any]]:
+    return list(kube.get_node(node)["spec"].get("taints", []))
 
 
 @pytest.mark.parametrize(
@@ -70,43 +87,9 @@ def test_remove_patch(spec: dict[str, Any], expected: list[dict[str, Any]] | Non
     assert remove_taint_patch(spec, key=KEY) == expected
 
 
-# -- integration: the real apiserver -------------------------------------------------------------------
-
-
-@pytest.fixture
-def node(k8s: Any) -> str:
-    name: str = k8s.unique("node")
-    k8s.add_nodes(name)
-    return name
-
-
-def _taints(kube: Kube, node: str) -> list[dict[str, Any]]:
-    return list(kube.get_node(node)["spec"].get("taints", []))
-
-
-@pytest.mark.k8s
-def test_taint_on_and_off_with_kureds_rbac(k8s: Any, node: str) -> None:
-    rbac_ns = k8s.new_namespace("kured")
-    k8s.apply_rbac_kured(rbac_ns)
-    kube = k8s.kube_as(
-        f"system:serviceaccount:{rbac_ns}:kured",
-        ("system:serviceaccounts", f"system:serviceaccounts:{rbac_ns}"),
-    )
-    taint = PreferNoScheduleTaint(kube, node=node, key=KEY)
-    assert "taints" not in kube.get_node(node)["spec"]  # the empty/absent list case
-    assert taint.enable() is True
-    assert taint.enable() is False
-    assert _taints(kube, node) == [OURS]
-    assert taint.disable() is True
-    assert taint.disable() is False
-    assert _taints(kube, node) == []
-
-
-@pytest.mark.k8s
-def test_other_taints_are_kept(k8s: Any, node: str) -> None:
-    kube = k8s.kube()
+def test_other_taints_are_kept(kube: FakeKube, node: str) -> None:
     kube.patch_node(node, {"spec": {"taints": [OTHER]}})
-    taint = PreferNoScheduleTaint(kube, node=node, key=KEY)
+    taint = PreferNoScheduleTaint(kube, node=node, key=KEY)  # type: ignore[arg-type]
     assert taint.enable() is True
     assert _taints(kube, node) == [OTHER, OURS]
     kube.patch_node(
@@ -116,9 +99,7 @@ def test_other_taints_are_kept(k8s: Any, node: str) -> None:
     assert _taints(kube, node) == [OTHER, SAME_KEY_OTHER_EFFECT]
 
 
-@pytest.mark.k8s
-def test_stale_patches_fail_instead_of_overwriting(k8s: Any, node: str) -> None:
-    kube = k8s.kube()
+def test_stale_patches_fail_instead_of_overwriting(kube: FakeKube, node: str) -> None:
     stale_spec = dict(kube.get_node(node)["spec"])
     kube.patch_node(node, {"spec": {"taints": [OTHER]}})  # someone else creates the list meanwhile
     patch = add_taint_patch(stale_spec, key=KEY)
@@ -133,7 +114,6 @@ def test_stale_patches_fail_instead_of_overwriting(k8s: Any, node: str) -> None:
     assert _taints(kube, node) == [OTHER]
 
 
-@pytest.mark.k8s
-def test_missing_node_raises(k8s: Any) -> None:
+def test_missing_node_raises(kube: FakeKube) -> None:
     with pytest.raises(NotFoundError):
-        PreferNoScheduleTaint(k8s.kube(), node=k8s.unique("missing"), key=KEY).enable()
+        PreferNoScheduleTaint(kube, node="missing", key=KEY).enable()  # type: ignore[arg-type]

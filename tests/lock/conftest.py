@@ -1,4 +1,6 @@
-"""Helpers for the lock integration tests: the API server's history of the lock, races, fault injection."""
+"""Helpers for the lock tests: the API server's history of the lock, races, fault injection, the locks' test
+settings; and the in-process fixtures (``kube``: a FakeKube; ``lock_ns``, ``nodes``, ``now_ns``) of the lock
+tests in this directory (the real API server's are in tests/e2e/lock/conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ import dataclasses
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from pykured.lock.base import Lock
 from pykured.lock.lease import LOCK_LABEL, LeaseLock, lease_entry
 from pykured.lock.record import decode
 from pykured_dev.testenv.procs import free_port
+from tests.fakes import FakeKube
 from tests.testenv import TestEnv
 
 ANNOTATION = "weave.works/kured-node-lock"
@@ -192,7 +195,7 @@ class FaultyKube:
     """A ``Kube`` whose chosen methods fail: ``before`` the real call (nothing written) or ``after`` it
     (the write landed, the answer was lost: the ambiguous case)."""
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube | FakeKube) -> None:
         self._kube = kube
         self.faults: dict[str, list[tuple[str, KubeError]]] = {}
         self.calls: dict[str, int] = {}
@@ -268,19 +271,33 @@ def make_lease_lock(kube: Any, namespace: str, node: str, *, concurrency: int = 
     )
 
 
-@pytest.fixture
-def lock_ns(k8s: TestEnv) -> Iterator[str]:
-    """A fresh namespace holding an empty ``kured`` DaemonSet."""
-    namespace = k8s.new_namespace()
-    k8s.create_daemonset(namespace, "kured")
-    yield namespace
+T_NS = 1_795_000_000_000_000_000
+"""The injected wall clock of the in-process lock tests (2026-11-18, nanoseconds)."""
 
 
 @pytest.fixture
-def nodes(k8s: TestEnv) -> Callable[[int], list[str]]:
-    """``nodes(n)``: n fresh Ready Nodes with unique names."""
+def kube() -> FakeKube:
+    """An in-memory API server (evidence for the locks' logic only)."""
+    return FakeKube()
+
+
+@pytest.fixture
+def lock_ns(kube: FakeKube) -> str:
+    """A namespace of ``kube`` holding an empty ``kured`` DaemonSet."""
+    kube.add_daemonset("kube-system", "kured")
+    return "kube-system"
+
+
+@pytest.fixture
+def nodes(kube: FakeKube) -> Callable[[int], list[str]]:
+    """``nodes(n)``: n more Ready Nodes of ``kube``."""
+    made: list[str] = []
 
     def make(n: int) -> list[str]:
-        return k8s.add_nodes(*(k8s.unique("node") for _ in range(n)))
+        names = [f"node-{len(made) + i}" for i in range(n)]
+        for name in names:
+            kube.add_node(name)
+        made.extend(names)
+        return names
 
     return make

@@ -1,33 +1,37 @@
-"""The DaemonSet-annotation lock on the real API server: kured's format, races, faults, kured's RBAC."""
+"""The DaemonSet-annotation lock's logic on FakeKube with an injected clock: kured's format, TTLs, faults,
+liveness, waits (tests/e2e/lock/test_annotation.py: races, a real 409, an unreachable server, kured's RBAC).
+"""
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import re
-import threading
-import time
 from typing import Any
 
 import pytest
 
 from pykured.core.errors import ConflictError, KubeError, LockError
 from pykured.gocompat.goflags import Duration
-from pykured.kube.client import Kube
+from pykured.lock.annotation import AnnotationLock
 from pykured.lock.record import UNKNOWN_HOLDER
-from pykured_dev.testenv.objects import ObjectHelpers
-from tests.lock.conftest import (
-    ANNOTATION,
-    FaultyKube,
-    annotation_history,
-    assert_one_turn_each,
-    dead_kube,
-    make_annotation_lock,
-    race,
-)
-from tests.testenv import TestEnv
+from tests.fakes import FakeClock, FakeKube
+from tests.lock import conftest
+from tests.lock.conftest import ANNOTATION, T_NS, FaultyKube
 
-pytestmark = pytest.mark.k8s
+T = datetime.datetime(2026, 11, 18, tzinfo=datetime.UTC)
+
+
+def make_annotation_lock(
+    kube: Any, namespace: str, node: str, *, clock: FakeClock | None = None, **kw: Any
+) -> AnnotationLock:
+    """The lock of the tests, its retries and waits on an injected clock (``clock``, else its own)."""
+    clock = clock or FakeClock(T)
+    kw.setdefault("sleep", clock.sleep)
+    kw.setdefault("monotonic", clock.monotonic)
+    return conftest.make_annotation_lock(kube, namespace, node, **kw)
+
 
 SINGLE_RE = re.compile(
     r'\{"nodeID":"(?P<node>[^"]+)","metadata":\{"unschedulable":(?P<u>true|false)\},'
@@ -35,36 +39,32 @@ SINGLE_RE = re.compile(
 )
 
 
-def raw(kube: Kube, namespace: str) -> str | None:
+def raw(kube: Any, namespace: str) -> str | None:
     annotations = kube.get_daemonset(namespace, "kured")["metadata"].get("annotations") or {}
     value = annotations.get(ANNOTATION)
     return None if value is None else str(value)
 
 
-def set_raw(kube: Kube, namespace: str, value: str) -> None:
+def set_raw(kube: Any, namespace: str, value: str) -> None:
     ds = kube.get_daemonset(namespace, "kured")
     ds["metadata"].setdefault("annotations", {})[ANNOTATION] = value
     kube.replace_daemonset(namespace, "kured", ds)
 
 
-# -- kured's behaviour ---------------------------------------------------------------------------
-
-
-def test_acquire_writes_kured_single_form_and_is_reentrant(k8s: TestEnv, lock_ns: str, nodes: Any) -> None:
+def test_acquire_writes_kured_single_form_and_is_reentrant(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
     (node,) = nodes(1)
-    kube = k8s.kube()
     lock = make_annotation_lock(kube, lock_ns, node, ttl=Duration.parse("30m"))
-    first = lock.acquire(unschedulable=True, now_ns=time.time_ns())
+    first = lock.acquire(unschedulable=True, now_ns=T_NS)
     stored = raw(kube, lock_ns)
     assert first.acquired and not first.reentrant
     assert stored is not None
     match = SINGLE_RE.fullmatch(stored)
     assert match and match["node"] == node and match["u"] == "true" and match["ttl"] == "1800000000000"
     rv = kube.get_daemonset(lock_ns, "kured")["metadata"]["resourceVersion"]
-    again = lock.acquire(unschedulable=False, now_ns=time.time_ns())
+    again = lock.acquire(unschedulable=False, now_ns=T_NS)
     assert again.acquired and again.reentrant
     assert kube.get_daemonset(lock_ns, "kured")["metadata"]["resourceVersion"] == rv
-    entry = lock.holding(now_ns=time.time_ns())
+    entry = lock.holding(now_ns=T_NS)
     assert entry is not None and entry.unschedulable
 
 
@@ -74,25 +74,24 @@ def test_acquire_writes_kured_single_form_and_is_reentrant(k8s: TestEnv, lock_ns
     ids=["single-deletes-key", "multi-leaves-empty-list"],
 )
 def test_release_like_kured(
-    k8s: TestEnv, lock_ns: str, nodes: Any, concurrency: int, after: str | None
+    kube: FakeKube, lock_ns: str, nodes: Any, concurrency: int, after: str | None
 ) -> None:
     (node,) = nodes(1)
-    lock = make_annotation_lock(k8s.kube(), lock_ns, node, concurrency=concurrency)
-    assert lock.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    lock = make_annotation_lock(kube, lock_ns, node, concurrency=concurrency)
+    assert lock.acquire(unschedulable=False, now_ns=T_NS).acquired
     assert lock.release() is True
-    assert raw(k8s.kube(), lock_ns) == after
+    assert raw(kube, lock_ns) == after
     assert lock.release() is False
 
 
-def test_reads_a_value_written_by_kured(k8s: TestEnv, lock_ns: str, nodes: Any) -> None:
+def test_reads_a_value_written_by_kured(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
     kured_node, node = nodes(2)
-    kube = k8s.kube()
     written = (
         f'{{"nodeID":"{kured_node}","metadata":{{"unschedulable":false}},'
         f'"created":"2026-06-30T11:29:16.917242595Z","TTL":0}}'
     )
     set_raw(kube, lock_ns, written)
-    result = make_annotation_lock(kube, lock_ns, node).acquire(unschedulable=False, now_ns=time.time_ns())
+    result = make_annotation_lock(kube, lock_ns, node).acquire(unschedulable=False, now_ns=T_NS)
     assert not result.acquired and result.holder_names == kured_node
     assert raw(kube, lock_ns) == written
 
@@ -106,13 +105,14 @@ def test_reads_a_value_written_by_kured(k8s: TestEnv, lock_ns: str, nodes: Any) 
     ],
     ids=["manual-single-mode", "manual-multi-mode", "multi-value-single-mode"],
 )
-def test_mixed_forms_are_held(k8s: TestEnv, lock_ns: str, nodes: Any, stored: str, concurrency: int) -> None:
+def test_mixed_forms_are_held(
+    kube: FakeKube, lock_ns: str, nodes: Any, stored: str, concurrency: int
+) -> None:
     """A holder of either form excludes acquirers of the other (kured's multi mode ignored manual locks)."""
-    kube = k8s.kube()
     set_raw(kube, lock_ns, stored)
     (node,) = nodes(1)
     result = make_annotation_lock(kube, lock_ns, node, concurrency=concurrency).acquire(
-        unschedulable=False, now_ns=time.time_ns()
+        unschedulable=False, now_ns=T_NS
     )
     if concurrency == 1:
         assert not result.acquired and result.holder_names == "manual"
@@ -123,22 +123,18 @@ def test_mixed_forms_are_held(k8s: TestEnv, lock_ns: str, nodes: Any, stored: st
         assert json.loads(raw(kube, lock_ns) or "")["maxOwners"] == 3
 
 
-def test_empty_multi_value_is_free_in_single_mode(k8s: TestEnv, lock_ns: str, nodes: Any) -> None:
-    kube = k8s.kube()
+def test_empty_multi_value_is_free_in_single_mode(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
     set_raw(kube, lock_ns, '{"maxOwners":2,"locks":[]}')
     (node,) = nodes(1)
-    assert (
-        make_annotation_lock(kube, lock_ns, node).acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-    )
+    assert make_annotation_lock(kube, lock_ns, node).acquire(unschedulable=False, now_ns=T_NS).acquired
     assert SINGLE_RE.fullmatch(raw(kube, lock_ns) or "")
 
 
-def test_ttl_expiry_and_holder_keeps_its_entry(k8s: TestEnv, lock_ns: str, nodes: Any) -> None:
+def test_ttl_expiry_and_holder_keeps_its_entry(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
     """A holder that never releases ("killed") loses the slot after its TTL; with room left its expired entry
     stays, so after coming back it still finds its ``unschedulable`` memory (honour_ttl=False)."""
-    kube = k8s.kube()
     dead, other = nodes(2)
-    now = time.time_ns()
+    now = T_NS
     holder = make_annotation_lock(kube, lock_ns, dead, concurrency=3, ttl=Duration.parse("1s"))
     assert holder.acquire(unschedulable=True, now_ns=now).acquired
     later = now + 1_000_000_000
@@ -152,10 +148,9 @@ def test_ttl_expiry_and_holder_keeps_its_entry(k8s: TestEnv, lock_ns: str, nodes
     assert holder.holding(now_ns=later, honour_ttl=False) is not None
 
 
-def test_expired_single_lock_is_taken(k8s: TestEnv, lock_ns: str, nodes: Any) -> None:
-    kube = k8s.kube()
+def test_expired_single_lock_is_taken(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
     dead, other = nodes(2)
-    now = time.time_ns()
+    now = T_NS
     assert (
         make_annotation_lock(kube, lock_ns, dead, ttl=Duration.parse("1s"))
         .acquire(unschedulable=False, now_ns=now)
@@ -166,71 +161,14 @@ def test_expired_single_lock_is_taken(k8s: TestEnv, lock_ns: str, nodes: Any) ->
     assert waiting.acquire(unschedulable=False, now_ns=now + 1_000_000_000).acquired
 
 
-def test_restarted_holder_finds_its_lock(k8s: TestEnv, lock_ns: str, nodes: Any) -> None:
+def test_restarted_holder_finds_its_lock(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
     """Killed right after the write: the new process (same node) holds it, nobody else gets it."""
-    kube = k8s.kube()
     node, other = nodes(2)
-    assert (
-        make_annotation_lock(kube, lock_ns, node).acquire(unschedulable=True, now_ns=time.time_ns()).acquired
-    )
-    restarted = make_annotation_lock(k8s.kube_as("pykured-admin", ["system:masters"]), lock_ns, node)
-    entry = restarted.holding(now_ns=time.time_ns())
+    assert make_annotation_lock(kube, lock_ns, node).acquire(unschedulable=True, now_ns=T_NS).acquired
+    restarted = make_annotation_lock(kube, lock_ns, node)
+    entry = restarted.holding(now_ns=T_NS)
     assert entry is not None and entry.unschedulable
-    assert (
-        not make_annotation_lock(kube, lock_ns, other)
-        .acquire(unschedulable=False, now_ns=time.time_ns())
-        .acquired
-    )
-
-
-# -- races on the real API server ----------------------------------------------------------------
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("concurrency", [1, 3], ids=["concurrency-1", "concurrency-3"])
-def test_race_of_20_never_exceeds_the_limit(k8s: TestEnv, lock_ns: str, nodes: Any, concurrency: int) -> None:
-    names = nodes(20)
-    history = annotation_history(k8s.kube(), lock_ns, "kured")
-    locks = [
-        make_annotation_lock(
-            k8s.kube_as("pykured-admin", ["system:masters"]), lock_ns, n, concurrency=concurrency
-        )
-        for n in names
-    ]
-    result = race(locks)
-    history.stop()
-    assert_one_turn_each(result, names, concurrency, history)
-    assert len(history.counts) >= 40  # every acquire and release is a stored version
-    assert history.holders_seen == set(names)
-
-
-# -- faults --------------------------------------------------------------------------------------
-
-
-def test_real_conflict_is_retried_and_respected(k8s: TestEnv, lock_ns: str, nodes: Any) -> None:
-    """B writes between A's GET and A's PUT: A's PUT gets a real 409, A re-reads and sees B."""
-    kube = k8s.kube()
-    a, b = nodes(2)
-    faulty = FaultyKube(kube)
-    lock_b = make_annotation_lock(kube, lock_ns, b)
-    real_replace = kube.replace_daemonset
-    conflicts: list[KubeError] = []
-
-    def replace_after_b(namespace: str, name: str, obj: Any) -> Any:
-        if not conflicts:
-            assert lock_b.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-            try:
-                return real_replace(namespace, name, obj)
-            except ConflictError as exc:
-                conflicts.append(exc)
-                raise
-        return real_replace(namespace, name, obj)
-
-    faulty.replaced["replace_daemonset"] = replace_after_b
-    result = make_annotation_lock(faulty, lock_ns, a).acquire(unschedulable=False, now_ns=time.time_ns())
-    assert len(conflicts) == 1 and conflicts[0].status == 409
-    assert not result.acquired and result.holder_names == b
-    assert (SINGLE_RE.fullmatch(raw(kube, lock_ns) or "") or {})["node"] == b  # type: ignore[index]
+    assert not make_annotation_lock(kube, lock_ns, other).acquire(unschedulable=False, now_ns=T_NS).acquired
 
 
 @pytest.mark.parametrize(
@@ -239,41 +177,25 @@ def test_real_conflict_is_retried_and_respected(k8s: TestEnv, lock_ns: str, node
     ids=["500-nothing-written", "timeout-write-landed", "504-write-landed"],
 )
 def test_failed_put_is_settled_by_rereading(
-    k8s: TestEnv, lock_ns: str, nodes: Any, caplog: pytest.LogCaptureFixture, when: str, status: int
+    kube: FakeKube, lock_ns: str, nodes: Any, caplog: pytest.LogCaptureFixture, when: str, status: int
 ) -> None:
-    kube = k8s.kube()
     (node,) = nodes(1)
     faulty = FaultyKube(kube)
     faulty.fail("replace_daemonset", when, KubeError("injected", status=status))
     with caplog.at_level(logging.WARNING):
-        result = make_annotation_lock(faulty, lock_ns, node).acquire(
-            unschedulable=False, now_ns=time.time_ns()
-        )
+        result = make_annotation_lock(faulty, lock_ns, node).acquire(unschedulable=False, now_ns=T_NS)
     assert result.acquired
     assert faulty.calls["replace_daemonset"] == (2 if when == "before" else 1)
     assert "Error writing the lock" in caplog.text
     assert (SINGLE_RE.fullmatch(raw(kube, lock_ns) or "") or {})["node"] == node  # type: ignore[index]
 
 
-def test_get_failures_are_retried(k8s: TestEnv, lock_ns: str, nodes: Any) -> None:
+def test_get_failures_are_retried(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
     (node,) = nodes(1)
-    faulty = FaultyKube(k8s.kube())
+    faulty = FaultyKube(kube)
     faulty.fail("get_daemonset", "before", KubeError("injected", status=503), times=3)
-    assert (
-        make_annotation_lock(faulty, lock_ns, node)
-        .acquire(unschedulable=False, now_ns=time.time_ns())
-        .acquired
-    )
+    assert make_annotation_lock(faulty, lock_ns, node).acquire(unschedulable=False, now_ns=T_NS).acquired
     assert faulty.calls["get_daemonset"] == 4
-
-
-def test_unreachable_api_server_gives_lock_error(k8s: TestEnv, lock_ns: str) -> None:
-    dead = dead_kube(k8s)
-    lock = make_annotation_lock(dead, lock_ns, "n", retry_timeout=1.0)
-    started = time.monotonic()
-    with pytest.raises(LockError, match="timed out trying to get daemonset"):
-        lock.acquire(unschedulable=False, now_ns=time.time_ns())
-    assert time.monotonic() - started < 10
 
 
 @pytest.mark.parametrize(
@@ -282,112 +204,107 @@ def test_unreachable_api_server_gives_lock_error(k8s: TestEnv, lock_ns: str) -> 
     ids=["invalid-json", "node-number", "ttl-string", "locks-object"],
 )
 def test_corrupt_value_counts_as_held_and_is_never_overwritten(
-    k8s: TestEnv, lock_ns: str, nodes: Any, caplog: pytest.LogCaptureFixture, stored: str
+    kube: FakeKube, lock_ns: str, nodes: Any, caplog: pytest.LogCaptureFixture, stored: str
 ) -> None:
-    kube = k8s.kube()
     set_raw(kube, lock_ns, stored)
     (node,) = nodes(1)
     lock = make_annotation_lock(kube, lock_ns, node, concurrency=2)
     with caplog.at_level(logging.ERROR):
-        result = lock.acquire(unschedulable=False, now_ns=time.time_ns())
+        result = lock.acquire(unschedulable=False, now_ns=T_NS)
     assert not result.acquired and result.holder_names == UNKNOWN_HOLDER
     assert "pykured lock release" in caplog.text
-    assert lock.holders(now_ns=time.time_ns())[0].node_id == UNKNOWN_HOLDER
+    assert lock.holders(now_ns=T_NS)[0].node_id == UNKNOWN_HOLDER
     with pytest.raises(LockError):
         lock.release()
     assert raw(kube, lock_ns) == stored
 
 
-# -- liveness ------------------------------------------------------------------------------------
-
-
 def test_lock_of_a_deleted_node_is_freed(
-    k8s: TestEnv, lock_ns: str, nodes: Any, caplog: pytest.LogCaptureFixture
+    kube: FakeKube, lock_ns: str, nodes: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    kube = k8s.kube()
     gone, waiting = nodes(2)
-    assert (
-        make_annotation_lock(kube, lock_ns, gone).acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-    )
+    assert make_annotation_lock(kube, lock_ns, gone).acquire(unschedulable=False, now_ns=T_NS).acquired
     freed: list[str] = []
     lock = make_annotation_lock(kube, lock_ns, waiting, on_gone_holder=freed.append)
-    assert not lock.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-    k8s.delete_node(gone)
+    assert not lock.acquire(unschedulable=False, now_ns=T_NS).acquired
+    kube.delete_node(gone)
     lock = make_annotation_lock(kube, lock_ns, waiting, on_gone_holder=freed.append)
     with caplog.at_level(logging.WARNING):
-        assert lock.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+        assert lock.acquire(unschedulable=False, now_ns=T_NS).acquired
     assert freed == [gone]
     assert f"Lock held by node {gone} which no longer exists: releasing" in caplog.text
 
 
-def test_manual_lock_is_not_freed_by_liveness(k8s: TestEnv, lock_ns: str, nodes: Any) -> None:
-    kube = k8s.kube()
+def test_manual_lock_is_not_freed_by_liveness(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
     set_raw(kube, lock_ns, '{"nodeID":"manual"}')
     (node,) = nodes(1)
-    assert (
-        not make_annotation_lock(kube, lock_ns, node)
-        .acquire(unschedulable=False, now_ns=time.time_ns())
-        .acquired
-    )
+    assert not make_annotation_lock(kube, lock_ns, node).acquire(unschedulable=False, now_ns=T_NS).acquired
     assert raw(kube, lock_ns) == '{"nodeID":"manual"}'
 
 
-def test_wait_for_change_returns_when_the_value_changes(k8s: TestEnv, lock_ns: str, nodes: Any) -> None:
-    kube = k8s.kube()
-    holder, waiter = nodes(2)
-    holding = make_annotation_lock(kube, lock_ns, holder)
-    waiting = make_annotation_lock(kube, lock_ns, waiter, poll_interval=0.1)
-    assert holding.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-    assert not waiting.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-    timer = threading.Timer(0.5, holding.release)
-    timer.start()
-    started = time.monotonic()
-    waiting.wait_for_change(10)
-    assert time.monotonic() - started < 2
-    assert waiting.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-
-
-# -- kured's RBAC --------------------------------------------------------------------------------
-
-
-def test_works_with_exactly_kureds_rbac(k8s: TestEnv, nodes: Any) -> None:
-    namespace = k8s.new_namespace()
-    k8s.create_daemonset(namespace, "kured")
-    k8s.apply_rbac_kured(namespace, "kured")
-    user, groups = ObjectHelpers.kured_identity(namespace)
-    kured = k8s.kube_as(user, list(groups))
-    a, b = nodes(2)
-    lock_a = make_annotation_lock(kured, namespace, a)
-    lock_b = make_annotation_lock(kured, namespace, b, poll_interval=0.1)
-    assert lock_a.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-    assert not lock_b.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-    assert lock_a.release()
-    lock_b.wait_for_change(5)
-    assert lock_b.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-    other = k8s.create_daemonset(namespace, "not-kured")
-    assert other["metadata"]["name"] == "not-kured"
-    sneaky = make_annotation_lock(kured, namespace, a, retry_timeout=0.5)
-    sneaky._ds_name = "not-kured"
-    with pytest.raises(LockError, match="not allowed to update"):
-        sneaky.acquire(unschedulable=False, now_ns=time.time_ns())
-
-
-@pytest.mark.k8s
 def test_a_wait_no_longer_than_the_poll_interval_reads_nothing(
-    k8s: TestEnv, lock_ns: str, nodes: Any
+    kube: FakeKube, lock_ns: str, nodes: Any
 ) -> None:
     """The daemon's wait (``--period``, at most a minute) polls nothing on the annotation lock: the pass
     after it reads the DaemonSet once, as kured once per ``--period``. The first wait ends at a random moment
     (the waiters' passes spread), the next ones last the whole wait."""
     (node,) = nodes(1)
-    faulty = FaultyKube(k8s.kube())
-    lock = make_annotation_lock(faulty, lock_ns, node, poll_interval=1.0)
-    started = time.monotonic()
+    faulty = FaultyKube(kube)
+    clock = FakeClock(T)
+    lock = make_annotation_lock(faulty, lock_ns, node, poll_interval=1.0, clock=clock)
+    started = clock.monotonic()
     lock.wait_for_change(1.0)
-    first = time.monotonic() - started
-    started = time.monotonic()
+    first = clock.monotonic() - started
+    started = clock.monotonic()
     lock.wait_for_change(0.5)
-    second = time.monotonic() - started
+    second = clock.monotonic() - started
     assert faulty.calls == {}
-    assert first < 1.2
-    assert 0.45 < second < 1.0
+    assert 0 <= first <= 1.0
+    assert second == pytest.approx(0.5)
+
+
+def test_a_conflict_is_retried_and_respected(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
+    """B writes between A's GET and A's PUT: A's PUT gets a 409, A re-reads and sees B (the real API
+    server's 409: tests/e2e/lock/test_annotation.py)."""
+    a, b = nodes(2)
+    faulty = FaultyKube(kube)
+    lock_b = make_annotation_lock(kube, lock_ns, b)
+    real_replace = kube.replace_daemonset
+    conflicts: list[KubeError] = []
+
+    def replace_after_b(namespace: str, name: str, obj: Any) -> Any:
+        if not conflicts:
+            assert lock_b.acquire(unschedulable=False, now_ns=T_NS).acquired
+            try:
+                return real_replace(namespace, name, obj)
+            except ConflictError as exc:
+                conflicts.append(exc)
+                raise
+        return real_replace(namespace, name, obj)
+
+    faulty.replaced["replace_daemonset"] = replace_after_b
+    result = make_annotation_lock(faulty, lock_ns, a).acquire(unschedulable=False, now_ns=T_NS)
+    assert len(conflicts) == 1 and conflicts[0].status == 409
+    assert not result.acquired and result.holder_names == b
+    assert (SINGLE_RE.fullmatch(raw(kube, lock_ns) or "") or {})["node"] == b  # type: ignore[index]
+
+
+def test_wait_for_change_returns_when_the_value_changes(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
+    holder, waiter = nodes(2)
+    holding = make_annotation_lock(kube, lock_ns, holder)
+    clock = FakeClock(T)
+    released: list[bool] = []
+    started = clock.monotonic()
+
+    def sleep(seconds: float) -> None:  # the holder releases 0.5 s into the wait
+        clock.sleep(seconds)
+        if not released and clock.monotonic() - started >= 0.5:
+            released.append(holding.release())
+
+    waiting = make_annotation_lock(kube, lock_ns, waiter, poll_interval=0.1, sleep=sleep, clock=clock)
+    assert holding.acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert not waiting.acquire(unschedulable=False, now_ns=T_NS).acquired
+    waiting.wait_for_change(10)
+    assert released == [True]
+    assert clock.monotonic() - started < 0.5 + 0.15  # seen at the next poll (0.1 s ± 50 %)
+    assert waiting.acquire(unschedulable=False, now_ns=T_NS).acquired

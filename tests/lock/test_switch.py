@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import pytest
@@ -12,16 +11,8 @@ from pykured.core.errors import ForbiddenError, LockError
 from pykured.lock.base import AcquireResult
 from pykured.lock.record import LockEntry
 from pykured.lock.switch import GuardedLock
-from pykured_dev.testenv.objects import ObjectHelpers
-from tests.lock.conftest import (
-    annotation_history,
-    assert_one_turn_each,
-    lease_history,
-    make_annotation_lock,
-    make_lease_lock,
-    race,
-)
-from tests.testenv import TestEnv
+from tests.fakes import FakeKube
+from tests.lock.conftest import T_NS, make_annotation_lock, make_lease_lock
 
 # -- unit: the guard's decisions over fake locks --------------------------------------------------
 
@@ -151,78 +142,36 @@ def test_without_other_backend_the_guard_is_transparent() -> None:
     assert primary.held == []
 
 
-# -- on the API server ---------------------------------------------------------------------------
-
-
-@pytest.mark.k8s
-def test_lease_node_backs_off_while_the_annotation_is_held(k8s: TestEnv, lock_ns: str, nodes: Any) -> None:
-    kube = k8s.kube()
+def test_lease_node_backs_off_while_the_annotation_is_held(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
     old, new = nodes(2)
-    assert (
-        make_annotation_lock(kube, lock_ns, old).acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-    )
+    assert make_annotation_lock(kube, lock_ns, old).acquire(unschedulable=False, now_ns=T_NS).acquired
     guard = GuardedLock(make_lease_lock(kube, lock_ns, new), make_annotation_lock(kube, lock_ns, new))
-    result = guard.acquire(unschedulable=False, now_ns=time.time_ns())
+    result = guard.acquire(unschedulable=False, now_ns=T_NS)
     assert not result.acquired and result.holder_names == old
     lease = kube.get_lease(lock_ns, "pykured-lock-0")
     assert "holderIdentity" not in lease["spec"]
 
 
-@pytest.mark.k8s
 def test_the_lease_lock_needs_no_daemonset(
-    k8s: TestEnv, nodes: Any, caplog: pytest.LogCaptureFixture
+    kube: FakeKube, nodes: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    namespace = k8s.new_namespace()  # no kured DaemonSet: a cluster served by the central FleetLock alone
-    kube = k8s.kube()
+    namespace = "kube-system"  # no kured DaemonSet: a cluster served by the central FleetLock alone
     first, second = nodes(2)
     guard = GuardedLock(
         make_lease_lock(kube, namespace, first),
         make_annotation_lock(kube, namespace, first, retry_timeout=60.0, missing_ok=True),
     )
     with caplog.at_level(logging.WARNING, logger="pykured.lock.annotation"):
-        assert guard.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+        assert guard.acquire(unschedulable=False, now_ns=T_NS).acquired
         other = GuardedLock(
             make_lease_lock(kube, namespace, second),
             make_annotation_lock(kube, namespace, second, retry_timeout=60.0, missing_ok=True),
         )
-        assert not other.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+        assert not other.acquire(unschedulable=False, now_ns=T_NS).acquired
         assert guard.release()
-        assert other.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+        assert other.acquire(unschedulable=False, now_ns=T_NS).acquired
     said = [r.getMessage() for r in caplog.records if "not found" in r.getMessage()]
     assert len(said) == 2 and all(
         f"DaemonSet {namespace}/kured not found" in m for m in said
     )  # once per agent
     assert not [r for r in caplog.records if "retrying" in r.getMessage()]
-
-
-@pytest.mark.k8s
-def test_kured_rbac_skips_the_lease_check(k8s: TestEnv, nodes: Any) -> None:
-    namespace = k8s.new_namespace()
-    k8s.create_daemonset(namespace, "kured")
-    k8s.apply_rbac_kured(namespace, "kured")
-    user, groups = ObjectHelpers.kured_identity(namespace)
-    kured = k8s.kube_as(user, list(groups))
-    (node,) = nodes(1)
-    guard = GuardedLock(make_annotation_lock(kured, namespace, node), make_lease_lock(kured, namespace, node))
-    assert guard.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
-
-
-@pytest.mark.k8s
-@pytest.mark.slow
-@pytest.mark.parametrize("concurrency", [1, 3], ids=["concurrency-1", "concurrency-3"])
-def test_race_during_a_backend_switch(k8s: TestEnv, lock_ns: str, nodes: Any, concurrency: int) -> None:
-    """20 contenders, half still on the annotation and half already on Leases, each guarded by the other."""
-    names = nodes(20)
-    ann_history = annotation_history(k8s.kube(), lock_ns, "kured")
-    lease_hist = lease_history(k8s.kube(), lock_ns, "pykured-lock")
-    locks = []
-    for i, name in enumerate(names):
-        kube = k8s.kube_as("pykured-admin", ["system:masters"])
-        ann = make_annotation_lock(kube, lock_ns, name, concurrency=concurrency)
-        lease = make_lease_lock(kube, lock_ns, name, concurrency=concurrency)
-        locks.append(GuardedLock(ann, lease) if i % 2 else GuardedLock(lease, ann))
-    result = race(locks, wait=0.5)
-    ann_history.stop()
-    lease_hist.stop()
-    assert_one_turn_each(result, names, concurrency, ann_history, lease_hist)
-    assert ann_history.holders_seen and lease_hist.holders_seen  # both backends were really used

@@ -83,6 +83,15 @@ def settled(waiters: list[Waiter]) -> bool:
     return all(w.kube.calls.get("watch_leases", 0) >= 1 for w in waiters)
 
 
+def lease_calls(waiters: list[Waiter]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for waiter in waiters:
+        for name, count in waiter.kube.calls.items():
+            if "lease" in name:
+                total[name] = total.get(name, 0) + count
+    return total
+
+
 def test_a_freed_slot_wakes_one_waiter_and_the_others_send_nothing(
     k8s: TestEnv, nodes: Any, waiters: list[Waiter]
 ) -> None:
@@ -118,15 +127,6 @@ def test_a_freed_slot_wakes_one_waiter_and_the_others_send_nothing(
     # The whole hand-over: the winner's write, plus one write per near tie.
     extra = sum(w.requests() - b for w, b in zip(waiters, before, strict=True))
     assert extra == len(woke), [w.kube.calls for w in woke]
-
-
-def lease_calls(waiters: list[Waiter]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for waiter in waiters:
-        for name, count in waiter.kube.calls.items():
-            if "lease" in name:
-                total[name] = total.get(name, 0) + count
-    return total
 
 
 def test_a_chain_of_hand_overs_costs_the_takes_and_the_releases_alone(

@@ -1,5 +1,5 @@
-"""Reboot hooks and settle gates on the real API server (the gate objects alone; the daemon's use of them is
-covered by the agent tests)."""
+"""Settle gates on the real API server: pods' readiness, PodDisruptionBudgets, Nodes' readiness (the gate
+objects alone; the daemon's use of them is covered by the agent tests; the reboot hooks: tests/gates/)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import datetime
 
 import pytest
 
-from pykured.gates.hooks import RebootHook
-from pykured.gates.phase import GatePhase, Verdict, evaluate
 from pykured.gates.settle import (
     DRAINED_PDBS_ANNOTATION,
     NodesReadyGate,
@@ -21,50 +19,6 @@ from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.k8s
 UTC = datetime.UTC
-HOUR = datetime.timedelta(hours=1)
-
-
-def test_before_reboot_hook_that_answers(k8s: TestEnv) -> None:
-    node = k8s.add_nodes(k8s.unique("hook"))[0]
-    kube = k8s.kube()
-    hook = RebootHook(
-        kube, node=node, phase="before", annotations=("lb.example.com/drained", "db.example.com/ok")
-    )
-    kube.patch_node(node, {"metadata": {"annotations": {"db.example.com/ok": "true"}}})  # a stale answer
-    now = datetime.datetime.now(UTC)
-    since = hook.begin(now)
-    obj = kube.get_node(node)
-    assert obj["metadata"]["labels"]["pykured.dev/before-reboot"] == "true"
-    assert hook.since(obj) == since
-    phase = GatePhase("before-reboot", [hook], HOUR)
-    result = evaluate(phase, obj, since=since, now=now)
-    assert result.verdict is Verdict.WAIT
-    assert str(result.reason) == "waiting for before-reboot hooks: [lb.example.com/drained db.example.com/ok]"
-    # the hook controllers answer
-    kube.patch_node(
-        node, {"metadata": {"annotations": {"lb.example.com/drained": "true", "db.example.com/ok": "true"}}}
-    )
-    assert evaluate(phase, kube.get_node(node), since=since, now=now).verdict is Verdict.OPEN
-    hook.clear()
-    obj = kube.get_node(node)
-    assert "pykured.dev/before-reboot" not in obj["metadata"]["labels"]
-    assert not {"lb.example.com/drained", "pykured.dev/before-reboot-since"} & set(
-        obj["metadata"]["annotations"]
-    )
-
-
-def test_a_hook_that_never_answers_times_out(k8s: TestEnv) -> None:
-    node = k8s.add_nodes(k8s.unique("hook"))[0]
-    hook = RebootHook(k8s.kube(), node=node, phase="after", annotations=("lb.example.com/ready",))
-    start = datetime.datetime.now(UTC)
-    since = hook.begin(start)
-    phase = GatePhase("after-reboot", [hook], datetime.timedelta(minutes=10))
-    obj = k8s.kube().get_node(node)
-    assert (
-        evaluate(phase, obj, since=since, now=since + datetime.timedelta(minutes=9)).verdict is Verdict.WAIT
-    )
-    result = evaluate(phase, obj, since=since, now=since + datetime.timedelta(minutes=10))
-    assert result.verdict is Verdict.TIMED_OUT and result.reason is not None
 
 
 def test_settle_on_an_unready_pod_then_ready(k8s: TestEnv) -> None:

@@ -1,0 +1,385 @@
+"""The drainer against the real API server: kubectl's filters, evictions in parallel, PodDisruptionBudgets,
+grace periods, waits for deletion, cordons, kured's RBAC (the pure parts: tests/test_drain.py)."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from pykured.core.errors import DrainError, NotFoundError
+from pykured.drain import (
+    DAEMONSET_WARNING,
+    LOCAL_STORAGE_WARNING,
+    MIRROR_ANNOTATION,
+    UNMANAGED_WARNING,
+    Drainer,
+)
+from pykured.gocompat.goflags import Duration
+from pykured.kube.client import MERGE_PATCH, Kube
+from pykured_dev.eventually import eventually
+
+NOW = datetime.datetime(2026, 6, 30, 12, 0, 0, tzinfo=datetime.UTC)
+RS_OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "r1", "controller": True}
+DS_OWNER = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "d1", "controller": True}
+FINALIZER = "pykured.dev/test-hold"
+NON_CONTROLLER = {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "c1"}
+
+
+def pod(
+    name: str,
+    *,
+    owner: dict[str, Any] | None = RS_OWNER,
+    phase: str = "Running",
+    empty_dir: bool = False,
+    mirror: bool = False,
+    deleted_seconds_ago: int | None = None,
+    namespace: str = "ns",
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
+    if mirror:
+        meta["annotations"] = {MIRROR_ANNOTATION: "hash"}
+    if deleted_seconds_ago is not None:
+        stamp = NOW - datetime.timedelta(seconds=deleted_seconds_ago)
+        meta["deletionTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    volumes = (
+        [{"name": "scratch", "emptyDir": {}}] if empty_dir else [{"name": "cfg", "configMap": {"name": "x"}}]
+    )
+    return {"metadata": meta, "spec": {"nodeName": "n", "volumes": volumes}, "status": {"phase": phase}}
+
+
+# name, pod, skip-timeout, missing DaemonSets, expected: ("evict", warnings) | ("skip", kind)
+FILTER_CASES: list[tuple[str, dict[str, Any], int, set[tuple[str, str]], tuple[str, Any]]] = [
+    ("replicaset-pod", pod("a"), 0, set(), ("evict", ())),
+    ("unmanaged", pod("a", owner=None), 0, set(), ("evict", (UNMANAGED_WARNING,))),
+    ("non-controller-owner", pod("a", owner=NON_CONTROLLER), 0, set(), ("evict", (UNMANAGED_WARNING,))),
+    ("empty-dir", pod("a", empty_dir=True), 0, set(), ("evict", (LOCAL_STORAGE_WARNING,))),
+    (
+        "empty-dir-unmanaged",
+        pod("a", owner=None, empty_dir=True),
+        0,
+        set(),
+        ("evict", (LOCAL_STORAGE_WARNING, UNMANAGED_WARNING)),
+    ),
+    ("succeeded-unmanaged", pod("a", owner=None, phase="Succeeded", empty_dir=True), 0, set(), ("evict", ())),
+    ("failed-unmanaged", pod("a", owner=None, phase="Failed"), 0, set(), ("evict", ())),
+    ("daemonset", pod("a", owner=DS_OWNER), 0, set(), ("skip", "daemonset")),
+    ("daemonset-succeeded", pod("a", owner=DS_OWNER, phase="Succeeded"), 0, set(), ("skip", "daemonset")),
+    (
+        "daemonset-missing",
+        pod("a", owner=DS_OWNER),
+        0,
+        {("ns", "ds")},
+        ("evict", ('daemonsets.apps "ds" not found',)),
+    ),
+    ("daemonset-other-ns-missing", pod("a", owner=DS_OWNER), 0, {("other", "ds")}, ("skip", "daemonset")),
+    ("mirror", pod("a", owner=None, mirror=True), 0, set(), ("skip", "mirror")),
+    ("deleted-long-ago", pod("a", deleted_seconds_ago=100), 60, set(), ("skip", "deleted")),
+    ("deleted-recently", pod("a", deleted_seconds_ago=30), 60, set(), ("evict", ())),
+    ("deleted-exactly-at-timeout", pod("a", deleted_seconds_ago=60), 60, set(), ("evict", ())),
+    ("deleted-skip-disabled", pod("a", deleted_seconds_ago=10_000), 0, set(), ("evict", ())),
+    (
+        "deleted-daemonset-first-filter-wins",
+        pod("a", owner=DS_OWNER, deleted_seconds_ago=100),
+        60,
+        set(),
+        ("skip", "deleted"),
+    ),
+]
+
+
+RS_REF = {
+    "apiVersion": "apps/v1",
+    "kind": "ReplicaSet",
+    "name": "web-rs",
+    "uid": "00000000-0000-0000-0000-0000000000aa",
+    "controller": True,
+}
+GONE_DS_REF = {
+    "apiVersion": "apps/v1",
+    "kind": "DaemonSet",
+    "name": "gone",
+    "uid": "00000000-0000-0000-0000-0000000000bb",
+    "controller": True,
+}
+
+
+@pytest.fixture
+def place(k8s: Any) -> tuple[str, str]:
+    """A fresh namespace and a fresh Ready node."""
+    namespace = k8s.new_namespace()
+    node = k8s.unique("node")
+    k8s.add_nodes(node)
+    return namespace, node
+
+
+def _names_on(kube: Kube, node: str) -> set[str]:
+    items = kube.list_pods(field_selector=f"spec.nodeName={node}")["items"]
+    return {p["metadata"]["name"] for p in items}
+
+
+def _drainer(kube: Kube, node: str, **kwargs: Any) -> Drainer:
+    kwargs.setdefault("timeout", 30.0)
+    kwargs.setdefault("retry_delay", 0.2)
+    kwargs.setdefault("max_retry_delay", 0.5)
+    kwargs.setdefault("poll_interval", 0.2)
+    return Drainer(kube, node=node, **kwargs)
+
+
+def _blocking_pdb(k8s: Any, namespace: str, node: str) -> None:
+    k8s.create_pod(namespace, "guarded", node=node, labels={"app": "guarded"}, owner=RS_REF)
+    k8s.create_pdb(namespace, "pdb", {"app": "guarded"}, min_available=1)
+    k8s.set_pdb_status(namespace, "pdb", disruptions_allowed=0)
+
+
+def _stuck_pod(k8s: Any, namespace: str, node: str) -> None:
+    """A pod a finalizer keeps in Terminating after its deletion."""
+    k8s.create_pod(namespace, "stuck", node=node, owner=RS_REF)
+    k8s.kube().request(
+        "PATCH",
+        f"/api/v1/namespaces/{namespace}/pods/stuck",
+        body={"metadata": {"finalizers": [FINALIZER]}},
+        content_type=MERGE_PATCH,
+    )
+
+
+def _release(k8s: Any, namespace: str) -> None:
+    k8s.kube().request(
+        "PATCH",
+        f"/api/v1/namespaces/{namespace}/pods/stuck",
+        body={"metadata": {"finalizers": None}},
+        content_type=MERGE_PATCH,
+    )
+
+
+@pytest.mark.k8s
+def test_drain_follows_kubectl_filters(
+    k8s: Any, place: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    namespace, node = place
+    kube = k8s.kube()
+    ds = k8s.create_daemonset(namespace, "agent")
+    k8s.create_pod(namespace, "ds-pod", node=node, owner=k8s.owner_ref(ds))
+    k8s.create_pod(namespace, "static", node=node, annotations={MIRROR_ANNOTATION: "x"})
+    k8s.create_pod(namespace, "scratch", node=node, owner=RS_REF, empty_dir=True)
+    k8s.create_pod(namespace, "bare", node=node)
+    k8s.create_pod(namespace, "web", node=node, owner=RS_REF)
+    k8s.create_pod(namespace, "orphan", node=node, owner=GONE_DS_REF)
+    caplog.set_level(logging.INFO, logger="pykured.drain")
+
+    result = _drainer(kube, node).drain()
+
+    assert {r.name for r in result.evicted} == {"scratch", "bare", "web", "orphan"}
+    assert {(s.pod.name, s.reason.kind) for s in result.skipped} == {
+        ("ds-pod", "daemonset"),
+        ("static", "mirror"),
+    }
+    assert _names_on(kube, node) == {"ds-pod", "static"}
+    assert result.used_eviction is True
+    assert f"{DAEMONSET_WARNING}: {namespace}/ds-pod" in result.warnings
+    assert f"{UNMANAGED_WARNING}: {namespace}/bare" in result.warnings
+    assert f"{LOCAL_STORAGE_WARNING}: {namespace}/scratch" in result.warnings
+    assert 'daemonsets.apps "gone" not found' in result.warnings
+    messages = [r.getMessage() for r in caplog.records]
+    assert f"evicting pod {namespace}/web" in messages
+    assert "pod/web evicted" in messages
+    assert any(m.startswith("WARNING: ") for m in messages)
+
+
+@pytest.mark.k8s
+def test_drain_of_an_empty_node(k8s: Any, place: tuple[str, str]) -> None:
+    _, node = place
+    result = _drainer(k8s.kube(), node).drain()
+    assert (result.evicted, result.skipped, result.warnings) == ((), (), "")
+
+
+@pytest.mark.k8s
+def test_evictions_run_in_parallel(k8s: Any, place: tuple[str, str]) -> None:
+    namespace, node = place
+    for i in range(20):
+        k8s.create_pod(namespace, f"p{i}", node=node, owner=RS_REF, grace=1)
+    result = _drainer(k8s.kube(), node).drain()
+    assert len(result.evicted) == 20
+    assert _names_on(k8s.kube(), node) == set()
+    assert result.seconds < 8.0, "twenty 1 s terminations one after another would take 20 s"
+
+
+@pytest.mark.k8s
+def test_pdb_blocks_until_the_global_timeout(k8s: Any, place: tuple[str, str]) -> None:
+    namespace, node = place
+    _blocking_pdb(k8s, namespace, node)
+    started = time.monotonic()
+    with pytest.raises(DrainError) as info:
+        _drainer(k8s.kube(), node, timeout=Duration.parse("2s")).drain()
+    assert (
+        str(info.value) == f'error when evicting pods/"guarded" -n "{namespace}": global timeout reached: 2s'
+    )
+    assert 1.9 < time.monotonic() - started < 6.0
+    assert _names_on(k8s.kube(), node) == {"guarded"}
+
+
+@pytest.mark.k8s
+def test_pdb_retry_succeeds_once_a_disruption_is_allowed(k8s: Any, place: tuple[str, str]) -> None:
+    namespace, node = place
+    _blocking_pdb(k8s, namespace, node)
+    k8s.create_pod(namespace, "free", node=node, owner=RS_REF)
+    timer = threading.Timer(1.5, k8s.set_pdb_status, (namespace, "pdb"), {"disruptions_allowed": 1})
+    told: list[str] = []
+    timer.start()
+    try:
+        result = _drainer(k8s.kube(), node, on_blocked=told.append).drain()
+    finally:
+        timer.join()
+    assert {r.name for r in result.evicted} == {"guarded", "free"}
+    assert result.seconds >= 1.4
+    # the blocker the agent publishes for ``pykured status``: told once while it holds, cleared at the end
+    assert len(told) == 2 and told[1] == "", told
+    assert told[0].startswith(f"eviction of pod {namespace}/guarded refused: ")
+    assert "disruption budget" in told[0] and told[0].endswith("(HTTP 429)")
+
+
+@pytest.mark.k8s
+def test_cancel_stops_a_blocked_drain(k8s: Any, place: tuple[str, str]) -> None:
+    namespace, node = place
+    _blocking_pdb(k8s, namespace, node)
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(DrainError, match="cancelled"):
+        _drainer(k8s.kube(), node, timeout=0, cancel=cancel).drain()
+    assert time.monotonic() - started < 5.0
+
+
+@pytest.mark.k8s
+@pytest.mark.parametrize(("grace_period", "expected"), [(-1, 30), (7, 7)], ids=["pod-default", "flag"])
+def test_grace_period_is_passed_to_the_eviction(
+    k8s: Any, place: tuple[str, str], grace_period: int, expected: int
+) -> None:
+    namespace, node = place
+    k8s.create_pod(namespace, "slow", node=node, owner=RS_REF, grace=30)
+    seen: list[int] = []
+    drainer = _drainer(k8s.kube(), node, grace_period=grace_period)
+    worker = threading.Thread(target=drainer.drain)
+    worker.start()
+
+    def graced() -> bool:  # the eviction's grace shows on the pod while it terminates
+        try:
+            grace = k8s.kube().get_pod(namespace, "slow")["metadata"].get("deletionGracePeriodSeconds")
+        except NotFoundError:
+            return True
+        if grace is not None:
+            seen.append(grace)
+        return grace is not None
+
+    eventually(graced, timeout=10)
+    worker.join(30)
+    assert seen == [expected]
+
+
+@pytest.mark.k8s
+def test_pod_selector_limits_the_drain(k8s: Any, place: tuple[str, str]) -> None:
+    namespace, node = place
+    k8s.create_pod(namespace, "chosen", node=node, owner=RS_REF, labels={"drain": "yes"})
+    k8s.create_pod(namespace, "kept", node=node, owner=RS_REF, labels={"drain": "no"})
+    result = _drainer(k8s.kube(), node, pod_selector="drain=yes").drain()
+    assert [r.name for r in result.evicted] == ["chosen"]
+    assert _names_on(k8s.kube(), node) == {"kept"}
+
+
+@pytest.mark.k8s
+def test_skip_wait_for_delete_timeout(k8s: Any, place: tuple[str, str]) -> None:
+    namespace, node = place
+    _stuck_pod(k8s, namespace, node)
+    try:
+        with pytest.raises(
+            DrainError, match=r'error when waiting for pod "stuck" in namespace .* to terminate'
+        ):
+            _drainer(k8s.kube(), node, timeout=Duration.parse("3s")).drain()
+
+        def terminating_for_over_a_second() -> bool:  # the kubelet's final delete stamps deletionTimestamp
+            meta = k8s.kube().get_pod(namespace, "stuck")["metadata"]
+            stamp = datetime.datetime.fromisoformat(meta.get("deletionTimestamp") or "9999-01-01T00:00:00Z")
+            return datetime.datetime.now(datetime.UTC) - stamp > datetime.timedelta(seconds=1.5)
+
+        assert eventually(terminating_for_over_a_second, timeout=30)
+        result = _drainer(k8s.kube(), node, skip_wait_for_delete_timeout=1).drain()
+        assert [s.reason.kind for s in result.skipped] == [
+            "deleted"
+        ]  # terminating for > 1 s: not even evicted
+        assert _names_on(k8s.kube(), node) == {"stuck"}
+    finally:
+        _release(k8s, namespace)
+
+
+@pytest.mark.k8s
+def test_skip_wait_for_a_pod_that_starts_terminating(k8s: Any, place: tuple[str, str]) -> None:
+    namespace, node = place
+    _stuck_pod(k8s, namespace, node)
+    try:
+        result = _drainer(k8s.kube(), node, skip_wait_for_delete_timeout=1).drain()
+        assert [r.name for r in result.evicted] == ["stuck"]
+        assert 1.0 < result.seconds < 6.0
+    finally:
+        _release(k8s, namespace)
+
+
+@pytest.mark.k8s
+def test_delete_when_the_eviction_api_is_missing(
+    k8s: Any, place: tuple[str, str], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    namespace, node = place
+    _blocking_pdb(k8s, namespace, node)
+    kube = k8s.kube_as("admin-no-eviction", ("system:masters",))
+    monkeypatch.setattr(kube, "supports_eviction", lambda: False)
+    caplog.set_level(logging.INFO, logger="pykured.drain")
+    result = _drainer(kube, node).drain()
+    assert result.used_eviction is False
+    assert [r.name for r in result.evicted] == ["guarded"]  # DELETE does not consult PodDisruptionBudgets
+    assert "pod/guarded deleted" in [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.k8s
+def test_cordon_and_uncordon_are_idempotent(k8s: Any, place: tuple[str, str]) -> None:
+    _, node = place
+    kube = k8s.kube()
+    drainer = _drainer(kube, node)
+    assert drainer.cordon() is True
+    assert drainer.cordon() is False
+    assert kube.get_node(node)["spec"]["unschedulable"] is True
+    assert drainer.uncordon() is True
+    assert drainer.uncordon() is False
+    assert "unschedulable" not in kube.get_node(node)["spec"]
+
+
+@pytest.mark.k8s
+def test_cordon_of_a_missing_node_is_a_drain_error(k8s: Any) -> None:
+    with pytest.raises(DrainError, match="error cordoning node"):
+        _drainer(k8s.kube(), k8s.unique("missing")).cordon()
+
+
+@pytest.mark.k8s
+def test_the_whole_cycle_works_with_kureds_rbac(k8s: Any, place: tuple[str, str]) -> None:
+    namespace, node = place
+    rbac_ns = k8s.new_namespace("kured")
+    k8s.apply_rbac_kured(rbac_ns)
+    kube = k8s.kube_as(
+        f"system:serviceaccount:{rbac_ns}:kured",
+        ("system:serviceaccounts", f"system:serviceaccounts:{rbac_ns}"),
+    )
+    ds = k8s.create_daemonset(namespace, "agent")
+    k8s.create_pod(namespace, "ds-pod", node=node, owner=k8s.owner_ref(ds))
+    k8s.create_pod(namespace, "web", node=node, owner=RS_REF)
+    k8s.create_pod(namespace, "bare", node=node)
+    drainer = _drainer(kube, node)
+    assert drainer.cordon() is True
+    result = drainer.drain()
+    assert {r.name for r in result.evicted} == {"web", "bare"}
+    assert result.used_eviction is True
+    assert drainer.uncordon() is True
+    assert _names_on(k8s.kube(), node) == {"ds-pod"}
