@@ -1,8 +1,8 @@
 """A real node that does not come back from its reboot: the fleet stops, nothing else reboots.
 
-It leaves its node down (the next scenario's reset boots it). The dead node keeps the lock; the other nodes need a reboot
-too and wait for the lock, and keep waiting after kube-controller-manager has marked the dead node
-``Unknown``: none is cordoned or rebooted.
+It leaves its node down (the next scenario's reset boots it). The dead node keeps the lock; the other nodes
+need a reboot too and wait for the lock, and keep waiting after kube-controller-manager has marked the dead
+node ``Unknown``: none is cordoned or rebooted.
 """
 
 from __future__ import annotations
