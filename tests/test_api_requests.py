@@ -131,11 +131,27 @@ def agent(
     return fleet, node, user
 
 
-def measure(audited: Audited, user: str) -> collections.Counter[tuple[str, str, str]]:
-    """The user's requests over :data:`WINDOW` seconds from now."""
+def measure(
+    audited: Audited, user: str
+) -> tuple[collections.Counter[tuple[str, str, str]], tuple[float, float]]:
+    """The user's requests over :data:`WINDOW` seconds from now, and the window."""
     start = time.time()
     time.sleep(WINDOW)  # the measuring window itself
-    return audited.requests(user, (start, time.time()))
+    window = (start, time.time())
+    return audited.requests(user, window), window
+
+
+def passes_logged(log: str, window: tuple[float, float]) -> int:
+    """The passes that found the lock held within ``window``: one ``Lock already held`` line each (kured's
+    log line, timestamped to the second)."""
+    count = 0
+    for line in log.splitlines():
+        if "Lock already held" not in line or not line.startswith('time="'):
+            continue
+        at = datetime.datetime.fromisoformat(line[6:26].replace("Z", "+00:00")).timestamp()
+        if int(window[0]) + 1 <= at <= int(window[1]) - 1:
+            count += 1
+    return count
 
 
 def test_an_annotation_waiter_with_a_live_node_watch_never_gets_its_node(
@@ -149,12 +165,14 @@ def test_an_annotation_waiter_with_a_live_node_watch_never_gets_its_node(
         assert eventually(lambda: "Lock already held" in fleet.log_text(node), timeout=60), fleet.log_text(
             node
         )
-        sent = measure(audited, user)
+        sent, window = measure(audited, user)
+        logged = passes_logged(fleet.log_text(node), window)
     finally:
         fleet.close()
     passes = sent[("get", "daemonsets", "kured")]
     assert passes >= 2, sent  # it was waiting, pass after pass
-    assert passes <= WINDOW / PERIOD + 2, sent  # one pass per wait
+    assert passes <= WINDOW / PERIOD + 2, sent  # one read of the DaemonSet per pass
+    assert 1 <= logged <= WINDOW / PERIOD, logged  # about one pass per wait
     assert sent[("get", "nodes", node)] == 0, sent
     writes = {k: v for k, v in sent.items() if k[0] not in ("get", "list", "watch")}
     assert writes == {}, sent
@@ -171,7 +189,7 @@ def test_under_kureds_rbac_an_annotation_waiter_gets_its_node_once_per_pass(
         assert eventually(lambda: "Lock already held" in fleet.log_text(node), timeout=60), fleet.log_text(
             node
         )
-        sent = measure(audited, user)
+        sent, _ = measure(audited, user)
     finally:
         fleet.close()
     passes = sent[("get", "daemonsets", "kured")]
@@ -188,7 +206,7 @@ def test_an_idle_agent_sends_nothing_but_its_watches_and_a_read_of_its_lock_per_
     try:
         assert eventually(lambda: audited.watching_nodes(user), timeout=60), fleet.log_text(node)
         assert eventually(lambda: "Reboot not required" in fleet.log_text(node), timeout=60)
-        sent = measure(audited, user)
+        sent, _ = measure(audited, user)
     finally:
         fleet.close()
     others = {k: v for k, v in sent.items() if k != ("get", "daemonsets", "kured") and k[0] != "watch"}
