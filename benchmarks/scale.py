@@ -20,6 +20,11 @@ The API server's own background traffic (measured for a minute before any agent 
 traffic (the simulated kubelet's pod watch, this script's node watch and scrapes) are subtracted or
 excluded, so the figures are the agents'. Run one backend at a time on a shared machine; the load average is
 printed with the figures.
+
+The agents notice their sentinel file by a stat every 5 seconds, not by inotify (:data:`STAT_SENTINEL`):
+a machine grants a user only so many inotify instances (128 by default, shared by every process), and a
+few hundred agents would take them all. The agents are otherwise the product's ``python -m pykured``;
+the stat is the product's own fallback (its sentinel supervisor), so no request count changes.
 """
 
 from __future__ import annotations
@@ -46,7 +51,13 @@ from pykured.lock.lease import LeaseLock
 from pykured.policy.source import WATCH_SECONDS as POLICY_WATCH_SECONDS
 from pykured.requests.watch import WATCH_SECONDS as NODE_WATCH_SECONDS
 from pykured_dev.testenv import Cluster
-from pykured_dev.testenv.fleet import Fleet
+from pykured_dev.testenv.fleet import AgentSlot, Fleet
+
+STAT_SENTINEL = (
+    "import sys; from pykured.host.sentinel import FileSentinel; FileSentinel._arm = lambda self: None; "
+    "from pykured.__main__ import main; sys.exit(main())"
+)
+"""The agent, with no inotify watch on its sentinel directory (see the module docstring)."""
 
 _SAMPLE = re.compile(r"^(\w+)\{([^}]*)\}\s+([0-9.eE+-]+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -176,12 +187,38 @@ class NodeWatch:
         self.most_cordoned = max(self.most_cordoned, len(self.cordoned))
 
 
+class StatSentinelFleet(Fleet):
+    """A :class:`Fleet` whose agents hold no inotify instance (:data:`STAT_SENTINEL`)."""
+
+    def argv(self, slot: AgentSlot) -> list[str]:
+        argv = super().argv(slot)
+        assert argv[1:3] == ["-m", "pykured"], argv
+        return [argv[0], "-c", STAT_SENTINEL, *argv[3:]]
+
+
+def inotify_instances() -> int:
+    """inotify instances open on this machine, all users': ``find /proc/*/fd -lname anon_inode:inotify``."""
+    count = 0
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            for fd in fd_dir.iterdir():
+                try:
+                    if os.readlink(fd) == "anon_inode:inotify":
+                        count += 1
+                except OSError:
+                    continue
+        except OSError:
+            continue
+    return count
+
+
 def table(rates: dict[tuple[str, str], float], unit: str, limit: int = 14) -> list[str]:
     rows = sorted(rates.items(), key=lambda kv: -kv[1])[:limit]
     return [f"    {verb:<7} {res:<28} {value:10.2f} {unit}" for (verb, res), value in rows]
 
 
 LOCK_RESOURCES = ("leases", "daemonsets")
+WRITES = ("PUT", "PATCH", "POST", "DELETE", "CREATE", "UPDATE")
 HARNESS = (("WATCH", "nodes"), ("WATCH", "pods"), ("PATCH", "nodes/status"), ("PATCH", "pods/status"))
 
 
@@ -260,7 +297,8 @@ def project(
         peak = h * (per_handover + per_cycle) + nodes * per_waiter + renew
         print(
             f"    {nodes:>5} nodes: roll {math.ceil(nodes / opts.concurrency) * cycle / 3600:.1f} h; "
-            f"requests/s average {avg:.1f}, peak {peak:.1f}; idle {renew:.2f}",
+            f"requests/s average {avg:.1f}, peak {peak:.1f}; idle {renew:.2f} (the watches' renewals), "
+            f"{renew + nodes / 3600:.2f} with the hourly pass's read of the lock (kured 1.23.0 idle: 0)",
             file=out,
         )
 
@@ -352,7 +390,7 @@ def main(argv: list[str]) -> int:
         background = {k: v / opts.baseline_seconds for k, v in by_verb_resource(delta(base1, base0)).items()}
 
         args = [f"--concurrency={opts.concurrency}", f"--lock-backend={opts.lock_backend}", *opts.agent_arg]
-        with Fleet(cluster, workdir=workdir / "fleet", args=args) as fleet:
+        with StatSentinelFleet(cluster, workdir=workdir / "fleet", args=args) as fleet:
             began = time.monotonic()
             for name in names:
                 fleet.add(name)
@@ -367,7 +405,8 @@ def main(argv: list[str]) -> int:
             rss = [rss_mb(s.proc.pid) for s in fleet.slots.values() if s.proc]
             print(
                 f"  agents started and settled in {time.monotonic() - began:.0f} s; RSS per agent: mean "
-                f"{statistics.mean(rss):.1f} MB, max {max(rss):.1f} MB, total {sum(rss) / 1024:.2f} GB",
+                f"{statistics.mean(rss):.1f} MB, max {max(rss):.1f} MB, total {sum(rss) / 1024:.2f} GB; "
+                f"inotify instances on the machine: {inotify_instances()}",
                 file=out,
                 flush=True,
             )
@@ -377,7 +416,7 @@ def main(argv: list[str]) -> int:
                 held = hold_every_slot(cluster, opts)
                 for name in names:
                     fleet.touch(name)
-                time.sleep(30)  # every agent sees its sentinel (inotify) and starts to wait
+                time.sleep(30)  # every agent sees its sentinel (a stat every 5 s) and starts to wait
                 waiting_per_hour = waiting_phase(cluster, opts, background, out)
             watch = NodeWatch(cluster)
             watch.start()
@@ -458,6 +497,17 @@ def main(argv: list[str]) -> int:
                 f"  per hand-over ({rolled} slots freed and taken): {per_handover:.2f} lock requests for the "
                 f"whole fleet ({', '.join(f'{v} {r} {n:.2f}' for (v, r), n in sorted(lock_rates.items()))}); "
                 f"{per_cycle:.1f} other requests per node's cycle",
+                file=out,
+                flush=True,
+            )
+            handover = sum(n for (v, _r), n in lock_rates.items() if v in WRITES)
+            own = per_handover - handover
+            print(
+                f"    (a) the hand-over itself (the release, the take, the lost races' 409s: lock writes): "
+                f"{handover:.2f}; (b) the holders' own cycles and the waiters' reads (the switch guard's "
+                f"read of the other backend after a take, the rebooted agent's read of its lock, "
+                f"{'the waiters’ passes, ' if opts.lock_backend == 'daemonset' else ''}"
+                f"watches ended): {own:.2f}",
                 file=out,
                 flush=True,
             )

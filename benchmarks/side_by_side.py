@@ -131,7 +131,7 @@ def audit_counts(
     log: Path, users: dict[str, str], window: tuple[float, float]
 ) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
     """Requests per node (by its ServiceAccount) received within ``window`` (wall-clock seconds), and per
-    node by verb and resource."""
+    node by verb and resource (a Node named: the agent's own, or another's, such as a lock holder's)."""
     by_user = {u: n for n, u in users.items()}
     seen: dict[str, set[str]] = {n: set() for n in users}
     kinds: dict[str, dict[str, int]] = {n: {} for n in users}
@@ -145,6 +145,8 @@ def audit_counts(
             seen[node].add(event["auditID"])
             ref = event.get("objectRef") or {}
             kind = f"{event.get('verb', '?')} {ref.get('resource', '?')}"
+            if ref.get("resource") == "nodes" and ref.get("name"):
+                kind += " (own)" if ref["name"] == node else " (other)"
             kinds[node][kind] = kinds[node].get(kind, 0) + 1
     return {n: len(ids) for n, ids in seen.items()}, kinds
 

@@ -55,6 +55,10 @@ METRIC_REFRESH = 60.0
 ERROR_BACKOFF = 5.0
 LOCK_WAIT_MAX = 60.0
 """The longest single wait for the lock to change before the next pass looks again."""
+LOCK_WAIT_SLACK = 30.0
+"""How much longer than a lock wait the loop itself waits: the wait's end wakes the loop, so one pass follows
+each wait (the loop's own timeout is only a safety net; were it as long as the wait, it would run a pass at
+the same moment as the wait's end, and the wait's wake a second one right after)."""
 
 
 def _utcnow() -> datetime.datetime:
@@ -345,7 +349,9 @@ class Daemon:
         """Wait for the lock to change in the background; its end (or :meth:`stop`) wakes the loop.
 
         A watched lock (Leases) ends the wait itself when a slot frees, so the loop looks again only at
-        ``--period`` (as kured polls its lock); a polled one (kured's annotation) at least every minute."""
+        ``--period`` (as kured polls its lock); a polled one (kured's annotation) at least every minute.
+        Returns the loop's own pause: :data:`LOCK_WAIT_SLACK` longer than the wait, whose end wakes the loop,
+        so each wait is followed by one pass (one read of the lock and of the Node), not two."""
         watched = bool(getattr(self.p.lock, "watched", False))
         timeout = min(self.s.period, LOCK_WAIT_MAX if not watched else self.s.period)
         if at_most is not None:
@@ -355,7 +361,7 @@ class Daemon:
                 target=self._lock_wait, args=(timeout,), name="lock-wait", daemon=True
             )
             self._lock_waiter.start()
-        return timeout
+        return timeout + LOCK_WAIT_SLACK
 
     def _lock_wait(self, timeout: float) -> None:
         try:

@@ -30,7 +30,7 @@ from pykured.gates.settle import NodesReadyGate, PdbGate, PodsReadyGate, PromQue
 from pykured.host.guard import NSENTER
 from pykured.host.reboot import CommandRebooter, Rebooter, SignalRebooter, ZincatiHandoff
 from pykured.host.sentinel import CommandSentinel, FileSentinel, Sentinel
-from pykured.kube.client import Kube
+from pykured.kube.client import Kube, Obj
 from pykured.kube.events import EventRecorder
 from pykured.kube.taints import PreferNoScheduleTaint
 from pykured.lock.annotation import WAITING_POLL, AnnotationLock
@@ -291,11 +291,29 @@ def _delta(seconds: float) -> datetime.timedelta:
     return datetime.timedelta(seconds=seconds)
 
 
+PASS_FRESH = 10.0
+"""Seconds for which the Node as a pass read it also serves that pass's pause check (no second GET)."""
+
+
 def node_copy(kube: Kube, node: str) -> NodeCopy:
     """The agent's copy of its own Node: kept by its watch and by the answers to its writes."""
     copy = NodeCopy(node)
     kube.on_node_written(copy.written)
     return copy
+
+
+def own_node_reader(kube: Kube, copy: NodeCopy) -> Callable[[], Obj]:
+    """The agent's own Node for its pause check: the watched copy while the watch is live, else the GET its
+    pass made within :data:`PASS_FRESH` seconds, else a GET."""
+
+    def read() -> Obj:
+        obj = copy.get(max_age=PASS_FRESH)
+        if obj is None:
+            obj = kube.get_node(copy.node)
+            copy.offer(obj)
+        return obj
+
+    return read
 
 
 def build_hands(
@@ -364,8 +382,11 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
     policy, behaviour = build_policy(cfg), build_behaviour(cfg)
     prometheus = build_prometheus_blockers(cfg)
 
+    copy = node_copy(kube, node)
+
     def blockers_for(name: str) -> list[Blocker]:
-        return [*freeze, PauseBlocker(kube, name), *prometheus, *build_pod_blockers(cfg, kube, name)]
+        pause = PauseBlocker(kube, name, read=own_node_reader(kube, copy) if name == node else None)
+        return [*freeze, pause, *prometheus, *build_pod_blockers(cfg, kube, name)]
 
     streak = build_streak(cfg, kube, source=maintenance, notifier=notifier)
     fleetlock = None
@@ -382,7 +403,7 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         )  # fmt: skip
     hands = build_hands(
         cfg, kube, node, cancel, lock=lock, rebooter=build_rebooter(cfg), notifier=notifier, metrics=metrics,
-        copy=node_copy(kube, node), streak=streak,
+        copy=copy, streak=streak,
     )  # fmt: skip
     parts = Parts(
         kube=kube,

@@ -23,7 +23,7 @@ from pykured.cycle import state
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import Policy, Step
 from pykured.cycle.steps import Behaviour
-from pykured.daemon import Daemon, Parts, Settings
+from pykured.daemon import LOCK_WAIT_SLACK, Daemon, Parts, Settings
 from pykured.drain import Drainer
 from pykured.gocompat.goflags import Duration
 from pykured.kube.events import EventRecorder
@@ -88,10 +88,12 @@ class Lock(AnnotationLock):
     """kured's annotation lock on the fake API; waiting for a change returns at once (or blocks, if told)."""
 
     waits = 0
+    timeouts: tuple[float, ...] = ()
     block: threading.Event | None = None
 
     def wait_for_change(self, timeout: float) -> None:
         self.waits += 1
+        self.timeouts = (*self.timeouts, timeout)
         if self.block is not None:
             self.block.wait(timeout)
 
@@ -255,9 +257,9 @@ def then_waits_for_the_lock(rig: Rig, pause: float) -> None:
     assert rig.holders() == ["other"] and rig.memory() == {}
     assert rig.kube.nodes[NODE]["spec"]["taints"][0]["key"] == TAINT
     assert rig.sample("pykured_blocked", reason="lock") == 1
-    assert pause == 60.0
+    assert pause == 60.0 + LOCK_WAIT_SLACK  # the wait's end (60 s) wakes the loop first
     rig.daemon._lock_waiter.join(1)  # type: ignore[union-attr]
-    assert rig.lock.waits == 1
+    assert rig.lock.waits == 1 and rig.lock.timeouts == (60.0,)
 
 
 def then_rebooted_once(rig: Rig, pause: float) -> None:
@@ -619,12 +621,16 @@ def test_a_watched_lock_is_looked_at_again_only_at_the_period(rig: Rig) -> None:
     (kured's cadence); a polled lock (kured's annotation) is looked at every minute."""
     rig.lock.block = threading.Event()
     try:
-        assert rig.daemon._wait_for_lock() == 60.0
+        assert rig.daemon._wait_for_lock() == 60.0 + LOCK_WAIT_SLACK
         rig.lock.block.set()
         rig.daemon._lock_waiter.join(1)  # type: ignore[union-attr]
         rig.lock.block.clear()
         setattr(rig.lock, "watched", True)  # noqa: B010 - the Lease lock's attribute, on the fake
-        assert rig.daemon._wait_for_lock() == PERIOD
-        assert rig.daemon._wait_for_lock(at_most=15.0) == 15.0  # a turn's grace still bounds it
+        assert rig.daemon._wait_for_lock() == PERIOD + LOCK_WAIT_SLACK
+        rig.lock.block.set()
+        rig.daemon._lock_waiter.join(1)  # type: ignore[union-attr]
+        rig.lock.block.clear()
+        assert rig.daemon._wait_for_lock(at_most=15.0) == 15.0 + LOCK_WAIT_SLACK  # a turn's grace bounds it
+        assert rig.lock.timeouts == (60.0, PERIOD, 15.0)
     finally:
         rig.lock.block.set()

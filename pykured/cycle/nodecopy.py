@@ -12,12 +12,16 @@ Invariants:
 * Of two copies the newer wins, by ``resourceVersion`` compared as the integer it is on every API server
   backed by etcd (Kubernetes documents resource versions of one resource as comparable); a copy whose
   version is not an integer is never served (the pass GETs instead).
+* A reader that accepts a copy some seconds old (``get(max_age=...)``: the pause check of the pass that has
+  just read the Node) is also served the last GET's answer within that age when the watch is not live
+  (kured's RBAC: no ``watch`` on nodes), so one pass reads its Node once, not once per reader.
 * Thread-safe: the watch thread offers, the loop reads, any thread writes.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +42,8 @@ class NodeCopy:
         self._obj: Obj | None = None
         self._version: int | None = None
         self._live = False
+        self._at: float | None = None
+        """When (monotonic) the copy was offered."""
         self.served = 0
         """How many reads the copy answered (instead of a GET)."""
 
@@ -50,7 +56,7 @@ class NodeCopy:
             if version is None:
                 self._obj = self._version = None
             elif self._version is None or version >= self._version:
-                self._obj, self._version = obj, version
+                self._obj, self._version, self._at = obj, version, time.monotonic()
 
     def written(self, name: str, obj: Obj) -> None:
         """The answer to a write of a Node (:meth:`Kube.on_node_written`)."""
@@ -73,10 +79,14 @@ class NodeCopy:
     def live(self) -> bool:
         return self._live
 
-    def get(self) -> Obj | None:
-        """The copy, if the watch is live and has one; ``None``: GET the Node."""
+    def get(self, *, max_age: float | None = None) -> Obj | None:
+        """The copy, if the watch is live and has one (or, with ``max_age``, if it was offered at most that
+        many seconds ago, live or not); ``None``: GET the Node."""
         with self._mutex:
-            if not self._live or self._obj is None:
+            if self._obj is None:
+                return None
+            recent = max_age is not None and self._at is not None and time.monotonic() - self._at <= max_age
+            if not self._live and not recent:
                 return None
             self.served += 1
             return self._obj

@@ -10,8 +10,8 @@ own Node already; ``pykured freeze NODE`` needs ``patch`` on nodes.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pykured.core.errors import KubeError
 from pykured.core.model import Reason
@@ -50,15 +50,19 @@ def set_pause(kube: Kube, node: str, record: FreezeRecord | None) -> None:
 
 
 class PauseBlocker:
-    """Blocks ``node``'s new reboots while its Node carries an active pause (one GET when a reboot is due)."""
+    """Blocks ``node``'s new reboots while its Node carries an active pause (one read when a reboot is due).
 
-    def __init__(self, kube: Kube, node: str) -> None:
+    ``read`` reads the Node (the agent's own: its watched copy, or the GET its pass has just made); without
+    it, a GET."""
+
+    def __init__(self, kube: Kube, node: str, *, read: Callable[[], dict[str, Any]] | None = None) -> None:
         self._kube = kube
         self.node = node
+        self._read = read
 
     def check(self, *, now: datetime.datetime) -> Reason | None:
         try:
-            obj = self._kube.get_node(self.node)
+            obj = self._read() if self._read is not None else self._kube.get_node(self.node)
         except KubeError as exc:
             return Reason("pause", f"cannot read node {self.node} to check for a pause: {exc}")
         record = paused_record((obj.get("metadata") or {}).get("annotations") or {})

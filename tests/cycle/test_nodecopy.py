@@ -8,6 +8,8 @@ import datetime
 import threading
 from typing import Any
 
+import pytest
+
 from pykured.cycle.book import NodeBook
 from pykured.cycle.nodecopy import NodeCopy
 from pykured.kube.events import EventRecorder
@@ -82,3 +84,24 @@ def test_with_the_watch_live_a_pass_sends_no_get_of_its_node() -> None:
         kube.end_watches()
     follower.join(timeout=10)
     assert not follower.is_alive()
+
+
+def test_a_reader_that_accepts_an_older_copy_gets_the_last_get_without_a_watch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pause check of a pass reads the Node as the pass read it: with no watch (kured's RBAC), the GET
+    the pass made, while it is at most ``max_age`` seconds old; after that (or with no copy), a GET."""
+    clock = [1000.0]
+    monkeypatch.setattr("pykured.cycle.nodecopy.time.monotonic", lambda: clock[0])
+    copy = NodeCopy("n1")
+    assert copy.get(max_age=10) is None  # nothing read yet
+    copy.offer(node_obj("n1", "5", "read by the pass"))  # the pass's GET (no watch)
+    assert copy.get() is None  # a pass still GETs its Node: no watch
+    clock[0] += 9.5
+    assert (copy.get(max_age=10) or {})["metadata"]["annotations"] == {"v": "read by the pass"}
+    clock[0] += 1.0
+    assert copy.get(max_age=10) is None  # too old: GET
+    copy.set_live(True)
+    copy.offer(node_obj("n1", "6", "watched"))
+    clock[0] += 3600
+    assert (copy.get(max_age=10) or {})["metadata"]["annotations"] == {"v": "watched"}  # live: any age

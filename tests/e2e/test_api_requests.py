@@ -1,0 +1,214 @@
+"""What a real agent asks of the API server while it waits for kured's lock and while it is idle.
+
+Counted by the API server itself: a control plane of this module's own whose audit log (Metadata level, one
+line per request) names the user of every request, and each agent runs under a user of its own (a client
+certificate), so every request counted is the agent's. The agents are the product (``python -m pykured``,
+:class:`~pykured_dev.testenv.fleet.Fleet`), with a short ``--period`` so that many passes fit a few seconds.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pykured_dev.eventually import eventually
+from pykured_dev.testenv import Cluster
+from pykured_dev.testenv.fleet import Fleet
+
+pytestmark = [pytest.mark.k8s, pytest.mark.slow]
+
+LOCK = "weave.works/kured-node-lock"
+POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+"""
+PERIOD = 2.0
+WINDOW = 16.0
+
+
+class Audited:
+    """A control plane whose audit log is read back, request by request."""
+
+    def __init__(self, cluster: Cluster, log: Path) -> None:
+        self.cluster = cluster
+        self.log = log
+
+    def events(self, user: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if not self.log.exists():
+            return out
+        for line in self.log.read_text().splitlines():
+            event = json.loads(line)
+            if event.get("user", {}).get("username") == user:
+                out.append(event)
+        return out
+
+    def requests(self, user: str, window: tuple[float, float]) -> collections.Counter[tuple[str, str, str]]:
+        """(verb, resource, name) → requests of ``user`` received within ``window`` (wall clock)."""
+        seen: dict[str, tuple[str, str, str]] = {}
+        for event in self.events(user):
+            at = datetime.datetime.fromisoformat(event["requestReceivedTimestamp"]).timestamp()
+            if window[0] <= at <= window[1]:
+                ref = event.get("objectRef") or {}
+                seen[event["auditID"]] = (event["verb"], ref.get("resource", ""), ref.get("name", ""))
+        return collections.Counter(seen.values())
+
+    def watching_nodes(self, user: str) -> bool:
+        """The API server has started answering a watch on nodes of ``user`` (its node watch is live)."""
+        return any(
+            e["verb"] == "watch" and (e.get("objectRef") or {}).get("resource") == "nodes"
+            and e.get("stage") == "ResponseStarted"
+            and (e.get("responseStatus") or {}).get("code", 200) == 200
+            for e in self.events(user)
+        )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Audited]:
+    work = tmp_path_factory.mktemp("audited")
+    policy = work / "audit-policy.yaml"
+    policy.write_text(POLICY)
+    log = work / "audit.log"
+    cluster = Cluster(
+        apiserver_args=[
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={log}",
+            "--audit-log-mode=blocking",
+        ]
+    ).start()
+    try:
+        yield Audited(cluster, log)
+    finally:
+        cluster.stop()
+
+
+def agent(
+    audited: Audited, tmp_path: Path, *, user: str, kured_rbac: bool, held: bool
+) -> tuple[Fleet, str, str]:
+    """One agent on a node of its own, kured's annotation lock in a namespace of its own (held by another
+    node when ``held``), ``--period=2s``; returns the fleet, the node and the namespace."""
+    cluster = audited.cluster
+    ns = cluster.new_namespace("req")
+    cluster.create_daemonset(ns, "kured")
+    if kured_rbac:
+        cluster.apply_rbac_kured(ns, "kured")
+        user = f"system:serviceaccount:{ns}:kured"
+        kubeconfig = cluster.kubeconfig_for(user)
+    else:
+        kubeconfig = cluster.kubeconfig_for(user, ["system:masters"])
+    (node,) = cluster.add_nodes(cluster.unique("req"))
+    if held:
+        (holder,) = cluster.add_nodes(cluster.unique("holder"))
+        kube = cluster.kube()
+        ds = kube.get_daemonset(ns, "kured")
+        value = {
+            "nodeID": holder,
+            "metadata": {"unschedulable": False},
+            "created": "2026-01-01T00:00:00Z",
+            "TTL": 0,
+        }
+        ds["metadata"].setdefault("annotations", {})[LOCK] = json.dumps(value, separators=(",", ":"))
+        kube.replace_daemonset(ns, "kured", ds)
+    fleet = Fleet(
+        cluster,
+        workdir=tmp_path / "fleet",
+        args=[f"--ds-namespace={ns}", f"--period={PERIOD:g}s"],
+        kubeconfig=lambda _node: kubeconfig,
+    )
+    fleet.__enter__()
+    fleet.add(node)
+    if held:
+        fleet.touch(node)
+    return fleet, node, user
+
+
+def measure(
+    audited: Audited, user: str
+) -> tuple[collections.Counter[tuple[str, str, str]], tuple[float, float]]:
+    """The user's requests over :data:`WINDOW` seconds from now, and the window."""
+    start = time.time()
+    time.sleep(WINDOW)  # the measuring window itself
+    window = (start, time.time())
+    return audited.requests(user, window), window
+
+
+def passes_logged(log: str, window: tuple[float, float]) -> int:
+    """The passes that found the lock held within ``window``: one ``Lock already held`` line each (kured's
+    log line, timestamped to the second)."""
+    count = 0
+    for line in log.splitlines():
+        if "Lock already held" not in line or not line.startswith('time="'):
+            continue
+        at = datetime.datetime.fromisoformat(line[6:26].replace("Z", "+00:00")).timestamp()
+        if int(window[0]) + 1 <= at <= int(window[1]) - 1:
+            count += 1
+    return count
+
+
+def test_an_annotation_waiter_with_a_live_node_watch_never_gets_its_node(
+    audited: Audited, tmp_path: Path
+) -> None:
+    """Waiting for kured's lock, every pass reads the DaemonSet once and its Node from the watched copy:
+    no GET of its own Node (its pause check included), one pass per wait (not two)."""
+    fleet, node, user = agent(audited, tmp_path, user="waiter-full-rbac", kured_rbac=False, held=True)
+    try:
+        assert eventually(lambda: audited.watching_nodes(user), timeout=60), fleet.log_text(node)
+        assert eventually(lambda: "Lock already held" in fleet.log_text(node), timeout=60), fleet.log_text(
+            node
+        )
+        sent, window = measure(audited, user)
+        logged = passes_logged(fleet.log_text(node), window)
+    finally:
+        fleet.close()
+    passes = sent[("get", "daemonsets", "kured")]
+    assert passes >= 2, sent  # it was waiting, pass after pass
+    assert passes <= WINDOW / PERIOD + 2, sent  # one read of the DaemonSet per pass
+    assert 1 <= logged <= WINDOW / PERIOD, logged  # about one pass per wait
+    assert sent[("get", "nodes", node)] == 0, sent
+    writes = {k: v for k, v in sent.items() if k[0] not in ("get", "list", "watch")}
+    assert writes == {}, sent
+
+
+def test_under_kureds_rbac_an_annotation_waiter_gets_its_node_once_per_pass(
+    audited: Audited, tmp_path: Path
+) -> None:
+    """kured's RBAC grants no ``watch`` on nodes: a pass GETs its Node, once (its pause check reads the
+    same answer), and the DaemonSet once."""
+    fleet, node, user = agent(audited, tmp_path, user="", kured_rbac=True, held=True)
+    try:
+        assert eventually(lambda: "Not allowed to watch node" in fleet.log_text(node), timeout=60)
+        assert eventually(lambda: "Lock already held" in fleet.log_text(node), timeout=60), fleet.log_text(
+            node
+        )
+        sent, _ = measure(audited, user)
+    finally:
+        fleet.close()
+    passes = sent[("get", "daemonsets", "kured")]
+    assert 2 <= passes <= WINDOW / PERIOD + 2, sent
+    assert sent[("get", "nodes", node)] <= passes + 1, sent
+
+
+def test_an_idle_agent_sends_nothing_but_its_watches_and_a_read_of_its_lock_per_period(
+    audited: Audited, tmp_path: Path
+) -> None:
+    """Nothing to do: no GET of its Node (the watch serves it), no write; each ``--period`` pass reads the
+    lock once (kured's annotation: a GET of the DaemonSet); the watches run on."""
+    fleet, node, user = agent(audited, tmp_path, user="idle-full-rbac", kured_rbac=False, held=False)
+    try:
+        assert eventually(lambda: audited.watching_nodes(user), timeout=60), fleet.log_text(node)
+        assert eventually(lambda: "Reboot not required" in fleet.log_text(node), timeout=60)
+        sent, _ = measure(audited, user)
+    finally:
+        fleet.close()
+    others = {k: v for k, v in sent.items() if k != ("get", "daemonsets", "kured") and k[0] != "watch"}
+    assert others == {}, sent
+    assert 1 <= sent[("get", "daemonsets", "kured")] <= WINDOW / PERIOD + 2, sent
