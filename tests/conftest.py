@@ -68,6 +68,7 @@ REALNODE_UNITS = {
 FILE_SCOPED = (
     "tests/e2e/kured/",
     "tests/e2e/cli/test_plugin_file.py",
+    "tests/e2e/test_api_requests.py",
     "tests/e2e/test_manifests.py",
     "tests/e2e/test_status.py",
 )
