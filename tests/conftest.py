@@ -31,10 +31,10 @@ def k8s() -> Iterator[TestEnv]:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """With ``-n N --dist loadfile`` (tools/dev test): the in-process files each on one worker, as loadfile
     does; each real-API-server test (``tests/e2e/``) a unit of its own, so the long ones spread over the
-    workers, except the files in :data:`FILE_SCOPED` (their fixtures are set up once per file) and the
-    real-node tier, which goes out in the two units of :data:`REALNODE_UNITS` (a worker starts one fleet of
-    real nodes for its session, so two fleets at most run at once; a worker that takes both units reuses
-    its fleet)."""
+    workers, except the files in :data:`FILE_SCOPED` (their fixtures are set up once per file), the real
+    kured's campaign (one unit: one launch of its scenarios) and the real-node tier, which goes out in the
+    two units of :data:`REALNODE_UNITS` (a worker starts one fleet of real nodes for its session, so two
+    fleets at most run at once; a worker that takes both units reuses its fleet)."""
     if getattr(config.option, "dist", "") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -51,6 +51,8 @@ def scope_of(nodeid: str) -> str | None:
     if nodeid.startswith(REALNODE_TIER):
         name = nodeid[len(REALNODE_TIER) :].partition("::")[0]
         return REALNODE_TIER + REALNODE_UNITS.get(name, "")
+    if nodeid.startswith(KURED_CAMPAIGN):
+        return KURED_CAMPAIGN  # its package fixture launches every scenario the run selected, all at once
     if nodeid.startswith(E2E) and not nodeid.startswith(FILE_SCOPED):
         return nodeid
     return None
@@ -65,8 +67,9 @@ REALNODE_UNITS = {
     "test_requests.py": "roll-and-requests",
 }
 """The real-node tier's files in two units of about the same length (measured with ``--durations``)."""
+KURED_CAMPAIGN = "tests/e2e/kured/"
 FILE_SCOPED = (
-    "tests/e2e/kured/",
+    KURED_CAMPAIGN,
     "tests/e2e/cli/test_plugin_file.py",
     "tests/e2e/test_api_requests.py",
     "tests/e2e/test_manifests.py",
