@@ -98,9 +98,11 @@ def fleet_states(k8s: TestEnv, tmp_path_factory: pytest.TempPathFactory) -> Iter
         first = agent_status(k8s, names[0])
         rebooted = first.last_reboot if first else None
         assert rebooted is not None, fleet.log_text(names[0])
-        # The roll below must begin after n1's reboot, so that n1 is not in it; the times have second
-        # precision: until the clock's second is past the reboot's, a roll would begin in the same second.
-        assert eventually(lambda: datetime.datetime.now(datetime.UTC).replace(microsecond=0) > rebooted)
+        # The roll below must begin after n1's reboot, so that n1 is not in it. The times have second
+        # precision, and a waiter's waitingSince is the time its pass began, which can be a second or two
+        # before the pass reads the need on a loaded machine: wait until the clock is 3 s past the reboot.
+        past = rebooted + datetime.timedelta(seconds=3)
+        assert eventually(lambda: datetime.datetime.now(datetime.UTC) > past, timeout=10)
         k8s.kube().request(
             "PATCH",
             f"/apis/apps/v1/namespaces/{ns}/daemonsets/kured",
