@@ -90,7 +90,12 @@ def fleet_states(k8s: TestEnv, tmp_path_factory: pytest.TempPathFactory) -> Iter
             def check() -> bool:
                 st = agent_status(k8s, node)
                 obj = k8s.kube().get_node(node)
-                return st is not None and st.step == "wait" and not obj["spec"].get("unschedulable")
+                return (
+                    st is not None
+                    and st.step == "wait"
+                    and st.last_reboot is not None  # its status names the new boot
+                    and not obj["spec"].get("unschedulable")
+                )
 
             return check
 
