@@ -483,6 +483,3 @@ def test_pod_blocker_messages(answers: list[Any], message: str) -> None:
         now=NOW
     )
     assert reason == Reason("pods", message)
-
-
-# -- PodBlocker against the real apiserver ----------------------------------------------------------------

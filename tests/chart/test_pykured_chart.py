@@ -373,6 +373,3 @@ def test_helm_package(tmp_path: Path) -> None:
     done = helm("package", str(CHART), "--destination", str(tmp_path), workdir=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "pykured-0.1.0.tgz").is_file()
-
-
-# -- on the test control plane -------------------------------------------------------------------------------

@@ -14,39 +14,6 @@ from tests.testenv import TestEnv
 NOW = datetime.datetime(2026, 1, 1, 0, 0, 0, 500000, tzinfo=datetime.UTC)
 
 
-def alert(name: str, state: str = "firing", value: str = "1", **labels: str) -> dict[str, Any]:
-    metric = {"__name__": "ALERTS", "alertname": name, "alertstate": state, **labels}
-    return {"metric": metric, "value": [1767225600.5, value]}
-
-
-def vector(*samples: dict[str, Any]) -> dict[str, Any]:
-    return {"status": "success", "data": {"resultType": "vector", "result": list(samples)}}
-
-
-KURED_ALERTS = vector(
-    alert("GatekeeperViolations"),
-    alert("PodCrashing-dev"),
-    alert("PodRestart-dev"),
-    alert("PrometheusTargetDown"),
-    alert("ScheduledRebootFailing", "pending"),
-)
-
-
-# -- a Prometheus query API on 127.0.0.1 ------------------------------------------------------------------
-
-
-# -- kured's TestActiveAlerts -----------------------------------------------------------------------------
-
-
-# -- the wire protocol ------------------------------------------------------------------------------------
-
-
-# -- pure pieces ------------------------------------------------------------------------------------------
-
-
-# -- kured's Test_rebootBlocked -----------------------------------------------------------------------------
-
-
 # -- PodBlocker: the query, without a cluster ---------------------------------------------------------------
 
 

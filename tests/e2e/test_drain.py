@@ -23,75 +23,7 @@ from pykured.gocompat.goflags import Duration
 from pykured.kube.client import MERGE_PATCH, Kube
 from pykured_dev.eventually import eventually
 
-NOW = datetime.datetime(2026, 6, 30, 12, 0, 0, tzinfo=datetime.UTC)
-RS_OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "r1", "controller": True}
-DS_OWNER = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "d1", "controller": True}
 FINALIZER = "pykured.dev/test-hold"
-NON_CONTROLLER = {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "c1"}
-
-
-def pod(
-    name: str,
-    *,
-    owner: dict[str, Any] | None = RS_OWNER,
-    phase: str = "Running",
-    empty_dir: bool = False,
-    mirror: bool = False,
-    deleted_seconds_ago: int | None = None,
-    namespace: str = "ns",
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
-    if owner is not None:
-        meta["ownerReferences"] = [owner]
-    if mirror:
-        meta["annotations"] = {MIRROR_ANNOTATION: "hash"}
-    if deleted_seconds_ago is not None:
-        stamp = NOW - datetime.timedelta(seconds=deleted_seconds_ago)
-        meta["deletionTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
-    volumes = (
-        [{"name": "scratch", "emptyDir": {}}] if empty_dir else [{"name": "cfg", "configMap": {"name": "x"}}]
-    )
-    return {"metadata": meta, "spec": {"nodeName": "n", "volumes": volumes}, "status": {"phase": phase}}
-
-
-# name, pod, skip-timeout, missing DaemonSets, expected: ("evict", warnings) | ("skip", kind)
-FILTER_CASES: list[tuple[str, dict[str, Any], int, set[tuple[str, str]], tuple[str, Any]]] = [
-    ("replicaset-pod", pod("a"), 0, set(), ("evict", ())),
-    ("unmanaged", pod("a", owner=None), 0, set(), ("evict", (UNMANAGED_WARNING,))),
-    ("non-controller-owner", pod("a", owner=NON_CONTROLLER), 0, set(), ("evict", (UNMANAGED_WARNING,))),
-    ("empty-dir", pod("a", empty_dir=True), 0, set(), ("evict", (LOCAL_STORAGE_WARNING,))),
-    (
-        "empty-dir-unmanaged",
-        pod("a", owner=None, empty_dir=True),
-        0,
-        set(),
-        ("evict", (LOCAL_STORAGE_WARNING, UNMANAGED_WARNING)),
-    ),
-    ("succeeded-unmanaged", pod("a", owner=None, phase="Succeeded", empty_dir=True), 0, set(), ("evict", ())),
-    ("failed-unmanaged", pod("a", owner=None, phase="Failed"), 0, set(), ("evict", ())),
-    ("daemonset", pod("a", owner=DS_OWNER), 0, set(), ("skip", "daemonset")),
-    ("daemonset-succeeded", pod("a", owner=DS_OWNER, phase="Succeeded"), 0, set(), ("skip", "daemonset")),
-    (
-        "daemonset-missing",
-        pod("a", owner=DS_OWNER),
-        0,
-        {("ns", "ds")},
-        ("evict", ('daemonsets.apps "ds" not found',)),
-    ),
-    ("daemonset-other-ns-missing", pod("a", owner=DS_OWNER), 0, {("other", "ds")}, ("skip", "daemonset")),
-    ("mirror", pod("a", owner=None, mirror=True), 0, set(), ("skip", "mirror")),
-    ("deleted-long-ago", pod("a", deleted_seconds_ago=100), 60, set(), ("skip", "deleted")),
-    ("deleted-recently", pod("a", deleted_seconds_ago=30), 60, set(), ("evict", ())),
-    ("deleted-exactly-at-timeout", pod("a", deleted_seconds_ago=60), 60, set(), ("evict", ())),
-    ("deleted-skip-disabled", pod("a", deleted_seconds_ago=10_000), 0, set(), ("evict", ())),
-    (
-        "deleted-daemonset-first-filter-wins",
-        pod("a", owner=DS_OWNER, deleted_seconds_ago=100),
-        60,
-        set(),
-        ("skip", "deleted"),
-    ),
-]
 
 
 RS_REF = {

@@ -4,175 +4,20 @@ compared in ``tests/chart/test_pykured_chart.py``)."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
-import os
-import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from pykured_dev.testenv.pods import PYKURED_IMAGE, PodTemplate, pykured_image
-from pykured_dev.testenv.reference import Reference, helm_template, reference
-from tests.e2e.kured.values import every_key_values
+from pykured_dev.testenv.reference import helm_template, reference
+from tests.chart.test_pykured_chart import CHART, CHART_LABEL, KURED_CHART_LABEL, LOCK, helm
 from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.reference
-
-CHART = Path(__file__).resolve().parents[3] / "charts" / "pykured"
-CHART_LABEL = "pykured-0.1.0"
-KURED_CHART_LABEL = "kured-6.1.0"
-LOCK = "weave.works/kured-node-lock"
-
-# pykured's additions with the chart's default `pykured:` values (COMPATIBILITY.md, "The Helm chart").
-DEFAULT_ARGS: list[str] = []  # kured's lock by default: the same arguments
-DEFAULT_CLUSTER_RULES = [
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["watch"]},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-]
-DEFAULT_ROLE_RULES: list[dict[str, Any]] = []  # the Lease rules come with pykured.lockBackend: lease
-
-
-def prometheus_values() -> dict[str, Any]:
-    return {
-        "service": {
-            "create": True,
-            "name": "kured-prometheus-endpoint",
-            "port": 8080,
-            "type": "NodePort",
-            "nodePort": 30000,
-        },
-        "metrics": {
-            "create": True,
-            "namespace": "monitoring",
-            "labels": {"release": "prom"},
-            "interval": "30s",
-            "scrapeTimeout": "10s",
-        },
-    }
-
-
-def realistic_values() -> dict[str, Any]:
-    return {
-        "image": {"pullSecrets": [{"name": "registry"}]},
-        "updateStrategy": "OnDelete",
-        "revisionHistoryLimit": 3,
-        "podAnnotations": {"container.apparmor.security.beta.kubernetes.io/kured": "unconfined"},
-        "dsAnnotations": {"owner": "platform"},
-        "podLabels": {"team": "platform"},
-        "priorityClassName": "system-node-critical",
-        "hostNetwork": True,
-        "tolerations": [{"operator": "Exists"}],
-        "nodeSelector": {"kubernetes.io/os": "linux", "pool": "workers"},
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["gpu"]}]}
-                    ]
-                }
-            }
-        },
-        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
-        "serviceAccount": {"name": "reboots", "extraAnnotations": {"eks.amazonaws.com/role-arn": "arn:x"}},
-        "containerSecurityContext": {
-            "privileged": False,
-            "readOnlyRootFilesystem": True,
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"add": ["CAP_KILL"], "drop": ["*"]},
-        },
-        "volumes": [{"name": "tmp", "emptyDir": {}}],
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
-        "initContainers": [{"name": "wait", "image": "busybox", "command": ["true"]}],
-        "extraEnvVars": [
-            {"name": "KURED_NOTIFY_URL", "valueFrom": {"secretKeyRef": {"name": "n", "key": "url"}}}
-        ],
-        "extraArgs": {"drain-timeout": "30m", "force-reboot": ""},
-        "configuration": {
-            "rebootMethod": "signal",
-            "timeZone": "Europe/Berlin",
-            "startTime": "22:00",
-            "endTime": "05:00",
-            "rebootDays": ["sa", "su"],
-            "period": "5m",
-            "slackChannel": "{{ .Release.Namespace }}-alerts",
-            "useRebootSentinelHostPath": False,
-            "rebootSentinelCommand": "test -e /var/run/reboot-required",
-            "concurrency": 2,
-        },
-    }
-
-
-def kured_defaults() -> dict[str, Any]:
-    chart = reference(("helm", "chart")).chart
-    assert chart is not None
-    values: dict[str, Any] = yaml.safe_load((chart / "values.yaml").read_text())
-    return values
-
-
-VALUES = {
-    "no-values": lambda: None,
-    "kured-defaults": kured_defaults,
-    "every-key": lambda: every_key_values(1234, "x"),
-    "prometheus": prometheus_values,
-    "realistic": realistic_values,
-}
-
-
-def render(chart: str, values: dict[str, Any] | None, workdir: Path, *, release: str = "kured") -> list[Any]:
-    ref = reference(("helm", "chart"))
-    if chart == "pykured":
-        ref = dataclasses.replace(ref, chart=CHART)
-    _, objects = helm_template(
-        ref, release=release, namespace="kube-system", values=values, workdir=workdir / chart
-    )
-    return objects
-
-
-def _drop_nulls(value: Any) -> Any:
-    """Keys whose value is null are absent to the API server (kured's ServiceAccount has `annotations:`)."""
-    if isinstance(value, dict):
-        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_drop_nulls(v) for v in value]
-    return value
-
-
-def documented(obj: dict[str, Any], chart_label: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The object without its documented differences, and what they were."""
-    obj = _drop_nulls(copy.deepcopy(obj))
-    taken: dict[str, Any] = {}
-    for meta in (obj["metadata"], obj.get("spec", {}).get("template", {}).get("metadata", {})):
-        if "labels" in meta:
-            assert meta["labels"].pop("helm.sh/chart") == chart_label
-    if obj["kind"] == "DaemonSet":
-        container = obj["spec"]["template"]["spec"]["containers"][0]
-        taken["image"] = container.pop("image")
-        taken["args"] = container.pop("args")
-    if obj["kind"] in ("ClusterRole", "Role"):
-        taken["rules"] = obj.pop("rules")
-    return obj, taken
-
-
-def helm(*args: str, workdir: Path, kubeconfig: str | None = None) -> subprocess.CompletedProcess[str]:
-    ref: Reference = reference(("helm",))
-    assert ref.helm is not None
-    home = workdir / "helm-home"
-    env = {
-        **os.environ,
-        "HELM_CACHE_HOME": str(home / "cache"),
-        "HELM_CONFIG_HOME": str(home / "config"),
-        "HELM_DATA_HOME": str(home / "data"),
-    }
-    if kubeconfig:
-        env["KUBECONFIG"] = kubeconfig
-    return subprocess.run([str(ref.helm), *args], capture_output=True, text=True, env=env, timeout=300)
-
 
 # -- on the test control plane -------------------------------------------------------------------------------
 
