@@ -276,9 +276,10 @@ def project(
     waiting node costs what it asked while waiting (``--wait-minutes``; on the Lease backend a waiter looks
     again only at its ``--period`` pass, too rare for the window, so that pass is added: its reads come from
     the watched copy, but the gone-holder check GETs each holder's Node, and the watch on the Leases is
-    renewed every six hours; the DaemonSet backend's minute passes are in the window).
+    renewed every six hours while it waits; the DaemonSet backend's minute passes are in the window).
     W waiting nodes: N at the start of a roll (the peak), N/2 on average. Every agent also renews its watches
-    on its own Node and on the policy ConfigMap every six hours (idle or not).
+    on its own Node and on the policy ConfigMap once a day (idle or not); an idle agent sends nothing else
+    (its ``--period`` pass reads the lock only when the Node or the sentinel asks for a reboot).
     """
     cycle = 300.0
     h = opts.concurrency / cycle
@@ -297,8 +298,8 @@ def project(
         peak = h * (per_handover + per_cycle) + nodes * per_waiter + renew
         print(
             f"    {nodes:>5} nodes: roll {math.ceil(nodes / opts.concurrency) * cycle / 3600:.1f} h; "
-            f"requests/s average {avg:.1f}, peak {peak:.1f}; idle {renew:.2f} (the watches' renewals), "
-            f"{renew + nodes / 3600:.2f} with the hourly pass's read of the lock (kured 1.23.0 idle: 0)",
+            f"requests/s average {avg:.1f}, peak {peak:.1f}; idle {renew:.3f} (the watches' daily renewals; "
+            f"kured 1.23.0 idle: 0)",
             file=out,
         )
 

@@ -1,7 +1,8 @@
 """The reconcile loop: observe, :func:`~pykured.cycle.decide.decide`, execute one idempotent step, repeat.
 
 Mirrors kured's ``rebootAsRequired`` (``cmd/kured/main.go``) but level-triggered: each pass re-reads the
-Node, the lock and the sentinel, so a pod restart at any step resumes where the cluster's state says it is.
+Node, the lock and the sentinel, so a pod restart at any step resumes where the cluster's state says it is
+(an idle pass skips the lock once a read found it clear, as kured reads its lock only at start-up).
 A pass starts when the sentinel changes (inotify), when the lock changes (a Lease watch), when a wait ends,
 or every ``--period`` as a safety net. Nothing here exits the process: API outages, notification failures
 and reboot failures are logged and retried; none of them may reboot a node or leave one cordoned that
@@ -28,7 +29,7 @@ from pykured.core import errors
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import Action, Driver, Observation, Policy, Step, decide, needs_blockers
 from pykured.cycle.run import CycleRunner
-from pykured.cycle.state import unix_ns
+from pykured.cycle.state import NodeState, unix_ns
 from pykured.cycle.steps import Behaviour, Hands
 from pykured.cycle.streak import DrainStreak
 from pykured.drain import Drainer
@@ -43,7 +44,7 @@ from pykured.metrics import Metrics, NullMetrics
 from pykured.notify import Notifier
 from pykured.policy.maintenance import Window
 from pykured.requests.keeper import RequestKeeper
-from pykured.requests.record import Classified
+from pykured.requests.record import REQUEST_ANNOTATION, Classified
 from pykured.requests.watch import RequestWatch
 from pykured.roll.queue import RollQueue
 from pykured.roll.turns import RollTurns
@@ -63,6 +64,18 @@ the same moment as the wait's end, and the wait's wake a second one right after)
 
 def _utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
+
+
+def _cycle_marks(node: NodeState) -> bool:
+    """Does the Node carry anything of a reboot cycle or a reboot request (then the pass reads the lock)?"""
+    return bool(
+        node.in_progress
+        or node.cycle_started
+        or node.reboot_boot_id
+        or node.release_after
+        or node.fleetlock_id
+        or REQUEST_ANNOTATION in node.annotations
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -163,6 +176,13 @@ class Daemon:
         self._last_cycle_s: int | None = None
         self._request: Classified | None = None
         """This pass's classification of the reboot request (its writes follow the step)."""
+        self._lock_clear = False
+        """The last read of the lock found no slot of this node's, and no step has run since but waits.
+
+        Then a pass with nothing to do (no sentinel, no request, no cycle's mark on the Node) does not read
+        the lock again: as kured, which looks at its lock at start-up and then only once its sentinel is
+        there, an idle agent makes no request but its watches' renewals. The first pass (start-up) reads it,
+        so a slot left from before a restart is found and released."""
 
     # -- the loop ----------------------------------------------------------------------------------------
 
@@ -233,6 +253,8 @@ class Daemon:
             return ERROR_BACKOFF
         self.last_action = action
         self._log_decision(action)
+        if action.step is not Step.WAIT:
+            self._lock_clear = False  # a step may write the lock: the next pass reads it again
         try:
             pause = self.execute(action, obs, now)
         except errors.PykuredError as exc:
@@ -280,9 +302,14 @@ class Daemon:
     def observe(self, now: datetime.datetime) -> Observation:
         """Read the sentinel, the window, the Node and the lock (and the blockers when they matter)."""
         required = self._sentinel = self._refresh_metric()
-        entry = self.p.lock.holding(now_ns=unix_ns(now), honour_ttl=False)
+        node = self.p.book.view()
+        if self._lock_clear and not required and not _cycle_marks(node):
+            entry = None  # nothing asks for a reboot; the lock was clear at the last read since a write
+        else:
+            entry = self.p.lock.holding(now_ns=unix_ns(now), honour_ttl=False)
+            self._lock_clear = entry is None
+            node = node.with_entry(entry)
         self._held_since_ns = entry.created_ns if entry is not None else None
-        node = self.p.book.view(entry)
         request = self._request = self.requests.observe(node, now)
         if request.pending:  # a reboot request for the current boot counts as the sentinel does
             required = True

@@ -32,6 +32,7 @@ from pykured.lock.annotation import AnnotationLock
 from pykured.lock.record import LockEntry, encode_entry
 from pykured.metrics import Metrics
 from pykured.policy.weekly import TimeWindow
+from pykured.requests.record import REQUEST_ANNOTATION
 from pykured.status import agent as agentstatus
 from pykured_dev.eventually import eventually
 from tests.fakes import FakeClock, FakeKube, RecordingNotifier
@@ -634,3 +635,40 @@ def test_a_watched_lock_is_looked_at_again_only_at_the_period(rig: Rig) -> None:
         assert rig.lock.timeouts == (60.0, PERIOD, 15.0)
     finally:
         rig.lock.block.set()
+
+
+def test_an_idle_agent_reads_its_lock_at_start_up_and_again_only_when_asked_to_reboot(rig: Rig) -> None:
+    """kured looks at its lock at start-up and then only once its sentinel is there: an idle pykured pass
+    reads it only at start-up (a slot left from before the restart is found there), or when the sentinel, a
+    reboot request or a cycle's mark on the Node asks (each of them makes the next pass read it)."""
+    lock_reads = "/daemonsets/" + DS
+
+    def reads_after_a_pass() -> int:
+        before = rig.kube.calls("GET", lock_reads)
+        rig.daemon.run_once()
+        return rig.kube.calls("GET", lock_reads) - before
+
+    rig.sentinel.present = False
+    assert reads_after_a_pass() == 1  # start-up
+    assert [reads_after_a_pass() for _ in range(3)] == [0, 0, 0]
+    assert rig.step() is Step.WAIT
+
+    rig.hold()  # a slot written for this node by someone else, while it needs nothing: as kured, not seen...
+    assert reads_after_a_pass() == 0
+    rig.sentinel.present = True  # ...until it needs a reboot: then it goes on with the slot it holds
+    assert reads_after_a_pass() >= 1
+    assert rig.step() is Step.DRAIN_AND_REBOOT
+
+    idle = make_rig()
+    idle.sentinel.present = False
+    idle.daemon.run_once()
+    request = {REQUEST_ANNOTATION: "x"}
+    idle.kube.patch_node(NODE, {"metadata": {"annotations": request}})  # a request (even garbled) is a look
+    before = idle.kube.calls("GET", lock_reads)
+    idle.daemon.run_once()
+    assert idle.kube.calls("GET", lock_reads) == before + 1
+    idle.kube.patch_node(NODE, {"metadata": {"annotations": {REQUEST_ANNOTATION: None}}})
+    idle.remember(reboot_boot_id="boot-1")  # a cycle's mark too
+    before = idle.kube.calls("GET", lock_reads)
+    idle.daemon.run_once()
+    assert idle.kube.calls("GET", lock_reads) == before + 1

@@ -48,7 +48,7 @@ def configmaps_path(namespace: str, name: str | None = None) -> str:
     return f"{base}/{urllib.parse.quote(name, safe='')}" if name else base
 
 
-WATCH_SECONDS = 6 * 3600
+WATCH_SECONDS = 24 * 3600
 """A watch call's length when the API server sends bookmarks (one request renews it from its version)."""
 SHORT_WATCH_SECONDS = 1800
 """A watch call's length when it sends none (a dead connection is noticed at the call's end)."""

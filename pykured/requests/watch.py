@@ -2,8 +2,8 @@
 
 The agent watches its Node as the kubelet does (``fieldSelector=metadata.name=<node>``), from the
 resourceVersion of one GET, and hands every new copy to :meth:`RequestKeeper.see`; a request that became
-pending wakes the loop. An idle agent then costs the API server one long-running watch, renewed every six
-hours from the last version it saw (bookmarks keep it recent: one request, no GET), instead of a GET a
+pending wakes the loop. An idle agent then costs the API server one long-running watch, renewed once a
+day from the last version it saw (bookmarks keep it recent: one request, no GET), instead of a GET a
 minute. The API server sends a bookmark every minute or two, so a connection silent for ``QUIET_SECONDS``
 is dead: the agent starts again (a GET and a watch) without waiting for the watch's end. An API server that
 sends no bookmarks (none seen when a watch fell quiet) gets half-hour watches, noticed dead at their end.
@@ -30,8 +30,10 @@ from pykured.requests.keeper import RequestKeeper
 
 logger = logging.getLogger(__name__)
 
-WATCH_SECONDS = 6 * 3600
-"""A watch's length when the API server sends bookmarks (the server ends it; one request renews it)."""
+WATCH_SECONDS = 24 * 3600
+"""A watch's length when the API server sends bookmarks (the server ends it; one request renews it). A day:
+an idle agent's only requests are two renewals a day; the API servers of an HA control plane still share
+the watches again within a day of one's restart."""
 SHORT_WATCH_SECONDS = 1800
 """A watch's length when it sends none (a dead connection is noticed at the watch's end)."""
 QUIET_SECONDS = 330.0
