@@ -154,7 +154,10 @@ class _Http:
         headers: dict[str, str],
         body: bytes | None,
         timeout: float | tuple[float, float],
+        retry: bool = True,
     ) -> Any:
+        """One HTTP request; ``retry=False``: no retry of a failed connection by urllib3 (its caller retries
+        on its own terms, and urllib3 would log a warning for each attempt)."""
         import urllib3
 
         url = self.host + path
@@ -169,6 +172,10 @@ class _Http:
             if isinstance(timeout, tuple)
             else urllib3.Timeout(total=timeout)
         )
+        if not retry:
+            return self.pool.request(
+                method, url, body=body, headers=headers, timeout=limit, preload_content=False, retries=False
+            )
         return self.pool.request(
             method, url, body=body, headers=headers, timeout=limit, preload_content=False
         )
@@ -297,6 +304,7 @@ class Kube:
         body: Any,
         content_type: str | None,
         timeout: float | tuple[float, float] | None,
+        retry: bool = True,
     ) -> Any:
         headers = {"Accept": "application/json"}
         data = None
@@ -312,6 +320,7 @@ class Kube:
                 headers=headers,
                 body=data,
                 timeout=timeout if timeout is not None else self._timeout,
+                retry=retry,
             )
         except errors.PykuredError:
             raise
@@ -374,6 +383,7 @@ class Kube:
             body=None,
             content_type=None,
             timeout=(10.0, quiet_seconds if quiet_seconds is not None else timeout_seconds + 15.0),
+            retry=False,  # every watcher has its own retry and back-off: a failed watch fails at once
         )
         raw = response
         finished = False
