@@ -68,12 +68,10 @@ def _utcnow() -> datetime.datetime:
 
 def _cycle_marks(node: NodeState) -> bool:
     """Does the Node carry anything of a reboot cycle or a reboot request (then the pass reads the lock)?"""
-    return bool(
-        node.in_progress
-        or node.cycle_started
-        or node.reboot_boot_id
-        or node.release_after
-        or node.fleetlock_id
+    return (
+        node.has_memory
+        or node.in_progress
+        or node.fleetlock_id is not None
         or REQUEST_ANNOTATION in node.annotations
     )
 

@@ -245,7 +245,7 @@ def needs_blockers(obs: Observation, *, now: datetime.datetime) -> bool:
     return (
         not _foreign(obs)
         and not obs.node.holding
-        and not _stale_memory(obs.node)
+        and not obs.node.has_memory
         and obs.in_window
         and obs.required is True
         and not (backoff and now < backoff)
@@ -290,10 +290,6 @@ def drain_outcome(failure: str | None, *, holding: bool, policy: Policy) -> Drai
     if failure is None:
         return DrainOutcome.REBOOT
     return DrainOutcome.REBOOT_ANYWAY if policy.force_reboot else DrainOutcome.RELEASE
-
-
-def _stale_memory(node: NodeState) -> bool:
-    return node.cycle_started or node.reboot_boot_id is not None or node.release_after is not None
 
 
 def _retry_due(node: NodeState, policy: Policy) -> datetime.datetime:
@@ -441,7 +437,7 @@ def decide(obs: Observation, *, policy: Policy, now: datetime.datetime) -> Actio
         return Action(Step.WAIT, "holds a slot for its own sentinel-driven reboot cycle", hold=Hold.FOREIGN)
     if node.holding:
         return _decide_holding(obs, policy, now)
-    if _stale_memory(node) or node.fleetlock_id is not None:
+    if node.has_memory or node.fleetlock_id is not None:
         return _decide_lost(obs, policy, now)
     return _decide_idle(obs, policy, now)
 

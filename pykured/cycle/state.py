@@ -179,6 +179,11 @@ class NodeState(NodeView):
         """``unschedulable-before`` is recorded: a cycle took the lock and may have cordoned."""
         return self.unschedulable_before is not None
 
+    @property
+    def has_memory(self) -> bool:
+        """Any of a cycle's memory is on the Node: its start, the reboot's bootID, or the release time."""
+        return self.cycle_started or self.reboot_boot_id is not None or self.release_after is not None
+
 
 # -- the patches ---------------------------------------------------------------------------------------------
 

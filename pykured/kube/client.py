@@ -172,12 +172,14 @@ class _Http:
             if isinstance(timeout, tuple)
             else urllib3.Timeout(total=timeout)
         )
-        if not retry:
-            return self.pool.request(
-                method, url, body=body, headers=headers, timeout=limit, preload_content=False, retries=False
-            )
         return self.pool.request(
-            method, url, body=body, headers=headers, timeout=limit, preload_content=False
+            method,
+            url,
+            body=body,
+            headers=headers,
+            timeout=limit,
+            preload_content=False,
+            retries=None if retry else False,  # None: the pool's own retries
         )
 
 
