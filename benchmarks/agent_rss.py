@@ -52,6 +52,7 @@ def main() -> None:
             with Fleet(
                 cluster,
                 workdir=Path(tempfile.mkdtemp()),
+                spawn="exec",  # each agent pays its own start-up, as in a pod
                 args=[f"--ds-namespace={ns}", "--lock-backend=lease", *extra],
             ) as fleet:
                 fleet.add(node)

@@ -65,6 +65,7 @@ def main() -> None:
         with Fleet(
             cluster,
             workdir=Path(tempfile.mkdtemp(prefix="bench-")),
+            spawn="exec",  # each agent pays its own start-up, as in a pod
             args=[f"--ds-namespace={ns}", f"--lock-backend={opts.lock_backend}", "--period=1h"],
         ) as fleet:
             fleet.add(node)

@@ -1,8 +1,9 @@
 """Real pykured agents on simulated nodes, with "reboots" that never touch this machine.
 
 Each agent is a separate ``python -m pykured`` process (as the DaemonSet runs one per node), in safe mode,
-with its own sentinel directory and a shim ``nsenter`` that runs the command after ``--`` in place. The
-reboot methods end in a file or a fake PID 1:
+forked from a warm interpreter (:mod:`~pykured_dev.testenv.agentfork`; ``spawn="exec"`` or
+``PYKURED_TEST_AGENTS=exec`` exec each one instead), with its own sentinel directory and a shim ``nsenter``
+that runs the command after ``--`` in place. The reboot methods end in a file or a fake PID 1:
 
 * ``command``: the reboot command is ``touch <dir>/reboot-requested``;
 * ``signal``: ``PYKURED_SIGNAL_PID`` points at a ``sleep`` process that stands in for the host's PID 1;
@@ -34,6 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pykured_dev.eventually import eventually
+from pykured_dev.testenv import agentfork
 from pykured_dev.testenv.cluster import Cluster
 from pykured_dev.testenv.pods import Image, PodTemplate, sandbox_spec
 from pykured_dev.testenv.procs import _die_with_parent
@@ -53,7 +55,7 @@ class AgentSlot:
 
     node: str
     dir: Path
-    proc: subprocess.Popen[bytes] | None = None
+    proc: subprocess.Popen[bytes] | agentfork.AgentProcess | None = None
     fake_pid1: subprocess.Popen[bytes] | None = None
     reboots: int = 0
     starts: int = 0
@@ -108,8 +110,15 @@ class Fleet:
         on_reboot: Callable[[str], None] | None = None,
         images: dict[str, Image] | None = None,
         forward: Sequence[int] = (),
+        spawn: str | None = None,
     ) -> None:
         self.cluster = cluster
+        self.spawn = spawn or os.environ.get("PYKURED_TEST_AGENTS") or "fork"
+        """``fork``: agents forked from a warm interpreter (:mod:`~pykured_dev.testenv.agentfork`); ``exec``:
+        each agent is ``python -m pykured`` exec'd from scratch (what benchmarks of an agent's own cost use).
+        A command line other than ``python -m pykured ...`` (:meth:`argv` overridden) is always exec'd."""
+        if self.spawn not in ("fork", "exec"):
+            raise ValueError(f"spawn: fork or exec, not {self.spawn!r}")
         self.workdir = workdir
         self.args = list(args)
         self.method = method
@@ -221,9 +230,14 @@ class Fleet:
             )
             env["PYKURED_SIGNAL_PID"] = str(slot.fake_pid1.pid)
         slot.log = slot.dir / "agent.log"
+        argv = self.argv(slot)
+        if self.spawn == "fork" and argv[:3] == [sys.executable, "-m", "pykured"]:
+            slot.proc = agentfork.spawn(argv[3:], env=env, log=str(slot.log))
+            slot.starts += 1
+            return
         with open(slot.log, "ab") as log:
             slot.proc = subprocess.Popen(
-                self.argv(slot),
+                argv,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -257,7 +271,7 @@ class Fleet:
             self.kill(node)
             self.start(node)
 
-    def signal(self, node: str, signum: int) -> subprocess.Popen[bytes] | None:
+    def signal(self, node: str, signum: int) -> subprocess.Popen[bytes] | agentfork.AgentProcess | None:
         """Send ``signum`` to ``node``'s running agent (not while its host reboots); returns that process."""
         with self._lock:
             proc = self.slots[node].proc
@@ -266,7 +280,7 @@ class Fleet:
             proc.send_signal(signum)
             return proc
 
-    def replace(self, node: str, old: subprocess.Popen[bytes] | None) -> bool:
+    def replace(self, node: str, old: subprocess.Popen[bytes] | agentfork.AgentProcess | None) -> bool:
         """Start a new agent for ``node`` unless one other than ``old`` already runs (a pod recreated)."""
         with self._lock:
             slot = self.slots[node]

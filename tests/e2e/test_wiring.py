@@ -50,6 +50,7 @@ def test_zincati_cycle_through_the_node_local_agent(k8s: TestEnv, tmp_path: Path
         k8s,
         workdir=tmp_path / "fleet",
         method="command",
+        spawn="exec",  # the process as the DaemonSet starts it, from the interpreter up
         args=[
             f"--ds-namespace={ns}",
             "--period=10s",

@@ -42,7 +42,10 @@ def test_sigterm_exits_within_the_grace_period_while_the_api_server_hangs(
     (node,) = k8s.add_nodes(k8s.unique("node"))
     port = free_port()
     args = [f"--ds-namespace={ns}", f"--metrics-port={port}", "--metrics-host=127.0.0.1"]
-    with Fleet(k8s, workdir=tmp_path / "fleet", args=args, kubeconfig=lambda _n: str(kubeconfig)) as fleet:
+    # exec'd, not forked: the whole process's exit within the grace period, interpreter shutdown included
+    with Fleet(
+        k8s, workdir=tmp_path / "fleet", args=args, kubeconfig=lambda _n: str(kubeconfig), spawn="exec"
+    ) as fleet:
         fleet.add(node)
         assert fleet.wait_for(lambda: "Reboot not required" in fleet.log_text(node), timeout=180), (
             fleet.log_text(node)
