@@ -95,8 +95,8 @@ def _run(args: list[str], env: dict[str, str], log: str) -> None:  # pragma: no 
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the fork server's end is this agent's end
     if os.getppid() == 1:
         os._exit(1)
-    # Only the standard streams stay open, as after an exec: the fork server's pipes are not the agent's (one of
-    # them keeps the fork server alive while any holder lives, which would keep agents alive past the test).
+    # Only the standard streams stay open, as after an exec: the fork server's pipes are not the agent's
+    # (one keeps the fork server alive while any holder lives, which would keep agents alive past the test).
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     null = os.open(os.devnull, os.O_RDONLY)
