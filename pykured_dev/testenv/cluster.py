@@ -85,16 +85,20 @@ class Cluster(objects.ObjectHelpers):
         return self
 
     def stop(self) -> None:
-        """Stop everything and remove the work directory."""
+        """Stop everything and remove the work directory.
+
+        Nothing is kept, so nothing waits for a graceful shutdown: kube-apiserver drains its long-running
+        requests (kube-controller-manager's watches, say) for 10 s or more after SIGTERM.
+        """
         if self._kubelet:
             self._kubelet.stop()
-        self.stop_processes()
+        self.stop_processes(grace=1.0)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def stop_processes(self) -> None:
-        """Stop the child processes, newest first."""
+    def stop_processes(self, *, grace: float = 10.0) -> None:
+        """Stop the child processes, newest first: SIGTERM, and SIGKILL ``grace`` seconds later."""
         for proc in reversed(list(self.procs.values())):
-            proc.stop()
+            proc.stop(timeout=grace)
         self.procs.clear()
 
     def __enter__(self) -> Cluster:
