@@ -107,7 +107,12 @@ def test_signals_poll_and_wait(tmp_path: Path) -> None:
     first.kill()  # gone already: nothing is signalled
 
     second = agentfork.spawn(args, env=BASE_ENV, log=str(log))
-    assert eventually(lambda: log.read_text().count("Node ID: n1") == 2, timeout=30), log.read_text()
+
+    def in_its_loop() -> bool:  # its SIGTERM handler is set just before; earlier, SIGTERM's default action
+        before, _, since = log.read_text().rpartition("Node ID: n1")
+        return "Node ID: n1" in before and "Cannot observe node n1" in since
+
+    assert eventually(in_its_loop, timeout=60), log.read_text()
     second.terminate()  # the agent's own SIGTERM handling: a clean exit
     assert second.wait(timeout=60) == 0, log.read_text()
 
