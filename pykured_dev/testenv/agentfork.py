@@ -16,7 +16,6 @@ shared copy-on-write, so an agent's RSS is not its own (benchmarks exec their ag
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import multiprocessing
 import multiprocessing.context
@@ -27,6 +26,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+
+from pykured_dev.testenv.procs import _die_with_parent
 
 PRELOAD = (
     "pykured.__main__",
@@ -39,7 +40,6 @@ PRELOAD = (
     __name__,
 )
 """What the fork server imports once: the agent's start-up path and the kubeconfig loader."""
-_PR_SET_PDEATHSIG = 1
 
 
 @functools.cache
@@ -91,8 +91,7 @@ def spawn(args: Sequence[str], *, env: Mapping[str, str], log: str) -> AgentProc
 
 
 def _run(args: list[str], env: dict[str, str], log: str) -> None:  # pragma: no cover - runs in the child
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the fork server's end is this agent's end
+    _die_with_parent()  # the fork server's end is this agent's end
     if os.getppid() == 1:
         os._exit(1)
     # Only the standard streams stay open, as after an exec: the fork server's pipes are not the agent's

@@ -36,6 +36,17 @@ def _fork(args: list[str], env: dict[str, str], log: Path) -> int:
     return agentfork.spawn(args, env=env, log=str(log)).wait(timeout=60)
 
 
+def _unreachable_kubeconfig(tmp_path: Path) -> Path:
+    """A kubeconfig whose API server never answers: the agent starts and keeps trying."""
+    path = tmp_path / "kubeconfig.json"
+    cluster = {"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}
+    context = {"name": "x", "context": {"cluster": "c", "user": "u"}}
+    users = [{"name": "u", "user": {"token": "t"}}]
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "x", "users": users}
+    path.write_text(json.dumps({**config, "clusters": [cluster], "contexts": [context]}))
+    return path
+
+
 def _without_times(text: str) -> str:
     return "\n".join(
         line.split(" ", 1)[-1] if line.startswith("time=") else line for line in text.splitlines()
@@ -77,19 +88,7 @@ def test_a_forked_agent_has_only_the_environment_given(
 
 
 def test_signals_poll_and_wait(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig.json"  # an API server that never answers: the agent keeps trying
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
+    kubeconfig = _unreachable_kubeconfig(tmp_path)
     log = tmp_path / "agent.log"
     args = [
         "--node-id=n1",
@@ -119,13 +118,7 @@ def test_signals_poll_and_wait(tmp_path: Path) -> None:
 
 def test_agents_die_with_the_process_that_forked_them(tmp_path: Path) -> None:
     pid_file = tmp_path / "agent.pid"
-    kubeconfig = tmp_path / "kubeconfig.json"
-    kubeconfig.write_text(
-        '{"apiVersion": "v1", "kind": "Config", "current-context": "x",'
-        ' "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],'
-        ' "users": [{"name": "u", "user": {"token": "t"}}],'
-        ' "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}'
-    )
+    kubeconfig = _unreachable_kubeconfig(tmp_path)
     parent = subprocess.Popen(
         [
             sys.executable,
