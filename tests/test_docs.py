@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,22 @@ def test_the_readme_starts_with_the_demo_and_the_test_command() -> None:
     assert body[0] == "```sh"
     block = body[1 : body.index("```", 1)]
     assert [line.split("#", 1)[0].strip() for line in block] == ["tools/dev demo", "tools/dev test"]
+
+
+def test_the_readmes_links_name_files_and_headings_that_exist() -> None:
+    """README.md is not a page of the site, so its links are checked here: a file, and a heading's anchor
+    (made as the site makes them, GitHub's way)."""
+    slug = load_config(config_file=str(ROOT / "mkdocs.yml")).mdx_configs["toc"]["slugify"]
+    links = re.findall(r"\]\(([^)\s]+)\)", README.read_text(encoding="utf-8"))
+    local = [link for link in links if not re.match(r"^[a-z]+:", link)]
+    assert local
+    for link in local:
+        path, _, anchor = link.partition("#")
+        target = (ROOT / path) if path else README
+        assert target.exists(), link
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", target.read_text(encoding="utf-8"), flags=re.MULTILINE)
+            assert anchor in {slug(h, "-") for h in headings}, link
 
 
 def test_ci_runs_the_readmes_test_command() -> None:
