@@ -70,7 +70,6 @@ def rewrite(
     problems: list[str] = []
     page_dir = posixpath.dirname(page_uri)
     source_dir = posixpath.dirname(source)
-    site_pages = {src: page for src, page in INCLUDED.items()}
 
     def fix(match: re.Match[str]) -> str:
         target = match["target"]
@@ -81,8 +80,8 @@ def rewrite(
         anchor = hash_ + fragment
         if resolved.startswith(docs_prefix):
             new = posixpath.relpath(resolved.removeprefix(docs_prefix), page_dir or ".")
-        elif resolved in site_pages:
-            new = posixpath.relpath(site_pages[resolved], page_dir or ".")
+        elif resolved in INCLUDED:
+            new = posixpath.relpath(INCLUDED[resolved], page_dir or ".")
         elif resolved == ".." or resolved.startswith("../") or not (root / resolved).exists():
             problems.append(f"{source}: the link '{target}' names no file of the repository")
             return match[0]
