@@ -48,6 +48,7 @@ from pykured.requests.record import REQUEST_ANNOTATION, Classified
 from pykured.requests.watch import RequestWatch
 from pykured.roll.queue import RollQueue
 from pykured.roll.turns import RollTurns
+from pykured.status.agent import reported_boot_ids
 from pykured.status.publisher import StatusPublisher
 
 logger = logging.getLogger(__name__)
@@ -160,13 +161,14 @@ class Daemon:
             events=parts.events,
             notifier=parts.notifier,
             metrics=parts.metrics,
+            reported_boots=reported_boot_ids,
         )
         """Reboot requests bound to a boot (pykured.requests.keeper)."""
         self.status = StatusPublisher(parts.kube, node=settings.node, version=__version__)
         """The status published on the Node for ``pykured status`` (pykured.status.publisher)."""
         parts.drainer.on_blocked = self.status.drain_blocked  # the drain's blocker, published as it happens
         self._turns = RollTurns(parts.queue, parts.lock, settings.node) if parts.queue else None
-        """``--resume-rolls``: the node's turn in the roll (cycle.turns)."""
+        """``--resume-rolls``: the node's turn in the roll (pykured.roll.turns)."""
         self._sentinel = False
         self._waiting_for_lock = False
         self._held_since_ns: int | None = None

@@ -132,8 +132,8 @@ def _start_rollout(cluster: Cluster) -> str:
     import datetime
     import secrets
 
+    from pykured.fleet import requester
     from pykured.requests import record as rebootrequest
-    from pykured.requests import requester
 
     kube = cluster.kube()
     now = datetime.datetime.now(datetime.UTC)
@@ -148,7 +148,7 @@ def _start_rollout(cluster: Cluster) -> str:
 
 def _rollout_done(cluster: Cluster, rollout_id: str, count: int, stream: TextIO) -> bool:
     """Print ``pykured rollout status``; whether all ``count`` nodes of the rollout have a new bootID."""
-    from pykured.requests import requester, rollout
+    from pykured.fleet import requester, rollout
 
     done = rollout.progress(requester.all_nodes(cluster.kube()), rollout_id)
     print(rollout.render(done), end="", file=stream)

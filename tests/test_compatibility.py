@@ -2,8 +2,8 @@
 metric, every node annotation and every ``configuration.*`` value of kured's Helm chart.
 
 The lists come from the code (``pykured.config.flags``, ``pykured.metrics``, ``pykured.cycle.state``,
-``pykured.requests.record``, ``pykured.status.agent``), so a new flag, metric or annotation without a row
-fails
+``pykured.requests.record``, ``pykured.status.agent``, ``pykured.roll.record``), so a new flag, metric or
+annotation without a row fails
 here. The chart keys are kured's Helm chart 6.1.0 ``values.yaml``. Each case is one parametrized test whose id
 names the missing item.
 """
@@ -20,6 +20,7 @@ from pykured.config.flags import FLAGS
 from pykured.cycle import state as nodeinfo
 from pykured.metrics import Metrics
 from pykured.requests import record as rebootrequest
+from pykured.roll import record as rollrecord
 from pykured.status import agent as agentstatus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +93,7 @@ def _metric_names() -> list[str]:
 def _pykured_annotations() -> list[str]:
     values = {
         value
-        for module in (nodeinfo, rebootrequest, agentstatus)
+        for module in (nodeinfo, rebootrequest, agentstatus, rollrecord)
         for value in vars(module).values()
         if isinstance(value, str)
         and value.startswith(nodeinfo.PYKURED_PREFIX)

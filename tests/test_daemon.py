@@ -33,6 +33,7 @@ from pykured.lock.record import LockEntry, encode_entry
 from pykured.metrics import Metrics
 from pykured.policy.weekly import TimeWindow
 from pykured.requests.record import REQUEST_ANNOTATION
+from pykured.roll import record as rollrecord
 from pykured.status import agent as agentstatus
 from pykured_dev.eventually import eventually
 from tests.fakes import FakeClock, FakeKube, RecordingNotifier
@@ -140,12 +141,13 @@ class Rig:
         return [e.node_id for e in self.lock.holders(now_ns=int(self.clock.now.timestamp()) * 10**9)]
 
     def memory(self) -> dict[str, str]:
-        """The cycle's memory on the Node (the agent's published status is not memory)."""
+        """The cycle's memory on the Node (the agent's published status and roll record are not memory)."""
         annotations = self.kube.annotations(NODE).items()
         return {
             k: v
             for k, v in annotations
-            if k.startswith(state.PYKURED_PREFIX) and k != agentstatus.STATUS_ANNOTATION
+            if k.startswith(state.PYKURED_PREFIX)
+            and k not in (agentstatus.STATUS_ANNOTATION, rollrecord.ROLL_ANNOTATION)
         }
 
     def sample(self, name: str, **labels: str) -> float:

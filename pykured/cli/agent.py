@@ -210,7 +210,7 @@ def _lock_command(argv: list[str]) -> int:
     parser.add_argument("--lock-backend", choices=["daemonset", "lease", "both"], default="both")
     opts = parser.parse_args(argv)
     logrus.configure("text", "warning")
-    from pykured.lock import admin
+    from pykured.fleet import locks as admin
 
     kube = _kube(opts.kubeconfig, opts.context)
     prefix = opts.lease_prefix or f"{opts.ds_name}-lock"
@@ -268,7 +268,7 @@ def _freeze_command(command: str, argv: list[str]) -> int:
     logrus.configure("text", "warning")
     import datetime
 
-    from pykured.policy import command as freezecmd
+    from pykured.fleet import freeze as freezecmd
     from pykured.policy.freeze import FreezeError, parse_until
     from pykured.policy.weekly import load_location
 
@@ -307,14 +307,14 @@ def _freeze_command(command: str, argv: list[str]) -> int:
 
 def _honoured(kube: Kube, freezecmd: Any, where: dict[str, str]) -> int:
     """After a freeze: how many agents honour it; exit 3 (a warning) when none does."""
-    from pykured.status import honour as honouring
+    from pykured.fleet import freeze
 
     try:
-        honour, agents, others = honouring.honouring(kube, **where)
+        honour, agents, others = freeze.honouring(kube, **where)
     except errors.PykuredError as exc:
         print(f"warning: cannot tell which agents honour the freeze: {exc}", file=sys.stderr)
         return 0
-    print(honouring.honour_line(honour, agents, others))
+    print(freeze.honour_line(honour, agents, others))
     if honour == 0:
         print(
             f"warning: no agent honours this freeze: reboots go on. Agents watch {where['namespace']}/"

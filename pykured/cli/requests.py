@@ -1,8 +1,8 @@
 """The command lines of ``pykured request-reboot``, ``pykured rollout`` and ``pykured status``.
 
 Each returns an exit code: 0 done, 1 a failure told in one line on stderr (no traceback), 2 a usage error
-(argparse). The work is in :mod:`pykured.requests.requester`; rendering in :mod:`pykured.status.fleet` and
-:mod:`pykured.requests.rollout`.
+(argparse). The work is in :mod:`pykured.fleet.requester`; rendering in :mod:`pykured.fleet.view`,
+:mod:`pykured.fleet.plan` and :mod:`pykured.fleet.rollout`.
 """
 
 from __future__ import annotations
@@ -18,16 +18,15 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from pykured.core import errors
+from pykured.fleet import canary, plan, requester, rollout
+from pykured.fleet import view as fleetview
+from pykured.fleet.freeze import read_freeze, read_policy
 from pykured.gocompat import logrus
 from pykured.gocompat.goflags import GoValueError, format_duration, parse_duration
-from pykured.policy.command import read_freeze, read_policy
 from pykured.policy.document import PolicyDoc, PolicyMapError
 from pykured.policy.freeze import FreezeRecord
-from pykured.requests import canary, requester, rollout
 from pykured.requests import record as rebootrequest
 from pykured.roll import order as roll
-from pykured.status import fleet as fleetview
-from pykured.status import plan
 
 if TYPE_CHECKING:
     from pykured.cycle.state import NodeState
@@ -212,7 +211,7 @@ def _canary_rollout(
     timeout: datetime.timedelta,
     out: TextIO,
 ) -> int:
-    """Request the canaries, wait for them (:mod:`pykured.requests.canary`), then the rest; a failure
+    """Request the canaries, wait for them (:mod:`pykured.fleet.canary`), then the rest; a failure
     freezes."""
     ordered = _in_roll_order(views, _now())
     first, rest = ordered[: opts.canary], ordered[opts.canary :]
@@ -259,13 +258,13 @@ def _canary_failed(
     kube: Kube, opts: argparse.Namespace, why: str, *, rid: str, rest: int, out: TextIO
 ) -> int:
     """Freeze (unless a freeze is in force already), say so, exit 1."""
-    from pykured.policy import command as freezecmd
+    from pykured.policy import writer
 
     now = _now()
     record = FreezeRecord(reason=f"rollout {rid}: {why}", by=requester.whoami(kube), at=now)
     where = {"namespace": opts.ds_namespace, "name": opts.policy_configmap}
     try:
-        current = freezecmd.set_unless_frozen(kube, record=record, now=now, **where)
+        current = writer.set_unless_frozen(kube, record=record, now=now, **where)
     except (errors.KubeError, PolicyMapError) as exc:
         out.write(f"rollout {rid}: {why}; could not set the freeze: {exc}\n")
         return 1

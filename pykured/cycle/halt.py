@@ -3,7 +3,7 @@
 A node that does not come back from its reboot cannot say so itself, so each agent (and a central FleetLock
 server) looks, every few seconds, at the lock holders and their Nodes' ``pykured.dev/*`` memory
 (:func:`pykured.policy.halt.overdue`). The first to see a holder past ``--reboot-deadline`` sets the freeze
-(:func:`pykured.policy.command.set_unless_frozen`: conditional, so exactly one agent does), logs it, posts a
+(:func:`pykured.policy.writer.set_unless_frozen`: conditional, so exactly one agent does), logs it, posts a
 ``RebootHalted`` Event on that node and sends a notification. The freeze stops every new reboot on every path
 (the agents, FleetLock) until ``pykured unfreeze``. ``pykured_halted`` shows it.
 
@@ -25,8 +25,8 @@ from pykured.kube.events import EventRecorder
 from pykured.lock.base import Lock
 from pykured.lock.record import UNKNOWN_HOLDER
 from pykured.notify import Notifier
-from pykured.policy import command
 from pykured.policy import halt as rules
+from pykured.policy import writer
 from pykured.policy.document import PolicyMapError
 from pykured.policy.source import PolicySource
 
@@ -118,7 +118,7 @@ class HaltWatch:
         by = f"pykured on {self._me or 'the FleetLock server'}"
         record = rules.halt_record(found, deadline=self.deadline, by=by, now=now)
         where = {"namespace": self._namespace, "name": self._configmap}
-        current = command.set_unless_frozen(self._kube, record=record, now=now, **where)
+        current = writer.set_unless_frozen(self._kube, record=record, now=now, **where)
         if current is not None:
             return None
         began_text = found.began.astimezone(datetime.UTC).isoformat(timespec="seconds")

@@ -4,7 +4,7 @@ Concept: the count lives where every agent (and a central FleetLock server) sees
 ``pykured.dev/failed-drains`` annotation of the policy ConfigMap (``{"count":2,"last":"node-3: …"}``), next
 to the freeze that a halt sets. A failed drain (any path: the steps of :mod:`pykured.cycle.run`) adds one; a
 drain that completes sets it back to zero. When the count reaches the limit, the agent that counted it sets
-the freeze as a halt (:func:`pykured.policy.command.set_unless_frozen`, as ``--reboot-deadline`` does),
+the freeze as a halt (:func:`pykured.policy.writer.set_unless_frozen`, as ``--reboot-deadline`` does),
 with the reason ``N consecutive drains failed (last: node X: …)``, posts ``RebootHalted`` on the node and
 sends a notification. The halt takes the count back to zero (the freeze's reason keeps it), so after
 ``pykured unfreeze`` the fleet again has ``limit`` failures to go.
@@ -30,7 +30,7 @@ from pykured.kube.client import Kube
 from pykured.kube.events import EventRecorder
 from pykured.kube.node import PYKURED_PREFIX
 from pykured.notify import Notifier
-from pykured.policy import command
+from pykured.policy import writer
 from pykured.policy.document import PolicyMapError
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.source import configmaps_path
@@ -147,7 +147,7 @@ class DrainStreak:
         by = f"pykured on {self._me or 'the FleetLock server'}"
         record = FreezeRecord(reason=reason, by=by, at=now, halted=node)
         where = {"namespace": self._namespace, "name": self._configmap}
-        if command.set_unless_frozen(self._kube, record=record, now=now, **where) is not None:
+        if writer.set_unless_frozen(self._kube, record=record, now=now, **where) is not None:
             return  # already frozen or halted
         message = (
             f"{reason} (--max-failed-drains={self.limit}, at {format_rfc3339(now)}): no new reboot starts "

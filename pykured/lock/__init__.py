@@ -2,6 +2,6 @@
 
 ``base`` holds the :class:`~pykured.lock.base.Lock` protocol the daemon depends on, ``record`` kured's lock
 JSON, ``annotation`` and ``lease`` the two backends, ``switch`` the guard that keeps a backend change safe
-and ``admin`` the ``pykured lock`` commands. This package file imports nothing, so that importing the pure
-``record``/``base`` modules never pulls in an adapter.
+(the ``pykured lock`` commands are :mod:`pykured.fleet.locks`). This package file imports nothing, so that
+importing the pure ``record``/``base`` modules never pulls in an adapter.
 """

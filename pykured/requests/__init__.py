@@ -1,5 +1,4 @@
-"""Boot-bound reboot requests, every side of them: ``record`` (the request and its history on the Node,
-pure), ``keeper`` and ``watch`` (the agent's side: noticing a request at once, settling it after the
-reboot), ``requester`` (the operator's side: ``request-reboot``, ``rollout``, ``status`` against the API
-server) and ``rollout`` (a rollout's progress, pure).
+"""Boot-bound reboot requests, the agent's side: ``record`` (the request and its history on the Node, pure),
+``keeper`` and ``watch`` (noticing a request at once, settling it after the reboot). The operator's side
+(``request-reboot``, ``rollout``) is :mod:`pykured.fleet`, which reads the record.
 """

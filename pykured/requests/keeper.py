@@ -3,7 +3,9 @@
 Concept: the daemon asks once per pass "does a request make this node need a reboot?" and this adapter
 answers with the pure :func:`pykured.requests.record.classify`, then does the matching writes: it removes a
 request that is satisfied (with an Event, a notification and the ``pykured.dev/reboot-request-satisfied``
-record) or stale (with a log line).
+record) or stale (with a log line). The boots the node is known to have left come from pykured's cycle
+memory and from the function the daemon passes in (the boots the agent's published status names,
+:func:`pykured.status.agent.reported_boot_ids`).
 
 Invariants:
 * Never raises into the daemon: an API failure is logged and the next pass tries again.
@@ -19,7 +21,7 @@ import datetime
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pykured.core import errors
@@ -29,7 +31,6 @@ from pykured.kube.events import EventRecorder
 from pykured.metrics import Metrics
 from pykured.notify import Notifier
 from pykured.requests import record as rebootrequest
-from pykured.status import agent as agentstatus
 
 logger = logging.getLogger(__name__)
 
@@ -38,19 +39,27 @@ SATISFIED = "RebootRequestSatisfied"
 STALE = "RebootRequestStale"
 
 
-def previous_boot_ids(view: NodeState) -> tuple[str, ...]:
-    """Boots this node is known to have left: pykured's cycle memory and the agent's last status."""
-    status = agentstatus.decode(view.annotations.get(agentstatus.STATUS_ANNOTATION))
-    known = [view.reboot_boot_id or ""]
-    if status is not None:
-        known += [status.boot_id, status.last_boot_id]
+ReportedBoots = Callable[[Mapping[str, str]], Iterable[str]]
+"""The boots a Node's annotations say it has been on (its agent's published status), from the annotations."""
+
+
+def _none_reported(annotations: Mapping[str, str]) -> Iterable[str]:
+    return ()
+
+
+def previous_boot_ids(view: NodeState, reported: Iterable[str] = ()) -> tuple[str, ...]:
+    """Boots this node is known to have left: pykured's cycle memory and the ``reported`` ones (the agent's
+    last status) that are not the current boot."""
+    known = [view.reboot_boot_id or "", *reported]
     return tuple(b for b in dict.fromkeys(known) if b and b != view.boot_id)
 
 
-def classify(view: NodeState, now: datetime.datetime) -> rebootrequest.Classified:
+def classify(
+    view: NodeState, now: datetime.datetime, reported: Iterable[str] = ()
+) -> rebootrequest.Classified:
     """The node's request, classified for its current boot (pure)."""
     return rebootrequest.classify(
-        view.annotations, view.boot_id, previous_boot_ids=previous_boot_ids(view), now=now
+        view.annotations, view.boot_id, previous_boot_ids=previous_boot_ids(view, reported), now=now
     )
 
 
@@ -65,12 +74,15 @@ class RequestKeeper:
         events: EventRecorder,
         notifier: Notifier,
         metrics: Metrics | None = None,
+        reported_boots: ReportedBoots = _none_reported,
     ) -> None:
+        """``reported_boots``: the boots the Node's annotations say it was on (none by default)."""
         self._kube = kube
         self.node = node
         self._events = events
         self._notifier = notifier
         self._metrics = metrics
+        self._reported_boots = reported_boots
         self._mutex = threading.Lock()
         self._looked_at: float | None = None
         """When (monotonic) the loop's pass last classified its copy of the Node (:meth:`observe`)."""
@@ -83,7 +95,7 @@ class RequestKeeper:
     def observe(self, view: NodeState, now: datetime.datetime) -> rebootrequest.Classified:
         """Classify the request (a read: nothing is written; :meth:`tidy` does the writes)."""
         self._looked_at = time.monotonic()
-        found = classify(view, now)
+        found = self._classify(view, now)
         self._remember(found)
         return found
 
@@ -101,7 +113,7 @@ class RequestKeeper:
 
     def settle(self, view: NodeState, now: datetime.datetime) -> None:
         """After a completed reboot: remove the request it satisfied, with an Event and a notification."""
-        found = classify(view, now)
+        found = self._classify(view, now)
         if found.state is rebootrequest.RequestState.SATISFIED:
             self._satisfy(view, found, now)
 
@@ -109,7 +121,7 @@ class RequestKeeper:
         """Look at a fresh copy of the Node (from its watch, or a poll): ``True`` if a new request became
         pending."""
         before = self.pending
-        found = classify(NodeState.from_obj(node), now)
+        found = self._classify(NodeState.from_obj(node), now)
         self._remember(found)
         return found.pending and (before is None or not before.same_intent(found.request or before))
 
@@ -125,6 +137,9 @@ class RequestKeeper:
             logger.debug("cannot read node %s for reboot requests: %s", self.node, exc)
             return False
         return self.see(node, now)
+
+    def _classify(self, view: NodeState, now: datetime.datetime) -> rebootrequest.Classified:
+        return classify(view, now, self._reported_boots(view.annotations))
 
     def _remember(self, found: rebootrequest.Classified) -> None:
         with self._mutex:

@@ -9,8 +9,9 @@ reboot again (new updates arrived while the maintenance window was closed) goes 
 has not reached yet, so a large pool finishes over several windows instead of starting over. Ties go to the
 node that has waited longest, then by name. A node pykured never saw reboot sorts first.
 
-Both facts come from each agent's ``pykured.dev/status`` (``lastReboot``, ``waitingSince``), so ``pykured
-status`` and the agents' lock queue (:mod:`pykured.roll.queue`) read the same order. Pure: no I/O.
+Both facts come from the roll's record each agent writes on its Node (:mod:`pykured.roll.record`,
+``pykured.dev/roll``: ``lastReboot``, ``waitingSince``), so ``pykured status`` and the agents' lock queue
+(:mod:`pykured.roll.queue`) read the same order. Pure: no I/O.
 """
 
 from __future__ import annotations

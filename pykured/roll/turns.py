@@ -1,8 +1,8 @@
 """The daemon's side of ``--resume-rolls``: its place in the roll, its lock queue entry, its turn.
 
 The rule is :mod:`pykured.roll.rule`, the entry :mod:`pykured.roll.queue`; this adapter feeds them what the
-pass saw. The node's place comes from the status it published (:mod:`pykured.status.agent`: ``lastReboot``,
-``waitingSince``), so a restarted agent keeps its place.
+pass saw. The node's place comes from the roll record its agent published on the Node
+(:mod:`pykured.roll.record`: ``lastReboot``, ``waitingSince``), so a restarted agent keeps its place.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import logging
 
 from pykured.cycle.state import NodeState, unix_ns
 from pykured.lock.base import Lock
+from pykured.roll import record as rollrecord
 from pykured.roll import rule as turns
 from pykured.roll.order import Member
 from pykured.roll.queue import RollQueue
-from pykured.status import agent as agentstatus
 
 logger = logging.getLogger(__name__)
 
@@ -29,10 +29,10 @@ class RollTurns:
         self._node = node
 
     def member(self, view: NodeState, now: datetime.datetime) -> Member:
-        """This node's place (``waitingSince`` starts now when no status says otherwise)."""
-        status = agentstatus.decode(view.annotations.get(agentstatus.STATUS_ANNOTATION))
-        last = status.last_reboot if status else None
-        since = status.waiting_since if status and status.waiting_since else now.replace(microsecond=0)
+        """This node's place (``waitingSince`` starts now when no roll record says otherwise)."""
+        place = rollrecord.read(view.annotations)
+        last = place.last_reboot if place else None
+        since = place.waiting_since if place and place.waiting_since else now.replace(microsecond=0)
         return Member(self._node, last_reboot=last, waiting_since=since)
 
     def after_pass(self, view: NodeState, *, required: bool, in_window: bool, now: datetime.datetime) -> None:

@@ -1,3 +1,4 @@
-"""What an agent publishes on its Node (``agent``: the ``pykured.dev/status`` record, built and decoded) and
-how ``pykured status`` reads the fleet from it (``fleet``: one row per node, pure).
+"""What an agent publishes on its Node: ``agent`` (the ``pykured.dev/status`` record, built and decoded, pure)
+and ``publisher`` (writing it, with the roll's record, when it changed). ``pykured status`` reads it in
+:mod:`pykured.fleet.view`.
 """

@@ -15,11 +15,13 @@ The value is compact JSON with sorted keys; absent fields are omitted::
 ``step`` is the decision of :mod:`pykured.cycle.decide` (``wait``, ``blocked``, ``acquire``,
 ``drain-and-reboot``, …); ``lastReboot``/``lastBootID`` record the last bootID change the agent saw (its
 previous status named another bootID); ``waitingSince`` is when the node began to need its pending reboot
-(kept from pass to pass while it needs it, on the same boot); ``resumeRolls`` says the agent takes the lock in
-the roll's order (:mod:`pykured.roll.order`); ``freeze`` says whether the agent honours the freeze (``on``: it
-reads the policy ConfigMap; ``forbidden``: its RBAC does not let it; ``off``: ``--policy-configmap=""``;
-``pending``: not read yet; absent: an agent that predates the field) and ``policy`` which ConfigMap it
-watches (``namespace/name``), so ``pykured freeze`` counts the agents that honour the freeze it sets;
+(kept from pass to pass while it needs it, on the same boot; the publisher copies both into the roll's own
+record, :mod:`pykured.roll.record`, which the roll's order reads); ``resumeRolls`` says the agent takes the
+lock in the roll's order (:mod:`pykured.roll.order`); ``freeze`` says whether the agent honours the freeze
+(``on``: it reads the policy ConfigMap; ``forbidden``: its RBAC does not let it; ``off``:
+``--policy-configmap=""``; ``pending``: not read yet; absent: an agent that predates the field) and
+``policy`` which ConfigMap it watches (``namespace/name``), so ``pykured freeze`` counts the agents that
+honour the freeze it sets;
 ``lastCycle`` how many seconds the node's last cycle held the lock (``pykured plan`` estimates from it);
 ``drainBlockedBy`` the latest refusal that holds the node's drain back (an eviction denied by an admission
 webhook, with the webhook's message; a PodDisruptionBudget's 429), written while the drain retries it and
@@ -148,6 +150,13 @@ def decode(text: str | None) -> AgentStatus | None:
         last_cycle_s=_seconds(data.get("lastCycle")),
         drain_blocked_by=_s(data, "drainBlockedBy"),
     )
+
+
+def reported_boot_ids(annotations: Mapping[str, str]) -> tuple[str, ...]:
+    """The boots the agent's published status names: the one it was on and the one before its last reboot
+    (what the request keeper counts as left behind, :mod:`pykured.requests.keeper`)."""
+    status = decode(annotations.get(STATUS_ANNOTATION))
+    return (status.boot_id, status.last_boot_id) if status is not None else ()
 
 
 def build(

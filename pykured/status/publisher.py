@@ -1,7 +1,9 @@
 """Publishing what an agent says about itself: ``pykured.dev/status`` on its own Node, for ``pykured status``.
 
 Concept: :mod:`pykured.status.agent` builds and encodes the record (pure); this adapter writes it with one
-merge patch, only when its text changed, so an idle agent writes nothing.
+merge patch, only when its text changed, so an idle agent writes nothing. The same patch carries the roll's
+own record (:mod:`pykured.roll.record`, ``pykured.dev/roll``: the status's ``lastReboot`` and
+``waitingSince``), which the roll's order reads instead of the status.
 
 Invariants:
 * Never raises into the daemon: an API failure is logged at debug level and the next pass tries again.
@@ -21,6 +23,7 @@ import threading
 from pykured.core import errors
 from pykured.cycle.state import NodeState
 from pykured.kube.client import MERGE_PATCH, Kube
+from pykured.roll import record as rollrecord
 from pykured.status import agent as agentstatus
 
 logger = logging.getLogger(__name__)
@@ -120,7 +123,12 @@ class StatusPublisher:
         text = agentstatus.encode(status)
         if text == current:
             return False
-        patch = {"metadata": {"annotations": {agentstatus.STATUS_ANNOTATION: text}}}
+        place = rollrecord.Place(last_reboot=status.last_reboot, waiting_since=status.waiting_since)
+        annotations = {
+            agentstatus.STATUS_ANNOTATION: text,
+            rollrecord.ROLL_ANNOTATION: rollrecord.encode(place),
+        }
+        patch = {"metadata": {"annotations": annotations}}
         try:
             self._kube.patch_node(self.node, patch, patch_type=MERGE_PATCH)
         except errors.KubeError as exc:

@@ -8,9 +8,9 @@ import datetime
 from typing import Any
 
 from pykured.cycle.streak import DrainStreak, Streak, read
+from pykured.fleet.freeze import read_freeze
 from pykured.kube.events import EventRecorder
 from pykured.notify import Notifier
-from pykured.policy.command import read_freeze
 from tests.fakes import FakeKube
 
 NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)

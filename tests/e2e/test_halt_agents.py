@@ -16,8 +16,8 @@ import pytest
 from pykured.cli import agent as cli
 from pykured.cli import requests as requestcli
 from pykured.core.errors import NotFoundError
+from pykured.fleet import freeze as freezecmd
 from pykured.kube.client import Obj
-from pykured.policy import command as freezecmd
 from pykured.policy.source import configmaps_path
 from tests.fleets import MakeFleet, fleet_factory
 from tests.receivers import serve_receiver

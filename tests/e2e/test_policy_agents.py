@@ -13,13 +13,13 @@ import pytest
 
 from pykured.core.errors import KubeError
 from pykured.cycle.state import NodeState
+from pykured.fleet import freeze as freezecmd
+from pykured.fleet import view as fleetview
 from pykured.kube.client import Obj
 from pykured.lock.lease import LOCK_LABEL, lease_entry
-from pykured.policy import command as freezecmd
 from pykured.policy.source import configmaps_path
 from pykured.roll import order as roll
 from pykured.roll import rule as turns
-from pykured.status import fleet as fleetview
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from tests.fleets import MakeFleet, fleet_factory

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from pykured.cli import requests as requestcli
+from pykured.fleet import requester
 from pykured.kube.client import Kube
-from pykured.requests import requester
 from pykured.status import agent as agentstatus
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet

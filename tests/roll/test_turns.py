@@ -8,6 +8,7 @@ from typing import Any, cast
 from pykured.cycle.state import NodeState
 from pykured.lock.base import Lock
 from pykured.lock.record import LockEntry
+from pykured.roll import record as rollrecord
 from pykured.roll import rule as turns
 from pykured.roll.order import Member
 from pykured.roll.queue import RollQueue
@@ -93,3 +94,17 @@ def test_a_turn_asks_with_the_lock_holders_and_a_taken_slot_clears_the_entry() -
     rt.taken()
     member = Member("node-a", last_reboot=LAST, waiting_since=SINCE)
     assert queue.calls == [("turn", member, ("node-c",), 2), ("leave",)]
+
+
+def test_the_rolls_own_record_wins_over_the_status() -> None:
+    rt, _ = make()
+    later = SINCE + datetime.timedelta(hours=1)
+    annotations = {
+        **view().annotations,
+        rollrecord.ROLL_ANNOTATION: rollrecord.encode(rollrecord.Place(waiting_since=later)),
+    }
+    obj = {
+        "metadata": {"name": "node-a", "annotations": annotations},
+        "status": {"nodeInfo": {"bootID": "b"}},
+    }
+    assert rt.member(NodeState.from_obj(obj), NOW) == Member("node-a", waiting_since=later)

@@ -31,17 +31,18 @@ from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import Policy
 from pykured.daemon import Daemon, Parts, Settings
 from pykured.drain import Drainer
+from pykured.fleet import freeze as policycmd
 from pykured.gocompat.goflags import Duration
 from pykured.host.sentinel import FileSentinel
 from pykured.kube.events import EventRecorder
 from pykured.lock.annotation import AnnotationLock
 from pykured.notify import Notifier
-from pykured.policy import command as policycmd
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.maintenance import MaintenancePolicy, Window
 from pykured.policy.pause import PauseBlocker
 from pykured.policy.source import FreezeBlocker, PolicySource, PolicyWindow
 from pykured.policy.weekly import TimeWindow
+from pykured.policy.writer import set_unless_frozen
 from pykured.status import agent as agentstatus
 from tests.testenv import TestEnv
 
@@ -305,9 +306,7 @@ def halted(site: Site) -> None:
     a, b, c = site.nodes(3)
     record = FreezeRecord(reason=f"node {c} did not come back within 1h0m0s", by=f"pykured on {b}",
                           at=NOW - HOUR, halted=c)  # fmt: skip
-    assert (
-        policycmd.set_unless_frozen(site.kube, namespace=site.ns, name=POLICY, record=record, now=NOW) is None
-    )
+    assert set_unless_frozen(site.kube, namespace=site.ns, name=POLICY, record=record, now=NOW) is None
     source = site.policy_source()
     site.agent(a, blockers=[FreezeBlocker(source)], source=source).run_once()
     site.agent(b, sentinel=False, blockers=[FreezeBlocker(source)], source=source).run_once()

@@ -16,11 +16,12 @@ from pykured.cycle.state import (
     RELEASE_AFTER_ANNOTATION,
     UNSCHEDULABLE_BEFORE_ANNOTATION,
 )
+from pykured.fleet.freeze import pause_nodes, unfreeze, unpause_nodes
 from pykured.kube.client import Obj
 from pykured.policy import halt
-from pykured.policy.command import pause_nodes, set_unless_frozen, unfreeze, unpause_nodes
 from pykured.policy.pause import PauseBlocker
 from pykured.policy.source import FreezeBlocker, PolicySource
+from pykured.policy.writer import set_unless_frozen
 from tests.e2e.fleetlock.conftest import Rig, utcnow, zincati, zincati_id
 from tests.lock.conftest import History, annotation_history
 

@@ -21,7 +21,7 @@ import pytest
 from pykured.cycle import state
 from pykured.cycle.streak import FAILED_DRAINS_ANNOTATION, Streak
 from pykured.cycle.streak import read as read_streak
-from pykured.policy.command import freeze
+from pykured.fleet.freeze import freeze
 from pykured.policy.freeze import FreezeRecord
 from pykured_dev.eventually import eventually
 from tests.parity.harness import DAEMON_DRIVERS, DRIVERS, Bench, Run, bench

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from pykured.core.errors import KubeError
-from pykured.policy import command as freezecmd
+from pykured.fleet import freeze as freezecmd
 from pykured.policy.maintenance import MaintenancePolicy
 from pykured.policy.source import FreezeBlocker, PolicySource, PolicyWindow, configmaps_path
 from pykured.policy.weekly import TimeWindow

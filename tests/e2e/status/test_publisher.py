@@ -1,5 +1,5 @@
 """The status publisher on the real API server: the drain's blocker is written at once and kept until the
-node needs no reboot."""
+node needs no reboot; the roll's record goes with the status."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pykured.cycle.state import NodeState
+from pykured.roll import record as rollrecord
 from pykured.status import agent as agentstatus
 from pykured.status.publisher import StatusPublisher
 
@@ -42,3 +43,24 @@ def test_the_drains_blocker_is_published_at_once_kept_and_dropped_when_no_reboot
     assert publisher.publish(view(), step="wait", reason="", sentinel=False, now=NOW)  # no reboot needed
     status = published()
     assert status is not None and status.drain_blocked_by == "" and publisher.drain_blocked_by == ""
+
+
+def test_the_rolls_record_is_written_with_the_status_and_only_when_it_changes(k8s: Any) -> None:
+    node = k8s.unique("node")
+    k8s.add_nodes(node)
+    kube = k8s.kube()
+
+    def view() -> NodeState:
+        return NodeState.from_obj(kube.get_node(node))
+
+    def place() -> rollrecord.Place | None:
+        return rollrecord.decode(view().annotations.get(rollrecord.ROLL_ANNOTATION))
+
+    publisher = StatusPublisher(kube, node=node, version="0.1.0")
+    assert publisher.publish(view(), step="acquire", reason="", sentinel=True, now=NOW)
+    assert place() == rollrecord.Place(waiting_since=NOW)
+    later = NOW + datetime.timedelta(hours=1)
+    assert not publisher.publish(view(), step="acquire", reason="", sentinel=True, now=later)  # no change
+    assert place() == rollrecord.Place(waiting_since=NOW)
+    assert publisher.publish(view(), step="wait", reason="", sentinel=False, now=later)
+    assert place() == rollrecord.Place()

@@ -6,10 +6,10 @@ import datetime
 from typing import Any
 
 from pykured.cycle.state import NodeState
+from pykured.fleet import rollout
+from pykured.fleet import view as fleetview
 from pykured.requests import record as rebootrequest
-from pykured.requests import rollout
 from pykured.status import agent as agentstatus
-from pykured.status import fleet as fleetview
 
 NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
 

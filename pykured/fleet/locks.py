@@ -11,7 +11,9 @@ left by a node that never came back — is visible and fixable without editing J
   its Leases. An unreadable annotation is deleted (its old text is printed first). Exit 0 if something was
   released, 1 if the node held nothing, 2 on errors.
 
-A command module (it composes both backends); ``pykured.cli.agent`` dispatches ``pykured lock`` to it.
+``open_backends`` is the one place that opens both backends for an operator (no node of its own: they never
+acquire); ``pykured status`` and ``pykured plan`` read the holders through it too
+(:func:`pykured.fleet.requester.lock_holders`). ``pykured.cli.agent`` dispatches ``pykured lock`` here.
 """
 
 from __future__ import annotations
@@ -36,15 +38,18 @@ BACKENDS = ("annotation", "lease")
 ALIASES: dict[str, str | None] = {"daemonset": "annotation", "both": None, "": None}
 
 
-def _locks(
+def open_backends(
     kube: Kube,
     *,
     namespace: str,
     ds_name: str,
     annotation: str,
     lease_prefix: str,
-    lease_namespace: str | None,
+    lease_namespace: str | None = None,
 ) -> tuple[AnnotationLock, LeaseLock]:
+    """Both lock backends as an operator opens them: with no node of their own (``node_id=""``), so they never
+    acquire; they read the holders, and release the slots of a node named to them. The Leases live in
+    ``lease_namespace`` (default: ``namespace``)."""
     zero = Duration(0)
     return (
         AnnotationLock(
@@ -112,7 +117,7 @@ def lock_status(
 ) -> int:
     """Print the holders of both backends; see the module docstring for the exit codes."""
     now = time.time_ns() if now_ns is None else now_ns
-    ann, lease = _locks(
+    ann, lease = open_backends(
         kube,
         namespace=namespace,
         ds_name=ds_name,
@@ -163,7 +168,7 @@ def lock_release(
     if backend is not None and backend not in BACKENDS:
         out.write(f"unknown lock backend {backend!r} (choose from {', '.join(BACKENDS)})\n")
         return 2
-    ann, lease = _locks(
+    ann, lease = open_backends(
         kube,
         namespace=namespace,
         ds_name=ds_name,

@@ -1,9 +1,9 @@
 """Operator side of reboot requests: ``request-reboot``, ``rollout`` and ``status`` against the API server.
 
 Concept: the thin adapter between the pure modules (:mod:`pykured.requests.record`,
-:mod:`pykured.requests.rollout`,
-:mod:`pykured.status.fleet`) and the API server. It runs from an operator's machine (kubeconfig) or inside an
-agent's pod (in-cluster, kured's RBAC: ``get``/``patch`` on its own Node).
+:mod:`pykured.fleet.rollout`, :mod:`pykured.fleet.view`) and the API server. It runs from an operator's
+machine (kubeconfig) or inside an agent's pod (in-cluster, kured's RBAC: ``get``/``patch`` on its own Node).
+The lock holders are read through :func:`pykured.fleet.locks.open_backends`.
 
 Invariants:
 * Validate, then write: every node is read (it exists, it reports a bootID) and the caller's right to
@@ -23,15 +23,13 @@ from collections.abc import Sequence
 
 from pykured.core import errors
 from pykured.cycle.state import NodeState
-from pykured.gocompat.goflags import Duration
+from pykured.fleet import rollout
+from pykured.fleet import view as fleetview
+from pykured.fleet.locks import open_backends
 from pykured.kube.client import JSON_PATCH, MERGE_PATCH, Kube, Obj
-from pykured.lock.annotation import AnnotationLock
 from pykured.lock.base import forbidden
-from pykured.lock.lease import LeaseLock
 from pykured.lock.record import decode
 from pykured.requests import record as rebootrequest
-from pykured.requests import rollout
-from pykured.status import fleet as fleetview
 
 logger = logging.getLogger(__name__)
 
@@ -233,11 +231,9 @@ def lock_holders(
     kube: Kube, *, namespace: str, ds_name: str, annotation: str, lease_prefix: str
 ) -> list[fleetview.LockInfo]:
     """The holders of both lock backends; what the caller may not read is reported, not raised."""
-    zero = Duration(0)
-    ann = AnnotationLock(kube, namespace=namespace, ds_name=ds_name, annotation=annotation, node_id="",
-                         concurrency=0, ttl=zero, retry_interval=1.0, retry_timeout=5.0)  # fmt: skip
-    lease = LeaseLock(kube, namespace=namespace, prefix=lease_prefix, node_id="", concurrency=1, ttl=zero,
-                      retry_timeout=5.0)  # fmt: skip
+    ann, lease = open_backends(
+        kube, namespace=namespace, ds_name=ds_name, annotation=annotation, lease_prefix=lease_prefix
+    )
     out = []
     try:
         raw = ann.raw_value()

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from pykured.cycle.state import NodeState
+from pykured.fleet import plan
+from pykured.fleet import view as fleetview
 from pykured.policy.blackout import Blackout
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.pause import PAUSED_ANNOTATION
 from pykured.requests import record as rebootrequest
 from pykured.status import agent as agentstatus
-from pykured.status import fleet as fleetview
-from pykured.status import plan
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)

@@ -1,5 +1,5 @@
 """``pykured lock status`` under kured's RBAC on the real API server (the commands' logic on FakeKube:
-tests/lock/test_admin.py)."""
+tests/fleet/test_locks.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any, TypedDict
 
 import pytest
 
-from pykured.lock.admin import lock_status
+from pykured.fleet.locks import lock_status
 from pykured_dev.testenv.objects import ObjectHelpers
 from tests.lock.conftest import ANNOTATION
 from tests.testenv import TestEnv

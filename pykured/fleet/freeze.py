@@ -4,7 +4,11 @@
 writes a :class:`~pykured.policy.freeze.FreezeRecord` under the ``freeze`` key of the policy ConfigMap
 (created when missing, other keys untouched, JSON merge patch). ``unfreeze`` removes the key. Agents
 watching the ConfigMap stop starting new reboots within about a second; a node already holding the lock
-finishes.
+finishes. ``honouring`` counts the agents that honour the freeze, from the status each agent publishes on
+its Node: a freeze that no agent reads is worse than none, so ``pykured freeze`` says how many agents watch
+the policy ConfigMap it wrote (their ``pykured.dev/status`` says ``freeze: on`` and names the ConfigMap) and
+warns when none does. The writes themselves are :mod:`pykured.policy.writer`'s (an agent's halt sets the
+freeze too).
 """
 
 from __future__ import annotations
@@ -13,16 +17,16 @@ import datetime
 import json
 from typing import IO, TYPE_CHECKING
 
-from pykured.core.errors import ConflictError, KubeError, NotFoundError
-from pykured.policy.document import FREEZE_KEY, PolicyDoc, PolicyMapError, parse_policy_map
+from pykured.core.errors import KubeError, NotFoundError
+from pykured.policy.document import PolicyDoc, PolicyMapError, parse_policy_map
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.pause import PAUSED_ANNOTATION, describe, paused_record, set_pause
 from pykured.policy.source import configmaps_path
+from pykured.policy.writer import write_freeze
+from pykured.status import agent as agentstatus
 
 if TYPE_CHECKING:
     from pykured.kube.client import Kube
-
-MERGE_PATCH = "application/merge-patch+json"
 
 
 def whoami(kube: Kube) -> str:
@@ -33,26 +37,6 @@ def whoami(kube: Kube) -> str:
     except KubeError:
         return "unknown"
     return str(((answer.get("status") or {}).get("userInfo") or {}).get("username") or "unknown")
-
-
-def _write(kube: Kube, namespace: str, name: str, value: str | None) -> None:
-    patch = {"data": {FREEZE_KEY: value}}
-    try:
-        kube.request("PATCH", configmaps_path(namespace, name), body=patch, content_type=MERGE_PATCH)
-    except NotFoundError:
-        if value is None:
-            return
-        obj = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "labels": {"app.kubernetes.io/managed-by": "pykured"},
-            },
-            "data": {FREEZE_KEY: value},
-        }
-        kube.request("POST", configmaps_path(namespace), body=obj)
 
 
 def freeze(
@@ -66,43 +50,13 @@ def freeze(
 ) -> FreezeRecord:
     """Set the freeze; returns the record written."""
     record = FreezeRecord(reason=reason, by=whoami(kube), at=now, until=until)
-    _write(kube, namespace, name, record.to_json())
+    write_freeze(kube, namespace, name, record.to_json())
     return record
-
-
-def set_unless_frozen(
-    kube: Kube, *, namespace: str, name: str, record: FreezeRecord, now: datetime.datetime
-) -> FreezeRecord | None:
-    """Set ``record`` as the freeze unless an active one is there already (a halt is idempotent).
-
-    Returns None when this call set it, else the freeze in force. The write is conditional (PUT with the
-    resourceVersion read, or POST of a missing ConfigMap), so of several agents halting at once exactly one
-    sets it. Raises :class:`KubeError` (and :class:`PolicyMapError` for a ConfigMap that does not parse).
-    """
-    for _ in range(5):
-        try:
-            obj = kube.request("GET", configmaps_path(namespace, name))
-        except NotFoundError:
-            obj = None
-        if obj is not None:
-            current = parse_policy_map(obj.get("data") or {}, zone=datetime.UTC).freeze
-            if current is not None and current.active(now):
-                return current
-            obj = {**obj, "data": {**(obj.get("data") or {}), FREEZE_KEY: record.to_json()}}
-        try:
-            if obj is None:
-                _write(kube, namespace, name, record.to_json())
-            else:
-                kube.request("PUT", configmaps_path(namespace, name), body=obj)
-            return None
-        except ConflictError:
-            continue  # another agent wrote first (or created it): read again
-    raise KubeError(f"policy ConfigMap {namespace}/{name} kept changing while setting the freeze")
 
 
 def unfreeze(kube: Kube, *, namespace: str, name: str) -> None:
     """Remove the freeze (nothing to do when there is none)."""
-    _write(kube, namespace, name, None)
+    write_freeze(kube, namespace, name, None)
 
 
 def read_freeze(kube: Kube, *, namespace: str, name: str) -> FreezeRecord | None:
@@ -172,3 +126,34 @@ def print_status(
         except KubeError as exc:
             print(f"paused nodes: cannot read: {exc}", file=out)
     return 0
+
+
+def honouring(kube: Kube, *, namespace: str, name: str) -> tuple[int, int, dict[str, int]]:
+    """``(honouring, agents, others)``: the agents whose status says they read this ConfigMap, all agents
+    that publish a status, and the other agents by their freeze state (``forbidden``, ``off``, …).
+
+    Raises :class:`KubeError` (listing Nodes needs ``list`` on nodes)."""
+    where = f"{namespace}/{name}"
+    honour, agents = 0, 0
+    others: dict[str, int] = {}
+    for obj in kube.list_nodes().get("items") or []:
+        status = agentstatus.decode(((obj.get("metadata") or {}).get("annotations") or {}).get(
+            agentstatus.STATUS_ANNOTATION
+        ))  # fmt: skip
+        if status is None:
+            continue
+        agents += 1
+        if status.freeze == "on" and status.policy == where:
+            honour += 1
+        else:
+            state = status.freeze or "unknown (an older agent)"
+            if status.freeze == "on":
+                state = f"watching {status.policy}"
+            others[state] = others.get(state, 0) + 1
+    return honour, agents, others
+
+
+def honour_line(honour: int, agents: int, others: dict[str, int]) -> str:
+    """``honoured by 3 of 3 agents`` (with the others' states)."""
+    rest = ", ".join(f"{n} {state}" for state, n in sorted(others.items()))
+    return f"honoured by {honour} of {agents} agents" + (f" (others: {rest})" if rest else "")

@@ -1,5 +1,5 @@
 """``pykured lock status`` and ``pykured lock release`` on FakeKube, at an injected time (kured's RBAC on the
-real API server: tests/e2e/lock/test_admin.py)."""
+real API server: tests/e2e/fleet/test_locks.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any, TypedDict
 
 import pytest
 
+from pykured.fleet.locks import lock_release, lock_status
 from pykured.gocompat.goflags import Duration
-from pykured.lock.admin import lock_release, lock_status
 from tests.fakes import FakeKube
 from tests.lock.conftest import ANNOTATION, T_NS, make_annotation_lock, make_lease_lock
 

@@ -1,7 +1,8 @@
 """``pykured status`` as a pure function: Nodes (and the lock holders) in, one row per node out.
 
 Concept: the fleet view reads only what the API server holds — each agent's ``pykured.dev/status``
-(:mod:`pykured.status.agent`), the reboot request (:mod:`pykured.requests.record`), pykured's cycle memory
+(:mod:`pykured.status.agent`), its roll record (``pykured.dev/roll``, :mod:`pykured.roll.record`: the last
+reboot and since when it waits), the reboot request (:mod:`pykured.requests.record`), pykured's cycle memory
 (``pykured.dev/*``, :mod:`pykured.kube.node`) and the lock holders — and renders a table or JSON. What the
 caller may not read (Leases under kured's RBAC, say) is passed in as an error and shown, not guessed.
 Pure: no I/O, ``now`` is passed in.
@@ -19,6 +20,7 @@ from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION, NodeState
 from pykured.kube.node import PYKURED_PREFIX
 from pykured.requests import record as rebootrequest
 from pykured.roll import order as roll
+from pykured.roll import record as rollrecord
 from pykured.status import agent as agentstatus
 
 BACKOFF_UNTIL_ANNOTATION = PYKURED_PREFIX + "backoff-until"
@@ -130,7 +132,8 @@ def node_row(view: NodeState, *, holders: Sequence[str] = (), now: datetime.date
     previous = (status.boot_id,) if status and status.boot_id != view.boot_id else ()
     req = rebootrequest.classify(view.annotations, view.boot_id, previous_boot_ids=previous, now=now)
     reason = req.request.reason if req.request and req.state is not rebootrequest.RequestState.STALE else ""
-    last = status.last_reboot if status else None
+    place = rollrecord.read(view.annotations)
+    last = place.last_reboot if place else None
     done_text = view.annotations.get(rebootrequest.SATISFIED_ANNOTATION)
     if done_text:
         try:
@@ -149,7 +152,7 @@ def node_row(view: NodeState, *, holders: Sequence[str] = (), now: datetime.date
         last_reboot=last,
         agent=(status.version or "?") if status else "-",
         boot_id=view.boot_id,
-        waiting_since=status.waiting_since if status else None,
+        waiting_since=place.waiting_since if place else None,
         ordered=status.resume_rolls if status else False,
         drain_blocked_by=status.drain_blocked_by if status else "",
     )

@@ -10,7 +10,7 @@ read.
 
 The estimate is ``ceil(waiting / concurrency) × median(recorded cycle)`` from now. It assumes the window
 stays open and nothing blocks; while the fleet is halted or frozen there is none. Pure: no I/O, ``now``
-passed in; the facts come from :mod:`pykured.status.fleet`'s rows.
+passed in; the facts come from :mod:`pykured.fleet.view`'s rows.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from typing import Any
 
 from pykured.core.times import format_rfc3339
 from pykured.cycle.state import NodeState
+from pykured.fleet import view as fleetview
 from pykured.gocompat.goflags import format_duration
 from pykured.policy.blackout import Blackout, active_blackout
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.pause import describe as describe_pause
 from pykured.policy.pause import paused_record
 from pykured.status import agent as agentstatus
-from pykured.status import fleet as fleetview
 
 HEADER = ("NODE", "NEEDS-REBOOT", "WHY", "HELD-BY", "ORDER", "CORDONED")
 
