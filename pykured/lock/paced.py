@@ -83,6 +83,11 @@ class GroupPacedLock:
     def concurrency(self) -> int:
         return self.inner.concurrency
 
+    @property
+    def watched(self) -> bool:
+        """The cluster lock's: its wait also serves a node refused by its group (see the module docstring)."""
+        return self.inner.watched
+
     # -- group slots --------------------------------------------------------------------------------------
 
     def _group_leases(self) -> dict[str, Obj]:

@@ -111,8 +111,8 @@ class GuardedLock:
 
     @property
     def watched(self) -> bool:
-        """Whether the primary backend's wait ends by itself when a slot frees."""
-        return bool(getattr(self._primary, "watched", False))
+        """Whether the primary backend's wait ends by itself when a slot frees (the others are only read)."""
+        return self._primary.watched
 
     def wait_for_change(self, timeout: float) -> None:
         self._primary.wait_for_change(timeout)

@@ -27,6 +27,7 @@ class FakeLock:
         self.held: list[str] = list(holders)
         self.error: LockError | None = None
         self.released: list[str] = []
+        self.watched = False
 
     def acquire(self, *, unschedulable: bool, now_ns: int, node_id: str | None = None) -> AcquireResult:
         me = node_id or self.node_id
