@@ -12,6 +12,9 @@ linearizable store, etcd). Of any set of nodes that would pass together, the one
 after all the others wrote, sees them all and backs off. Two contenders may both back off; they retry on
 the next attempt (the backends' jitter breaks the tie).
 
+The wait is the primary's: after a back-off for another backend's holders, whose release it does not see,
+the lock does not count as ``watched``, so the daemon looks again within a minute.
+
 Only other holders that are unexpired and whose Node still exists (``node_exists``, when given) count; a
 node holding slots on several backends counts once. An unreadable other backend (RBAC: kured's role grants
 no Leases → 403) is skipped with a debug log, so the guard costs nothing where that backend was never used.
@@ -45,6 +48,8 @@ class GuardedLock:
         self._primary = primary
         self._others = others
         self._node_exists = node_exists
+        self._backed_off = False
+        """The last acquire backed off for another backend's holders, whose changes the wait does not see."""
 
     @property
     def backend(self) -> str:
@@ -74,6 +79,7 @@ class GuardedLock:
     def acquire(self, *, unschedulable: bool, now_ns: int, node_id: str | None = None) -> AcquireResult:
         me = node_id or self.node_id
         result = self._primary.acquire(unschedulable=unschedulable, now_ns=now_ns, node_id=me)
+        self._backed_off = False
         if not result.acquired or result.reentrant or not self._others:
             return result
         try:
@@ -95,6 +101,7 @@ class GuardedLock:
             ", ".join(dict.fromkeys(h.node_id for found in others.values() for h in found)),
         )
         self._primary.release(node_id=me)
+        self._backed_off = True
         return AcquireResult(False, tuple(h for h in everyone.values() if h.node_id != me))
 
     def holding(
@@ -110,8 +117,9 @@ class GuardedLock:
 
     @property
     def watched(self) -> bool:
-        """Whether the primary backend's wait ends by itself when a slot frees (the others are only read)."""
-        return self._primary.watched
+        """The primary backend's, except after a back-off for another backend's holders: the wait (the
+        primary's) does not see those go, so the daemon looks again within a minute."""
+        return self._primary.watched and not self._backed_off
 
     def wait_for_change(self, timeout: float) -> None:
         self._primary.wait_for_change(timeout)

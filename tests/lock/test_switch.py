@@ -285,3 +285,33 @@ def test_three_real_backends_on_fake_kube(kube: Any, lock_ns: str, nodes: Any) -
     result = guard.acquire(unschedulable=False, now_ns=T_NS)
     assert not result.acquired and result.holder_names == old
     assert make_annotation_lock(kube, lock_ns, new).holders(now_ns=T_NS) == ()
+
+
+def watched(lock: GuardedLock) -> bool:
+    """``lock.watched`` now (a call: the property changes with each acquire)."""
+    return lock.watched
+
+
+def test_after_a_back_off_for_another_backend_the_lock_is_not_watched() -> None:
+    """The wait is the primary's, which does not see the other backend's holder go: the daemon must look
+    again within a minute, not at ``--period``."""
+    primary, other = FakeLock("lease", "me"), FakeLock("annotation", "me", holders=("b",))
+    primary.watched = True
+    guard = GuardedLock(primary, other)
+    assert watched(guard)
+    assert not guard.acquire(unschedulable=False, now_ns=0).acquired
+    assert not watched(guard)
+    other.held.clear()
+    assert guard.acquire(unschedulable=False, now_ns=0).acquired
+    assert watched(guard)
+
+
+def test_refused_by_the_primary_the_lock_is_watched_again() -> None:
+    primary, other = FakeLock("lease", "me"), FakeLock("annotation", "me", holders=("b",))
+    primary.watched = True
+    guard = GuardedLock(primary, other)
+    assert not guard.acquire(unschedulable=False, now_ns=0).acquired
+    primary.held.append("c")  # now the primary itself is full: its wait sees that slot free
+    other.held.clear()
+    assert not guard.acquire(unschedulable=False, now_ns=0).acquired
+    assert watched(guard)
