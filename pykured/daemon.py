@@ -379,8 +379,7 @@ class Daemon:
         ``--period`` (as kured polls its lock); a polled one (kured's annotation) at least every minute.
         Returns the loop's own pause: :data:`LOCK_WAIT_SLACK` longer than the wait, whose end wakes the loop,
         so each wait is followed by one pass (one read of the lock and of the Node), not two."""
-        watched = bool(getattr(self.p.lock, "watched", False))
-        timeout = min(self.s.period, LOCK_WAIT_MAX if not watched else self.s.period)
+        timeout = min(self.s.period, self.s.period if self.p.lock.watched else LOCK_WAIT_MAX)
         if at_most is not None:
             timeout = min(timeout, at_most)
         if self._lock_waiter is None or not self._lock_waiter.is_alive():

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
 from pykured.config import Config
-from pykured.core.errors import KubeError, NotFoundError
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import Policy
 from pykured.cycle.halt import HaltWatch
@@ -33,12 +32,8 @@ from pykured.host.sentinel import CommandSentinel, FileSentinel, Sentinel
 from pykured.kube.client import Kube, Obj
 from pykured.kube.events import EventRecorder
 from pykured.kube.taints import PreferNoScheduleTaint
-from pykured.lock.annotation import WAITING_POLL, AnnotationLock
+from pykured.lock import registry
 from pykured.lock.base import Lock
-from pykured.lock.lease import LeaseLock
-from pykured.lock.liveness import LIVENESS_INTERVAL
-from pykured.lock.paced import GroupPacedLock, node_label_lookup
-from pykured.lock.switch import GuardedLock
 from pykured.metrics import Metrics
 from pykured.notify import KuredMessages, Notifier
 from pykured.policy.maintenance import Window
@@ -103,60 +98,13 @@ def kube_for(cfg: Config) -> Kube:
 def build_lock(
     cfg: Config, kube: Kube, metrics: Metrics | None = None, *, window: Window | None = None
 ) -> Lock:
-    """The configured backend, guarded by the other one so a backend switch never double-books."""
+    """The configured backend, guarded by the others so a backend switch never double-books."""
     hook = (lambda _node: metrics.lock_freed_gone_node()) if metrics else None
 
     def may_take() -> bool:  # no slot is written once the window closed (a take retried through an outage)
         return window is None or window.contains(datetime.datetime.now(datetime.UTC))
 
-    annotation = AnnotationLock(
-        kube,
-        namespace=cfg.ds_namespace,
-        ds_name=cfg.ds_name,
-        annotation=cfg.lock_annotation,
-        node_id=cfg.node_id,
-        concurrency=cfg.concurrency,
-        ttl=cfg.lock_ttl,
-        on_gone_holder=hook,
-        missing_ok=cfg.lock_backend == "lease",
-        may_take=may_take,
-        poll_interval=WAITING_POLL,
-        liveness_interval=LIVENESS_INTERVAL,
-    )
-    lease = LeaseLock(
-        kube,
-        may_take=may_take,
-        namespace=cfg.ds_namespace,
-        prefix=cfg.lease_name_prefix,
-        node_id=cfg.node_id,
-        concurrency=cfg.concurrency,
-        ttl=cfg.lock_ttl,
-        on_gone_holder=hook,
-        liveness_interval=LIVENESS_INTERVAL,
-    )
-    paced: Lock = lease
-    if cfg.concurrency_label:
-        paced = GroupPacedLock(
-            lease,
-            kube,
-            namespace=cfg.ds_namespace,
-            prefix=cfg.lease_name_prefix,
-            label=cfg.concurrency_label,
-            limit=cfg.concurrency_per_label,
-            group_of=node_label_lookup(kube, cfg.concurrency_label),
-        )
-    primary, other = (paced, annotation) if cfg.lock_backend == "lease" else (annotation, lease)
-
-    def node_exists(name: str) -> bool:
-        try:
-            kube.get_node(name)
-        except NotFoundError:
-            return False
-        except KubeError:
-            return True
-        return True
-
-    return GuardedLock(primary, other, node_exists=node_exists)
+    return registry.build_lock(cfg, kube, hooks=registry.LockHooks(on_gone_holder=hook, may_take=may_take))
 
 
 def build_drainer(

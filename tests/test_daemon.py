@@ -628,7 +628,7 @@ def test_a_watched_lock_is_looked_at_again_only_at_the_period(rig: Rig) -> None:
         rig.lock.block.set()
         rig.daemon._lock_waiter.join(1)  # type: ignore[union-attr]
         rig.lock.block.clear()
-        setattr(rig.lock, "watched", True)  # noqa: B010 - the Lease lock's attribute, on the fake
+        rig.lock.watched = True  # as the Lease lock's
         assert rig.daemon._wait_for_lock() == PERIOD + LOCK_WAIT_SLACK
         rig.lock.block.set()
         rig.daemon._lock_waiter.join(1)  # type: ignore[union-attr]

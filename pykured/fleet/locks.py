@@ -11,8 +11,8 @@ left by a node that never came back — is visible and fixable without editing J
   its Leases. An unreadable annotation is deleted (its old text is printed first). Exit 0 if something was
   released, 1 if the node held nothing, 2 on errors.
 
-``open_backends`` is the one place that opens both backends for an operator (no node of its own: they never
-acquire); ``pykured status`` and ``pykured plan`` read the holders through it too
+``open_backends`` opens both backends for an operator through the lock registry (no node of their own:
+they never acquire); ``pykured status`` and ``pykured plan`` read the holders through it too
 (:func:`pykured.fleet.requester.lock_holders`). ``pykured.cli.agent`` dispatches ``pykured lock`` here.
 """
 
@@ -23,11 +23,12 @@ import time
 from typing import TYPE_CHECKING, TextIO
 
 from pykured.core.errors import KubeError, LockError, NotFoundError
-from pykured.gocompat.goflags import Duration, format_duration
+from pykured.gocompat.goflags import format_duration
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.base import Lock, forbidden
 from pykured.lock.lease import LeaseLock
 from pykured.lock.record import LockEntry, decode, format_go_time, ttl_expired
+from pykured.lock.registry import DAEMONSET, LEASE, LockPlace, open_read_only
 
 if TYPE_CHECKING:
     from pykured.kube.client import Kube
@@ -47,32 +48,21 @@ def open_backends(
     lease_prefix: str,
     lease_namespace: str | None = None,
 ) -> tuple[AnnotationLock, LeaseLock]:
-    """Both lock backends as an operator opens them: with no node of their own (``node_id=""``), so they never
-    acquire; they read the holders, and release the slots of a node named to them. The Leases live in
-    ``lease_namespace`` (default: ``namespace``)."""
-    zero = Duration(0)
-    return (
-        AnnotationLock(
-            kube,
-            namespace=namespace,
-            ds_name=ds_name,
-            annotation=annotation,
-            node_id="",
-            concurrency=0,
-            ttl=zero,
-            retry_interval=1.0,
-            retry_timeout=5.0,
-        ),
-        LeaseLock(
-            kube,
-            namespace=lease_namespace or namespace,
-            prefix=lease_prefix,
-            node_id="",
-            concurrency=1,
-            ttl=zero,
-            retry_timeout=5.0,
-        ),
+    """Both lock backends as an operator opens them (:func:`pykured.lock.registry.open_read_only`): with no
+    node of their own, so they never acquire; they read the holders, and release the slots of a node named
+    to them. The Leases live in ``lease_namespace`` (default: ``namespace``)."""
+    place = LockPlace(
+        namespace=namespace,
+        ds_name=ds_name,
+        annotation=annotation,
+        lease_prefix=lease_prefix,
+        lease_namespace=lease_namespace,
     )
+    views = open_read_only(kube, place)
+    ann, lease = views[DAEMONSET.name], views[LEASE.name]
+    if not isinstance(ann, AnnotationLock) or not isinstance(lease, LeaseLock):
+        raise TypeError(f"the registered lock backends are not kured's annotation and the Lease: {views}")
+    return ann, lease
 
 
 def as_lock(lock: AnnotationLock | LeaseLock) -> Lock:

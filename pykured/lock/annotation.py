@@ -124,6 +124,9 @@ class AnnotationLock:
         self._last_read: tuple[Obj, float] | None = None
         """The last DaemonSet read and when (monotonic): ``acquire``/``release`` reuse it within ``FRESH``."""
 
+    watched = False
+    """Its wait polls the DaemonSet (kured's RBAC grants no watch): the daemon looks again every minute."""
+
     @property
     def node_id(self) -> str:
         return self._node_id
@@ -350,6 +353,12 @@ class AnnotationLock:
     def raw_value(self) -> str | None:
         """The stored annotation text, for ``pykured lock status``."""
         return _annotations(self._get()).get(self._annotation)
+
+    def entries(self) -> list[LockEntry]:
+        """Every holder, expired or not (``pykured lock status``); an unreadable value raises ``LockError``
+        (its text: :meth:`raw_value`)."""
+        raw = self.raw_value()
+        return [] if raw is None else list(decode(raw).entries)
 
     def clear(self) -> bool:
         """Delete the annotation whatever it holds (``pykured lock release`` on an unreadable value)."""

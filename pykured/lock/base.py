@@ -1,8 +1,11 @@
 """The ``Lock`` protocol: the daemon's (and FleetLock's) only view of the reboot lock.
 
-A lock has ``concurrency`` slots; each slot is held by a node id (or ``manual``). Both backends — kured's
-DaemonSet annotation (:mod:`pykured.lock.annotation`) and one Lease per slot (:mod:`pykured.lock.lease`) —
-implement it, and :class:`pykured.lock.switch.GuardedLock` wraps either.
+A lock has ``concurrency`` slots; each slot is held by a node id (or ``manual``). Every backend — kured's
+DaemonSet annotation (:mod:`pykured.lock.annotation`) and one Lease per slot (:mod:`pykured.lock.lease`),
+registered by their ``--lock-backend`` names in :mod:`pykured.lock.registry` — implements it, and so does
+every wrapper (:class:`pykured.lock.switch.GuardedLock`, :class:`pykured.lock.paced.GroupPacedLock`), which
+forwards what it does not change, ``watched`` included. :class:`LockView` is a backend opened for an
+operator's inspection.
 
 Invariants every implementation keeps:
 
@@ -16,7 +19,9 @@ Invariants every implementation keeps:
 * Methods take ``node_id`` so FleetLock can hold slots for nodes other than the one it runs on; ``None``
   means the lock's own node.
 * ``wait_for_change`` blocks until the lock may have changed or ``timeout`` passed (a watch for Leases, a
-  GET poll for the annotation, as kured's RBAC grants no watch); it never raises.
+  GET poll for the annotation, as kured's RBAC grants no watch); it never raises. ``watched`` says which:
+  true when a freed slot ends the wait by itself, so the daemon need not look again before ``--period``
+  (false: it looks at least every minute).
 * API failures that outlast the backend's retries raise :class:`~pykured.core.errors.LockError`.
 * Implementations may be shared between threads (FleetLock serves requests concurrently): every decision is
   made on freshly read state and written conditionally; the cached ``resourceVersion`` used to start a
@@ -26,7 +31,7 @@ Invariants every implementation keeps:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from pykured.core.errors import ForbiddenError
@@ -99,6 +104,27 @@ class Lock(Protocol):
         """The unexpired holders (an unreadable value counts as one :data:`UNKNOWN_HOLDER`)."""
         ...
 
+    @property
+    def watched(self) -> bool:
+        """Whether a freed slot ends :meth:`wait_for_change` by itself (a watch), rather than a poll."""
+        ...
+
     def wait_for_change(self, timeout: float) -> None:
         """Block until the lock may have changed, or ``timeout`` seconds passed."""
+        ...
+
+
+class LockView(Lock, Protocol):
+    """A backend opened for an operator's inspection (``pykured lock status``, the fleet views) and release:
+    :func:`pykured.lock.registry.open_read_only` opens every registered backend so. It acts for no node
+    (``node_id`` is empty) and takes no slot."""
+
+    @property
+    def where(self) -> str:
+        """Where the backend keeps its slots, for messages (``namespace/name``)."""
+        ...
+
+    def entries(self) -> Sequence[LockEntry]:
+        """Every holder, expired or not. ``LockError`` when the lock cannot be read, or (the annotation) its
+        value cannot be decoded (``__cause__`` is then no ``KubeError``)."""
         ...

@@ -9,8 +9,8 @@ is paced only by ``--concurrency``.
 
 The order is group slot, then cluster slot; when no cluster slot is free the group slot is given back at
 once. A group slot whose holder holds no cluster slot is stale after ``grace`` (a crash between the two
-writes, or the holder's lock TTL expired) and may be taken over. This module is the pure part: names and
-the slot choice, ``now`` passed in.
+writes, or the holder's lock TTL expired) and may be taken over. This module is the pure part: names, the
+slot choice and when a full group must be looked at again, ``now`` passed in.
 """
 
 from __future__ import annotations
@@ -97,3 +97,23 @@ def choose_group_slot(
         if (h := slots.get(n)) is not None and not is_live(h, cluster_holders, now_ns, grace_ns)
     ]
     return GroupChoice(candidates=tuple(empty + stale), holders=holders)
+
+
+def recheck_after_ns(
+    slots: Mapping[str, GroupHolder | None],
+    *,
+    group: str,
+    cluster_holders: Collection[str],
+    now_ns: int,
+    grace_ns: int = DEFAULT_GRACE_NS,
+) -> int | None:
+    """How long after ``now`` a full group must be looked at again: until its first holder that counts only
+    by its grace (it holds no cluster slot) goes stale. ``None`` when every holder holds a cluster slot (its
+    release is a change of the cluster lock, which ends the wait by itself)."""
+    waits = [
+        h.acquired_ns + grace_ns - now_ns
+        for h in slots.values()
+        if h is not None and h.group == group and h.node_id not in cluster_holders
+        and is_live(h, cluster_holders, now_ns, grace_ns)
+    ]  # fmt: skip
+    return min(waits, default=None)

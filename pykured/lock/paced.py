@@ -4,7 +4,11 @@ See :mod:`pykured.lock.groups` for the rule and the slot choice. :class:`GroupPa
 lock (``--lock-backend=lease``): ``acquire`` takes a group slot of the node's label value (compare-and-swap
 on ``<prefix>-g-<slug>-<i>``), then the cluster slot; if the cluster slot is not free the group slot is
 given back at once. ``release`` frees the cluster slot, then the group slot. Everything else is the cluster
-lock's. A node without the label is paced by the cluster lock alone.
+lock's, ``watched`` and the wait included: a node refused by its full group waits on the cluster lock's
+watch, as the group's holders hold cluster slots and free them first. The exception is a group holder that
+holds no cluster slot (between its two writes, or crashed there): its slot goes stale after the grace with
+no change of the cluster lock, so the wait after such a refusal ends by then. A node without the label is
+paced by the cluster lock alone.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pykured.lock.groups import (
     GROUP_LOCK_LABEL,
     GroupHolder,
     choose_group_slot,
+    recheck_after_ns,
 )
 from pykured.lock.lease import lease_body, lease_entry
 from pykured.lock.record import LockEntry
@@ -30,6 +35,9 @@ if TYPE_CHECKING:
     from pykured.kube.client import Kube, Obj
 
 logger = logging.getLogger(__name__)
+
+RECHECK_MARGIN = 0.5
+"""Seconds a wait after a refusal by the group lasts beyond its holder's grace (it is stale by then)."""
 
 
 def node_label_lookup(kube: Kube, label: str) -> Callable[[str], str | None]:
@@ -70,6 +78,9 @@ class GroupPacedLock:
         self._group_of = group_of
         self._grace_ns = grace_ns
         self._selector = f"{GROUP_LOCK_LABEL}={prefix}"
+        self._recheck_at: float | None = None
+        """When (monotonic) the last refusal by a full group is to be looked at again, if before a change of
+        the cluster lock (a hint: shared between threads, it only shortens a wait)."""
 
     @property
     def backend(self) -> str:
@@ -82,6 +93,11 @@ class GroupPacedLock:
     @property
     def concurrency(self) -> int:
         return self.inner.concurrency
+
+    @property
+    def watched(self) -> bool:
+        """The cluster lock's: its wait also serves a node refused by its group (see the module docstring)."""
+        return self.inner.watched
 
     # -- group slots --------------------------------------------------------------------------------------
 
@@ -121,6 +137,12 @@ class GroupPacedLock:
         )
         if choice.held is not None:
             return choice.held, False, choice.holders
+        if choice.full:
+            after = recheck_after_ns(
+                slots, group=group, cluster_holders=cluster, now_ns=now_ns, grace_ns=self._grace_ns
+            )
+            self._recheck(after)
+            return None, False, choice.holders
         for name in choice.candidates:
             base = leases.get(name)
             body = self._body(name, base, me, group, now_ns)
@@ -132,7 +154,11 @@ class GroupPacedLock:
             except ConflictError:
                 continue
             return name, True, choice.holders
+        self._recheck(self._grace_ns)  # each candidate was taken first: by holders live for the grace at most
         return None, False, choice.holders
+
+    def _recheck(self, after_ns: int | None) -> None:
+        self._recheck_at = None if after_ns is None else time.monotonic() + after_ns / 1e9 + RECHECK_MARGIN
 
     def _free_group_slots(self, me: str) -> None:
         for _ in range(5):
@@ -154,6 +180,7 @@ class GroupPacedLock:
 
     def acquire(self, *, unschedulable: bool, now_ns: int, node_id: str | None = None) -> AcquireResult:
         me = node_id or self.node_id
+        self._recheck_at = None
         if self.inner.holding(now_ns=now_ns, node_id=me) is not None:
             return self.inner.acquire(unschedulable=unschedulable, now_ns=now_ns, node_id=me)
         group = self._group_of(me)
@@ -185,6 +212,11 @@ class GroupPacedLock:
         return self.inner.holders(now_ns=now_ns)
 
     def wait_for_change(self, timeout: float) -> None:
+        """The cluster lock's wait; after a refusal by a group holder that holds no cluster slot, no longer
+        than until that holder is stale."""
+        recheck = self._recheck_at
+        if recheck is not None:
+            timeout = min(timeout, max(recheck - time.monotonic(), 0.0))
         self.inner.wait_for_change(timeout)
 
     def group_holders(self, *, now_ns: int | None = None) -> dict[str, list[str]]:

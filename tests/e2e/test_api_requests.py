@@ -1,4 +1,5 @@
-"""What a real agent asks of the API server while it waits for kured's lock and while it is idle.
+"""What a real agent asks of the API server while it waits for kured's lock (or, paced per node group, for
+the Leases) and while it is idle.
 
 Counted by the API server itself: a control plane of this module's own whose audit log (Metadata level, one
 line per request) names the user of every request, and each agent runs under a user of its own (a client
@@ -18,6 +19,9 @@ from typing import Any
 
 import pytest
 
+from pykured.config import Config
+from pykured.daemon import LOCK_WAIT_MAX
+from pykured.lock import registry
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv import Cluster
 from pykured_dev.testenv.fleet import Fleet
@@ -215,3 +219,85 @@ def test_an_idle_agent_sends_nothing_but_its_watches(audited: Audited, tmp_path:
     finally:
         fleet.close()
     assert {k: v for k, v in sent.items() if k[0] != "watch"} == {}, sent
+
+
+ZONE = "topology.kubernetes.io/zone"
+SLOW_PERIOD = "1h"
+"""The paced waiter's ``--period``: a wait on a polled lock would end after a minute (``LOCK_WAIT_MAX``)."""
+
+
+def lease_writes(events: list[dict[str, Any]], after: float) -> list[tuple[float, str, str]]:
+    """(when, verb, Lease) of each write to a Lease received after ``after`` (wall clock)."""
+    out = []
+    for event in events:
+        ref = event.get("objectRef") or {}
+        if ref.get("resource") != "leases" or event["verb"] not in ("create", "update", "patch"):
+            continue
+        at = datetime.datetime.fromisoformat(event["requestReceivedTimestamp"]).timestamp()
+        if at > after:
+            out.append((at, event["verb"], ref.get("name", "")))
+    return sorted(set(out))
+
+
+def test_a_concurrency_label_waiter_waits_on_the_lease_watch(audited: Audited, tmp_path: Path) -> None:
+    """``--concurrency-label``: a node whose group's one slot another node holds (a cluster slot is free)
+    waits on the Lease watch. While the holder keeps its slots, the waiter sends nothing but its watches for
+    longer than a minute (a polled wait would end after one, and its pass list the Leases); once the holder
+    frees them, the watch wakes the waiter and it takes the group's slot in about a second."""
+    cluster = audited.cluster
+    ns = cluster.new_namespace("paced")
+    cluster.create_daemonset(ns, "kured")
+    user = "paced-waiter"
+    kubeconfig = cluster.kubeconfig_for(user, ["system:masters"])
+    holder, node = cluster.add_nodes(
+        cluster.unique("holder"), cluster.unique("paced"), labels={ZONE: "zone-a"}
+    )
+    flags = Config(
+        node_id=holder, ds_namespace=ns, lock_backend="lease", concurrency=2, concurrency_label=ZONE,
+        concurrency_per_label=1,
+    )  # fmt: skip
+    holding = registry.build_lock(flags, cluster.kube())  # the agent's lock, as the holder's agent builds it
+    assert holding.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    fleet = Fleet(
+        cluster,
+        workdir=tmp_path / "fleet",
+        args=[
+            f"--ds-namespace={ns}", f"--period={SLOW_PERIOD}", "--lock-backend=lease", "--concurrency=2",
+            f"--concurrency-label={ZONE}", "--concurrency-per-label=1",
+        ],
+        kubeconfig=lambda _node: kubeconfig,
+    )  # fmt: skip
+    fleet.__enter__()
+    try:
+        fleet.add(node)
+        fleet.touch(node)
+        refused = f"Lock for {ZONE}=zone-a already held by {holder}"
+        assert eventually(lambda: refused in fleet.log_text(node), timeout=60), fleet.log_text(node)
+        assert eventually(lambda: watching(audited, user, "leases"), timeout=30), fleet.log_text(node)
+        start, passes = time.time(), fleet.log_text(node).count(refused)
+        time.sleep(LOCK_WAIT_MAX + 5)  # past the end of a polled wait
+        window = (start, time.time())
+        sent = audited.requests(user, window)
+        assert fleet.log_text(node).count(refused) == passes, fleet.log_text(node)  # no pass while it waits
+
+        freed = time.time()
+        assert holding.release()
+        assert eventually(lambda: bool(lease_writes(audited.events(user), freed)), timeout=10), (
+            fleet.log_text(node)
+        )
+        took = lease_writes(audited.events(user), freed)[0][0] - freed
+        acquired = f"Acquired reboot lock for node {node}"
+        assert eventually(lambda: acquired in fleet.log_text(node), timeout=10), fleet.log_text(node)
+    finally:
+        fleet.close()
+    assert {k: v for k, v in sent.items() if k[0] != "watch"} == {}, sent
+    assert took < 3.0, took  # the watch's news, the waiter's delay (up to 1 s) and a round trip
+
+
+def watching(audited: Audited, user: str, resource: str) -> bool:
+    """The API server has started answering a watch on ``resource`` of ``user``."""
+    return any(
+        e["verb"] == "watch" and (e.get("objectRef") or {}).get("resource") == resource
+        and e.get("stage") == "ResponseStarted"
+        for e in audited.events(user)
+    )  # fmt: skip

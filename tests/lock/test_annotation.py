@@ -308,3 +308,32 @@ def test_wait_for_change_returns_when_the_value_changes(kube: FakeKube, lock_ns:
     assert released == [True]
     assert clock.monotonic() - started < 0.5 + 0.15  # seen at the next poll (0.1 s ± 50 %)
     assert waiting.acquire(unschedulable=False, now_ns=T_NS).acquired
+
+
+def test_entries_are_every_holder_expired_or_not(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
+    """For the operator's inspection (``LockView``): expired holders too, and nothing when never taken."""
+    first, second = nodes(2)
+    view = make_annotation_lock(kube, lock_ns, "", concurrency=2)
+    assert view.entries() == []
+    assert (
+        make_annotation_lock(kube, lock_ns, first, concurrency=2, ttl=Duration(1))
+        .acquire(unschedulable=True, now_ns=T_NS)
+        .acquired
+    )
+    assert (
+        make_annotation_lock(kube, lock_ns, second, concurrency=2)
+        .acquire(unschedulable=False, now_ns=T_NS)
+        .acquired
+    )
+    entries = view.entries()
+    assert [(e.node_id, e.unschedulable) for e in entries] == [(first, True), (second, False)]
+    assert [e.node_id for e in view.holders(now_ns=T_NS + 10)] == [second]  # the first one's TTL ran out
+
+
+def test_entries_of_an_unreadable_value_raise(kube: FakeKube, lock_ns: str) -> None:
+    set_raw(kube, lock_ns, "{not json")
+    view = make_annotation_lock(kube, lock_ns, "")
+    with pytest.raises(LockError) as caught:
+        view.entries()
+    assert not isinstance(caught.value.__cause__, KubeError)  # the value, not the API
+    assert view.raw_value() == "{not json"

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from pykured.core.errors import ForbiddenError, KubeError, LockError
-from pykured.lock.base import AcquireResult, Lock, forbidden
+from pykured.lock.base import AcquireResult, Lock, LockView, forbidden
 from pykured.lock.record import LockEntry
 
 
@@ -50,16 +50,23 @@ PROTOCOL = (
     "holding",
     "release",
     "holders",
+    "watched",
     "wait_for_change",
 )
+VIEW = (*PROTOCOL, "where", "entries")
 
 
 def test_implementations_satisfy_the_protocol() -> None:
     from pykured.lock.annotation import AnnotationLock
     from pykured.lock.lease import LeaseLock
+    from pykured.lock.paced import GroupPacedLock
     from pykured.lock.switch import GuardedLock
 
-    for cls in (AnnotationLock, LeaseLock, GuardedLock):
+    for cls in (AnnotationLock, LeaseLock, GuardedLock, GroupPacedLock):
         missing = [name for name in PROTOCOL if not hasattr(cls, name)]
         assert missing == [], cls
+    for cls in (AnnotationLock, LeaseLock):
+        missing = [name for name in VIEW if not hasattr(cls, name)]
+        assert missing == [], cls
     assert all(hasattr(Lock, name) for name in PROTOCOL)
+    assert all(hasattr(LockView, name) for name in VIEW)

@@ -1,9 +1,10 @@
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pykured.lock.groups import GroupHolder, choose_group_slot, group_lease_name, group_slug
+from pykured.lock.groups import GroupHolder, choose_group_slot, group_lease_name, group_slug, recheck_after_ns
 
 S = 1_000_000_000
 NOW = 10_000 * S
@@ -96,3 +97,35 @@ def test_taking_any_candidate_never_exceeds_the_limit(limit: int, held: dict[int
     for candidate in choice.candidates:
         assert candidate not in live_before
         assert len(live_before) + 1 <= limit
+
+
+@pytest.mark.parametrize(
+    ("slots", "cluster", "after"),
+    [
+        ({name(0): GroupHolder("n1", "zone-a", NOW - 100 * S)}, {"n1"}, None),
+        ({name(0): GroupHolder("n1", "zone-a", NOW - 10 * S)}, set(), 20 * S),
+        (
+            {
+                name(0): GroupHolder("n1", "zone-a", NOW - 10 * S),
+                name(1): GroupHolder("n2", "zone-a", NOW - 25 * S),
+            },
+            set(),
+            5 * S,
+        ),
+        ({name(0): GroupHolder("n1", "zone-a", NOW - 10 * S), name(1): None}, {"n1"}, None),
+        ({name(0, "zone-b"): GroupHolder("n1", "zone-b", NOW - 10 * S)}, set(), None),
+        ({name(0): GroupHolder("n1", "zone-a", NOW - 40 * S)}, set(), None),
+    ],
+    ids=[
+        "holds-a-cluster-slot",
+        "by-its-grace",
+        "the-first-to-go-stale",
+        "free-slot",
+        "other-group",
+        "stale",
+    ],
+)
+def test_a_full_group_is_looked_at_again_when_its_first_grace_holder_goes_stale(
+    slots: dict[str, GroupHolder | None], cluster: set[str], after: int | None
+) -> None:
+    assert recheck_after_ns(slots, group="zone-a", cluster_holders=cluster, now_ns=NOW) == after

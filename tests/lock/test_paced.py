@@ -6,11 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pykured.lock.paced import GroupPacedLock, node_label_lookup
+import pytest
+
+from pykured.lock.paced import RECHECK_MARGIN, GroupPacedLock, node_label_lookup
 from tests.fakes import FakeKube
-from tests.lock.conftest import T_NS, make_lease_lock
+from tests.lock.conftest import T_NS, make_annotation_lock, make_lease_lock
 
 ZONE = "topology.kubernetes.io/zone"
+S = 1_000_000_000
 
 
 def add_nodes(kube: FakeKube, *names: str, labels: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -60,3 +63,60 @@ def test_a_group_slot_left_by_a_crash_is_stale_after_the_grace(kube: FakeKube) -
     assert not lock_a2.acquire(unschedulable=False, now_ns=now).acquired  # within the grace: counts
     later = now + 31 * 1_000_000_000
     assert lock_a2.acquire(unschedulable=False, now_ns=later).acquired  # stale: taken over
+
+
+def test_the_cluster_locks_watched_is_forwarded(kube: Any, lock_ns: str) -> None:
+    """A node refused by its group waits as the cluster lock does: on the Lease watch (the daemon then looks
+    again only at ``--period``), or polling kured's annotation."""
+    assert paced(kube, lock_ns, "a1", concurrency=1).watched is True
+    over_annotation = GroupPacedLock(
+        make_annotation_lock(kube, lock_ns, "a1"),
+        kube,
+        namespace=lock_ns,
+        prefix="pykured-lock",
+        label=ZONE,
+        limit=1,
+        group_of=node_label_lookup(kube, ZONE),
+    )
+    assert over_annotation.watched is False
+
+
+def waits(lock: GroupPacedLock, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The timeouts of the cluster lock's waits (which return at once)."""
+    seen: list[float] = []
+    monkeypatch.setattr(lock.inner, "wait_for_change", seen.append)
+    return seen
+
+
+def test_a_waiter_refused_by_a_holder_of_a_cluster_slot_waits_the_whole_wait(
+    kube: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder frees its cluster slot first: that change ends the wait, nothing else need."""
+    ns = "kube-system"
+    a1, a2 = add_nodes(kube, "a1", "a2", labels={ZONE: "zone-a"})
+    lock_a1, lock_a2 = (paced(kube, ns, n, concurrency=2) for n in (a1, a2))
+    assert lock_a1.acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert not lock_a2.acquire(unschedulable=False, now_ns=T_NS + 40 * S).acquired
+    seen = waits(lock_a2, monkeypatch)
+    lock_a2.wait_for_change(3600.0)
+    assert seen == [3600.0]
+
+
+def test_a_waiter_refused_by_a_group_holder_without_a_cluster_slot_looks_again_when_it_is_stale(
+    kube: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its slot goes stale after the grace (30 s) with no change of the cluster lock: the wait ends by then,
+    and the next pass takes the slot over."""
+    ns = "kube-system"
+    a1, a2 = add_nodes(kube, "a1", "a2", labels={ZONE: "zone-a"})
+    lock_a1, lock_a2 = (paced(kube, ns, n, concurrency=1) for n in (a1, a2))
+    slot, fresh, _ = lock_a1._take_group_slot(a1, "zone-a", T_NS)  # crashed before its cluster slot
+    assert slot is not None and fresh
+    assert not lock_a2.acquire(unschedulable=False, now_ns=T_NS + 10 * S).acquired
+    seen = waits(lock_a2, monkeypatch)
+    lock_a2.wait_for_change(3600.0)
+    (bound,) = seen
+    assert 19.0 < bound <= 20.0 + RECHECK_MARGIN  # the 20 s of grace left, and the margin
+    assert lock_a2.acquire(unschedulable=False, now_ns=T_NS + 31 * S).acquired
+    lock_a2.wait_for_change(3600.0)
+    assert seen[1:] == [3600.0]  # taken: no bound left over

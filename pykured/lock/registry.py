@@ -1,0 +1,248 @@
+"""The lock backends by name: how each is built for the agent and opened for an operator's inspection.
+
+A :class:`Backend` is registered under its ``--lock-backend`` value (``daemonset``: kured's DaemonSet
+annotation; ``lease``: one Lease per slot) with two functions: ``build`` makes it from the configuration
+and the API client, either as the agent's lock (``guard_only=False``) or only to be read by the guard
+(``guard_only=True``: a missing DaemonSet then holds no slot, and no group pacing wraps it); ``open`` makes
+it for inspection, acting for no node. :data:`BACKENDS` holds the two; a :class:`LockRegistry` with more
+(tests, a new backend) is passed where the default is taken.
+
+* :func:`build_lock` is the agent's lock: the configured backend, guarded by every other registered one
+  (:class:`~pykured.lock.switch.GuardedLock`), so a rolling change of ``--lock-backend`` never double-books.
+* :func:`open_read_only` opens every registered backend for the operator commands that find the holders
+  (``pykured lock status|release``, ``pykured status``, ``pykured plan``).
+
+This layer is below the configuration's, so the flags it reads are the :class:`LockConfig` protocol, which
+:class:`pykured.config.Config` satisfies; the operator commands say where the lock is with :class:`LockPlace`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Protocol
+
+from pykured.core.errors import KubeError, LockError, NotFoundError
+from pykured.gocompat.goflags import Duration
+from pykured.lock.annotation import WAITING_POLL, AnnotationLock
+from pykured.lock.base import GoneHolderHook, Lock, LockView
+from pykured.lock.lease import LeaseLock
+from pykured.lock.liveness import LIVENESS_INTERVAL
+from pykured.lock.paced import GroupPacedLock, node_label_lookup
+from pykured.lock.switch import GuardedLock
+
+if TYPE_CHECKING:
+    from pykured.kube.client import Kube
+
+
+class LockConfig(Protocol):
+    """The flags the backends are built from (:class:`pykured.config.Config` has them all)."""
+
+    @property
+    def lock_backend(self) -> str: ...
+    @property
+    def node_id(self) -> str: ...
+    @property
+    def ds_namespace(self) -> str: ...
+    @property
+    def ds_name(self) -> str: ...
+    @property
+    def lock_annotation(self) -> str: ...
+    @property
+    def lease_name_prefix(self) -> str: ...
+    @property
+    def concurrency(self) -> int: ...
+    @property
+    def lock_ttl(self) -> Duration: ...
+    @property
+    def concurrency_label(self) -> str: ...
+    @property
+    def concurrency_per_label(self) -> int: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class LockHooks:
+    """What the agent plugs into every backend it builds."""
+
+    on_gone_holder: GoneHolderHook | None = None
+    """Called when a slot held by a deleted Node is freed (the metric)."""
+    may_take: Callable[[], bool] | None = None
+    """Asked right before a slot is written (the maintenance window)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class LockPlace:
+    """Where the operator commands look for the lock: the DaemonSet and its annotation, the Leases."""
+
+    namespace: str
+    ds_name: str
+    annotation: str
+    lease_prefix: str
+    lease_namespace: str | None = None
+    """The Leases' namespace when not ``namespace``."""
+
+
+class Build(Protocol):
+    def __call__(self, cfg: LockConfig, kube: Kube, *, guard_only: bool, hooks: LockHooks) -> Lock: ...
+
+
+class Open(Protocol):
+    def __call__(self, kube: Kube, place: LockPlace) -> LockView: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Backend:
+    """One lock backend: its ``--lock-backend`` name, how it is built and how it is opened for inspection."""
+
+    name: str
+    build: Build
+    open: Open
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LockRegistry:
+    """The backends by name, in order (the guard checks the others in this order)."""
+
+    backends: tuple[Backend, ...] = ()
+
+    def __post_init__(self) -> None:
+        names = [b.name for b in self.backends]
+        if len(set(names)) != len(names):
+            raise ValueError(f"lock backends registered twice: {names}")
+
+    def register(self, backend: Backend) -> LockRegistry:
+        """This registry with ``backend`` added (a name registered already raises ``ValueError``)."""
+        return LockRegistry((*self.backends, backend))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The ``--lock-backend`` values."""
+        return tuple(b.name for b in self.backends)
+
+    def __iter__(self) -> Iterator[Backend]:
+        return iter(self.backends)
+
+    def get(self, name: str) -> Backend:
+        """The backend registered as ``name``; ``LockError`` when there is none."""
+        for backend in self.backends:
+            if backend.name == name:
+                return backend
+        raise LockError(f"unknown lock backend {name!r} (choose from {', '.join(self.names)})")
+
+
+def node_exists_on(kube: Kube) -> Callable[[str], bool]:
+    """Whether a Node exists (one GET; an API failure counts as existing: the guard then stays on)."""
+
+    def node_exists(name: str) -> bool:
+        try:
+            kube.get_node(name)
+        except NotFoundError:
+            return False
+        except KubeError:
+            return True
+        return True
+
+    return node_exists
+
+
+def build_lock(
+    cfg: LockConfig, kube: Kube, *, hooks: LockHooks | None = None, registry: LockRegistry | None = None
+) -> Lock:
+    """The agent's lock: the ``cfg.lock_backend`` backend, guarded by every other one of ``registry``
+    (:data:`BACKENDS` by default)."""
+    registry = BACKENDS if registry is None else registry
+    hooks = LockHooks() if hooks is None else hooks
+    chosen = registry.get(cfg.lock_backend)
+    primary = chosen.build(cfg, kube, guard_only=False, hooks=hooks)
+    others = [b.build(cfg, kube, guard_only=True, hooks=hooks) for b in registry if b.name != chosen.name]
+    return GuardedLock(primary, *others, node_exists=node_exists_on(kube))
+
+
+def open_read_only(
+    kube: Kube, place: LockPlace, *, registry: LockRegistry | None = None
+) -> dict[str, LockView]:
+    """Every backend of ``registry`` (:data:`BACKENDS` by default) opened for inspection, by name: each acts
+    for no node, takes no slot and gives up a read after a few seconds (an operator is waiting)."""
+    registry = BACKENDS if registry is None else registry
+    return {b.name: b.open(kube, place) for b in registry}
+
+
+# -- the two backends ----------------------------------------------------------------------------------------
+
+_ZERO = Duration(0)
+
+
+def _build_annotation(cfg: LockConfig, kube: Kube, *, guard_only: bool, hooks: LockHooks) -> Lock:
+    return AnnotationLock(
+        kube,
+        namespace=cfg.ds_namespace,
+        ds_name=cfg.ds_name,
+        annotation=cfg.lock_annotation,
+        node_id=cfg.node_id,
+        concurrency=cfg.concurrency,
+        ttl=cfg.lock_ttl,
+        on_gone_holder=hooks.on_gone_holder,
+        missing_ok=guard_only,
+        may_take=hooks.may_take,
+        poll_interval=WAITING_POLL,
+        liveness_interval=LIVENESS_INTERVAL,
+    )
+
+
+def _open_annotation(kube: Kube, place: LockPlace) -> LockView:
+    return AnnotationLock(
+        kube,
+        namespace=place.namespace,
+        ds_name=place.ds_name,
+        annotation=place.annotation,
+        node_id="",
+        concurrency=0,
+        ttl=_ZERO,
+        retry_interval=1.0,
+        retry_timeout=5.0,
+    )
+
+
+def _build_lease(cfg: LockConfig, kube: Kube, *, guard_only: bool, hooks: LockHooks) -> Lock:
+    lease = LeaseLock(
+        kube,
+        may_take=hooks.may_take,
+        namespace=cfg.ds_namespace,
+        prefix=cfg.lease_name_prefix,
+        node_id=cfg.node_id,
+        concurrency=cfg.concurrency,
+        ttl=cfg.lock_ttl,
+        on_gone_holder=hooks.on_gone_holder,
+        liveness_interval=LIVENESS_INTERVAL,
+    )
+    if guard_only or not cfg.concurrency_label:
+        return lease
+    return GroupPacedLock(
+        lease,
+        kube,
+        namespace=cfg.ds_namespace,
+        prefix=cfg.lease_name_prefix,
+        label=cfg.concurrency_label,
+        limit=cfg.concurrency_per_label,
+        group_of=node_label_lookup(kube, cfg.concurrency_label),
+    )
+
+
+def _open_lease(kube: Kube, place: LockPlace) -> LockView:
+    return LeaseLock(
+        kube,
+        namespace=place.lease_namespace or place.namespace,
+        prefix=place.lease_prefix,
+        node_id="",
+        concurrency=1,
+        ttl=_ZERO,
+        retry_timeout=5.0,
+    )
+
+
+DAEMONSET = Backend("daemonset", _build_annotation, _open_annotation)
+"""kured's lock: a JSON annotation on the DaemonSet (:mod:`pykured.lock.annotation`)."""
+LEASE = Backend("lease", _build_lease, _open_lease)
+"""One Lease per slot, watched (:mod:`pykured.lock.lease`), paced per group with ``--concurrency-label``."""
+BACKENDS = LockRegistry((DAEMONSET, LEASE))
+"""The registered backends, kured's first."""

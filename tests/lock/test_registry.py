@@ -1,0 +1,191 @@
+"""The lock backends by name on FakeKube: the agent's lock built from the configuration (the configured
+backend, guarded by every other registered one), a third backend plugged in, and every backend opened for
+inspection."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from pykured.config import Config
+from pykured.core.errors import LockError
+from pykured.gocompat.goflags import Duration
+from pykured.kube.client import Kube
+from pykured.lock.base import Lock, LockView
+from pykured.lock.lease import LeaseLock
+from pykured.lock.paced import GroupPacedLock
+from pykured.lock.registry import (
+    BACKENDS,
+    Backend,
+    LockConfig,
+    LockHooks,
+    LockPlace,
+    LockRegistry,
+    build_lock,
+    open_read_only,
+)
+from pykured.lock.switch import GuardedLock
+from tests.fakes import FakeKube
+from tests.lock.conftest import T_NS, make_annotation_lock, make_lease_lock
+
+ZONE = "topology.kubernetes.io/zone"
+NS = "kube-system"
+
+
+def config(node: str, backend: str, **kw: Any) -> Config:
+    return Config(node_id=node, lock_backend=backend, ds_namespace=NS, lease_prefix="pykured-lock", **kw)
+
+
+def third_leases(kube: Any, node: str) -> LeaseLock:
+    return LeaseLock(kube, namespace=NS, prefix="third-lock", node_id=node, concurrency=1, ttl=Duration(0))
+
+
+def _build_third(cfg: LockConfig, kube: Kube, *, guard_only: bool, hooks: LockHooks) -> Lock:
+    return third_leases(kube, cfg.node_id)
+
+
+def _open_third(kube: Kube, place: LockPlace) -> LockView:
+    return third_leases(kube, "")
+
+
+THIRD = Backend("third", _build_third, _open_third)
+
+
+@pytest.fixture
+def kube() -> FakeKube:
+    kube = FakeKube()
+    kube.add_daemonset(NS, "kured")
+    for name in ("a1", "a2", "b1"):
+        kube.add_node(name, labels={ZONE: "zone-" + name[0]})
+    return kube
+
+
+def test_the_lock_backend_values_are_registered_kureds_first() -> None:
+    assert BACKENDS.names == ("daemonset", "lease")
+    assert [b.name for b in BACKENDS] == ["daemonset", "lease"]
+
+
+@pytest.mark.parametrize(
+    ("backend", "label", "watched", "other"),
+    [("daemonset", "annotation", False, make_lease_lock), ("lease", "lease", True, make_annotation_lock)],
+    ids=["daemonset", "lease"],
+)
+def test_the_configured_backend_is_the_agents_and_the_other_guards_it(
+    kube: Any, backend: str, label: str, watched: bool, other: Any
+) -> None:
+    lock = build_lock(config("a1", backend), kube)
+    assert isinstance(lock, GuardedLock)
+    assert (lock.backend, lock.watched, lock.node_id, lock.concurrency) == (label, watched, "a1", 1)
+    assert other(kube, NS, "b1").acquire(unschedulable=False, now_ns=T_NS).acquired
+    refused = lock.acquire(unschedulable=False, now_ns=T_NS)
+    assert not refused.acquired and refused.holder_names == "b1"
+    assert other(kube, NS, "b1").release()
+    assert lock.acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert [e.node_id for e in lock.holders(now_ns=T_NS)] == ["a1"]
+
+
+def test_with_a_concurrency_label_the_lease_lock_is_paced_and_still_watched(kube: Any) -> None:
+    def paced(node: str) -> Lock:
+        cfg = config(node, "lease", concurrency=3, concurrency_label=ZONE, concurrency_per_label=1)
+        return build_lock(cfg, kube)
+
+    lock_a1, lock_a2, lock_b1 = paced("a1"), paced("a2"), paced("b1")
+    assert lock_a1.watched is True
+    assert lock_a1.acquire(unschedulable=False, now_ns=T_NS).acquired
+    refused = lock_a2.acquire(unschedulable=False, now_ns=T_NS)  # a cluster slot is free, its group's is not
+    assert not refused.acquired and refused.holder_names == "a1"
+    assert lock_b1.acquire(unschedulable=False, now_ns=T_NS).acquired
+    groups = [lease for lease in kube.list_leases(NS)["items"] if "-g-" in lease["metadata"]["name"]]
+    assert len(groups) == 2
+
+
+def test_only_the_agents_own_backend_is_paced() -> None:
+    kube: Any = FakeKube()
+    cfg = config("a1", "lease", concurrency_label=ZONE)
+    assert isinstance(
+        BACKENDS.get("lease").build(cfg, kube, guard_only=False, hooks=LockHooks()), GroupPacedLock
+    )
+    assert isinstance(BACKENDS.get("lease").build(cfg, kube, guard_only=True, hooks=LockHooks()), LeaseLock)
+
+
+def test_the_annotation_as_the_guard_needs_no_daemonset() -> None:
+    kube: Any = FakeKube()  # no kured DaemonSet: a cluster served by the Leases alone
+    kube.add_node("a1")
+    assert build_lock(config("a1", "lease"), kube).acquire(unschedulable=False, now_ns=T_NS).acquired
+
+
+@pytest.mark.parametrize("backend", BACKENDS.names)
+def test_the_hooks_reach_the_agents_backend(kube: Any, backend: str) -> None:
+    """``may_take`` is asked right before a slot is written: a closed window takes no slot."""
+    asked: list[str] = []
+
+    def may_take() -> bool:
+        asked.append(backend)
+        return False
+
+    lock = build_lock(config("a1", backend), kube, hooks=LockHooks(may_take=may_take))
+    assert not lock.acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert asked and lock.holders(now_ns=T_NS) == ()
+
+
+def test_a_third_registered_backend_guards_the_primary_and_may_be_chosen(kube: Any) -> None:
+    registry = BACKENDS.register(THIRD)
+    assert registry.names == ("daemonset", "lease", "third")
+    assert third_leases(kube, "b1").acquire(unschedulable=False, now_ns=T_NS).acquired
+    for backend in ("daemonset", "lease"):
+        refused = build_lock(config("a1", backend), kube, registry=registry).acquire(
+            unschedulable=False, now_ns=T_NS
+        )
+        assert not refused.acquired and refused.holder_names == "b1", backend
+    assert third_leases(kube, "b1").release()
+    assert make_annotation_lock(kube, NS, "b1").acquire(unschedulable=False, now_ns=T_NS).acquired
+    chosen = build_lock(config("a1", "third"), kube, registry=registry)
+    refused = chosen.acquire(unschedulable=False, now_ns=T_NS)
+    assert not refused.acquired and refused.holder_names == "b1"
+    assert BACKENDS.names == ("daemonset", "lease")  # the default registry is unchanged
+
+
+def test_a_name_registered_twice_is_refused() -> None:
+    with pytest.raises(ValueError, match="registered twice"):
+        BACKENDS.register(dataclasses.replace(THIRD, name="lease"))
+    with pytest.raises(ValueError, match="registered twice"):
+        LockRegistry((THIRD, THIRD))
+
+
+def test_an_unknown_backend_is_a_lock_error(kube: Any) -> None:
+    with pytest.raises(LockError, match="unknown lock backend 'etcd' \\(choose from daemonset, lease\\)"):
+        build_lock(config("a1", "etcd"), kube)
+
+
+def test_every_backend_is_opened_for_inspection_by_no_node(kube: Any) -> None:
+    assert (
+        make_annotation_lock(kube, NS, "a1", ttl=Duration(1))
+        .acquire(unschedulable=False, now_ns=T_NS)
+        .acquired
+    )
+    held = LeaseLock(
+        kube, namespace="leases", prefix="kured-lock", node_id="b1", concurrency=1, ttl=Duration(0)
+    )
+    assert held.acquire(unschedulable=True, now_ns=T_NS).acquired
+    place = LockPlace(
+        namespace=NS, ds_name="kured", annotation="weave.works/kured-node-lock", lease_prefix="kured-lock",
+        lease_namespace="leases",
+    )  # fmt: skip
+    views = open_read_only(kube, place)
+    assert list(views) == ["daemonset", "lease"]
+    assert [(v.backend, v.where, v.node_id) for v in views.values()] == [
+        ("annotation", f"{NS}/kured", ""),
+        ("lease", "leases/kured-lock-*", ""),
+    ]
+    assert [e.node_id for e in views["daemonset"].entries()] == ["a1"]  # its TTL ran out: still listed
+    assert [(e.node_id, e.unschedulable) for e in views["lease"].entries()] == [("b1", True)]
+    assert views["lease"].release(node_id="b1")  # an operator's release
+    assert held.holders(now_ns=T_NS) == ()
+
+
+def test_a_registry_of_its_own_is_opened_whole(kube: Any) -> None:
+    place = LockPlace(namespace=NS, ds_name="kured", annotation="a", lease_prefix="kured-lock")
+    views = open_read_only(kube, place, registry=LockRegistry((THIRD,)))
+    assert list(views) == ["third"] and views["third"].where == f"{NS}/third-lock-*"
