@@ -1,7 +1,7 @@
 """``pykured notify-test --notify-url URL [--message TEXT]``: send one notification and print the outcome.
 
-The URL is the agents' ``--notify-url`` (``KURED_NOTIFY_URL``); the work is
-:func:`pykured.notify.notify_test`, which prints the destination with its secrets redacted.
+The URL is the agents' ``--notify-url`` (or its ``KURED_*`` variable, :mod:`pykured.cli.options`); the work
+is :func:`pykured.notify.notify_test`, which prints the destination with its secrets redacted.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def notify_test_main(argv: list[str]) -> int:
     parser.add_argument("--message", default="pykured notify-test: notifications work")
     opts = parser.parse_args(argv)
     if not opts.notify_url:
-        parser.error("--notify-url (or KURED_NOTIFY_URL) is required")
+        parser.error(f"--notify-url (or {options.env_var('notify-url')}) is required")
     logrus.configure("text", "info")
     from pykured.notify import notify_test
 

@@ -41,12 +41,12 @@ class Option:
 
 
 SHARED: tuple[Option, ...] = (
-    Option("kubeconfig", "kubeconfig file (default: $KUBECONFIG, else in-cluster)"),
-    Option("context", "the kubeconfig context (default: its current one)", agent=False),
+    Option("kubeconfig", "the kubeconfig file; without it $KUBECONFIG, else in-cluster"),
+    Option("context", "the kubeconfig context; without it, its current one", agent=False),
     Option("ds-namespace", "the agents' namespace: their DaemonSet, lock and policy ConfigMap"),
     Option("ds-name", "the agents' DaemonSet, which holds the lock annotation"),
     Option("lock-annotation", "the DaemonSet annotation holding the lock"),
-    Option("lease-prefix", "the lock's Lease name prefix (default: <ds-name>-lock)"),
+    Option("lease-prefix", "the lock's Lease name prefix; empty: <ds-name>-lock"),
     Option(
         "policy-configmap", "the ConfigMap the agents watch (their --policy-configmap)", empty_is_unset=True
     ),
@@ -61,6 +61,11 @@ LOCK = ("ds-namespace", "ds-name", "lock-annotation", "lease-prefix")
 """Where the agents' lock lives (both backends)."""
 POLICY = ("ds-namespace", "policy-configmap")
 """Where the agents' policy ConfigMap (freeze, blackouts) lives."""
+
+
+def env_var(name: str) -> str:
+    """The agent flag ``name``'s ``KURED_*`` variable."""
+    return BY_NAME[name].env_var
 
 
 def agent_value(name: str, *, env: Mapping[str, str] = os.environ, empty_is_unset: bool = False) -> str:

@@ -61,7 +61,10 @@ def request_reboot_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: T
         description="Ask pykured to reboot nodes once: a request bound to each node's current bootID.",
     )
     parser.add_argument(
-        "nodes", nargs="*", metavar="NODE", help="default inside an agent's pod: KURED_NODE_ID"
+        "nodes",
+        nargs="*",
+        metavar="NODE",
+        help=f"default inside an agent's pod: {options.env_var('node-id')}",
     )
     parser.add_argument("--selector", "-l", default="", help="a label selector")
     parser.add_argument("--all", action="store_true", dest="all_nodes", help="every node")
