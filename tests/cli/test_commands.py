@@ -10,7 +10,7 @@ import pytest
 
 from pykured.cli import agent as cli
 from pykured.cli import commands, kubectl
-from pykured.cli.commands import COMMANDS, Command, Reach
+from pykured.cli.commands import COMMANDS, Command
 
 IDS = [command.name for command in COMMANDS]
 
@@ -67,12 +67,6 @@ def test_the_plugin_runs_the_row_with_the_options_it_takes(
         assert (f"  {option} " in shown) == command.cluster, option
     if command.namespaced:
         assert "  --ds-namespace " in shown
-
-
-def test_reach() -> None:
-    assert [c.name for c in COMMANDS if c.reach is Reach.LOCAL] == ["notify-test"]
-    assert {c.name for c in COMMANDS if c.namespaced} == {"status", "freeze", "unfreeze", "lock"}
-    assert all(c.cluster for c in COMMANDS if c.namespaced)
 
 
 def test_the_agent_s_start_up_imports_no_command() -> None:
