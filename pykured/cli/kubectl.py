@@ -7,10 +7,11 @@ the kubeconfig is ``--kubeconfig``, else ``$KUBECONFIG`` (a ``:``-separated list
 first file's that names one, as kubectl).
 ``-n``/``--namespace`` is the namespace of pykured's DaemonSet (where its lock and policy ConfigMap live,
 ``--ds-namespace`` of the commands): ``kube-system`` unless given, as in kured's manifests, and not the
-context's namespace, which is rarely where the reboot daemon runs. These options go anywhere on the line.
+context's namespace, which is rarely where the reboot daemon runs; it goes to the commands that take
+``--ds-namespace`` (:attr:`pykured.cli.commands.Command.namespaced`). These options go anywhere on the line.
 
 The agent itself never reads kubectl's configuration: it keeps kured's rule (in-cluster unless
-``--kubeconfig``); the plugin runs only the commands (:data:`pykured.cli.agent.COMMANDS`).
+``--kubeconfig``); the plugin runs only the commands (:data:`pykured.cli.commands.COMMANDS`).
 """
 
 from __future__ import annotations
@@ -19,13 +20,10 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from pykured.cli.agent import COMMANDS
+from pykured.cli import commands
 from pykured.cli.agent import main as cli_main
 
 PROG = "kubectl pykured"
-_NAMESPACED = frozenset({"status", "lock", "freeze", "unfreeze"})
-"""The commands that read or write objects in pykured's namespace (``--ds-namespace``)."""
-_KUBE = frozenset(name for name, _ in COMMANDS) - {"notify-test"}
 _OPTIONS = {
     "--context": "context",
     "--namespace": "namespace",
@@ -39,12 +37,11 @@ class UsageError(Exception):
 
 
 def help_text() -> str:
-    width = max(len(name) for name, _ in COMMANDS)
     lines = [
         f"Usage: {PROG} COMMAND [flags]   ({PROG} COMMAND --help for a command's flags)",
         "",
         "Commands:",
-        *(f"  {name.ljust(width)}   {text}" for name, text in COMMANDS),
+        *commands.listing(),
         "",
         "Options (anywhere on the line, as kubectl's):",
         "  --kubeconfig PATH       default: $KUBECONFIG, else ~/.kube/config",
@@ -111,18 +108,18 @@ def command_line(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
     options, rest = split_options(argv)
     if not rest:
         raise UsageError("a command is required")
-    command = rest[0]
-    if command not in {name for name, _ in COMMANDS}:
-        raise UsageError(f"unknown command {command!r}")
+    command = commands.BY_NAME.get(rest[0])
+    if command is None:
+        raise UsageError(f"unknown command {rest[0]!r}")
     args = list(rest)
     extra: list[str] = []
-    if command in _KUBE:
+    if command.cluster:
         path = kubeconfig_path(options.get("kubeconfig"), env)
         extra += ["--kubeconfig", path]
         context = options.get("context") or (current_context(path) if os.pathsep in path else None)
         if context:
             extra += ["--context", context]
-    if command in _NAMESPACED and "namespace" in options:
+    if command.namespaced and "namespace" in options:
         extra += ["--ds-namespace", options["namespace"]]
     if "--" in args:  # the options must come before the arguments passed on unread
         cut = args.index("--")

@@ -1,4 +1,4 @@
-"""The command lines of ``pykured request-reboot``, ``pykured rollout`` and ``pykured status``.
+"""The command lines of ``pykured request-reboot``, ``rollout``, ``status`` and ``plan``.
 
 Each returns an exit code: 0 done, 1 a failure told in one line on stderr (no traceback), 2 a usage error
 (argparse). The work is in :mod:`pykured.fleet.requester`; rendering in :mod:`pykured.fleet.view`,
@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import secrets
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from pykured.cli import options
 from pykured.core import errors
 from pykured.fleet import canary, plan, requester, rollout
 from pykured.fleet import view as fleetview
@@ -35,17 +35,6 @@ if TYPE_CHECKING:
 
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
-
-
-def _kube(kubeconfig: str, context: str = "") -> Kube:
-    from pykured.kube.client import Kube
-
-    return Kube.auto(kubeconfig=kubeconfig or None, context=context or None)
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", default=os.environ.get("KURED_KUBECONFIG", ""))
-    parser.add_argument("--context", default="", help="the kubeconfig context (default: its current one)")
 
 
 def _fail(prog: str, message: str, err: TextIO) -> int:
@@ -72,17 +61,21 @@ def request_reboot_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: T
         description="Ask pykured to reboot nodes once: a request bound to each node's current bootID.",
     )
     parser.add_argument(
-        "nodes", nargs="*", metavar="NODE", help="default inside an agent's pod: KURED_NODE_ID"
+        "nodes",
+        nargs="*",
+        metavar="NODE",
+        help=f"default inside an agent's pod: {options.env_var('node-id')}",
     )
     parser.add_argument("--selector", "-l", default="", help="a label selector")
     parser.add_argument("--all", action="store_true", dest="all_nodes", help="every node")
     parser.add_argument("--reason", default="", help="why (shown in Events, notifications and status)")
     parser.add_argument("--cancel", action="store_true", help="withdraw the request instead")
-    _common(parser)
+    options.add(parser, options.CLUSTER)
     opts = parser.parse_args(list(argv))
     names = list(opts.nodes)
-    if not names and not opts.selector and not opts.all_nodes and os.environ.get("KURED_NODE_ID"):
-        names = [os.environ["KURED_NODE_ID"]]
+    here = options.agent_value("node-id")  # inside an agent's pod: its own node
+    if not names and not opts.selector and not opts.all_nodes and here:
+        names = [here]
     if sum(bool(x) for x in (names, opts.selector, opts.all_nodes)) != 1:
         parser.error("give NODE..., --selector SELECTOR or --all (exactly one)")
     if not opts.cancel and not opts.reason.strip():
@@ -90,7 +83,7 @@ def request_reboot_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: T
     logrus.configure("text", "warning")
 
     def body() -> int:
-        kube = _kube(opts.kubeconfig, opts.context)
+        kube = options.kube(opts)
         views = requester.nodes(kube, names=names, selector=opts.selector, all_nodes=opts.all_nodes)
         if opts.cancel:
             outcomes = requester.cancel(kube, views)
@@ -143,8 +136,7 @@ def rollout_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO =
     parser.add_argument("--canary-soak", default="30m", help="how long each canary stays Ready (Go duration)")
     parser.add_argument("--canary-timeout", default="1h", help="a canary not through by then fails it all")
     parser.add_argument("--interval", type=float, default=5.0, help=argparse.SUPPRESS)
-    _canary_where(parser)
-    _common(parser)
+    options.add(parser, options.LOCK, options.POLICY, options.CLUSTER)
     opts = parser.parse_args(args)
     if bool(opts.selector) == bool(opts.all_nodes):
         parser.error("give --selector SELECTOR or --all (exactly one)")
@@ -159,7 +151,7 @@ def rollout_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO =
     logrus.configure("text", "warning")
 
     def body() -> int:
-        kube = _kube(opts.kubeconfig, opts.context)
+        kube = options.kube(opts)
         now = _now()
         rid = opts.id or rebootrequest.new_rollout_id(now, secrets.token_hex(2))
         views = requester.nodes(kube, selector=opts.selector, all_nodes=opts.all_nodes)
@@ -180,17 +172,6 @@ def rollout_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO =
 
 def _duration(text: str) -> datetime.timedelta:
     return datetime.timedelta(microseconds=parse_duration(text) // 1000)
-
-
-def _canary_where(parser: argparse.ArgumentParser) -> None:
-    env = os.environ
-    parser.add_argument("--ds-namespace", default=env.get("KURED_DS_NAMESPACE", "kube-system"))
-    parser.add_argument("--ds-name", default=env.get("KURED_DS_NAME", "kured"))
-    parser.add_argument(
-        "--lock-annotation", default=env.get("KURED_LOCK_ANNOTATION", "weave.works/kured-node-lock")
-    )
-    parser.add_argument("--lease-prefix", default=env.get("KURED_LEASE_PREFIX", ""))
-    parser.add_argument("--policy-configmap", default=env.get("KURED_POLICY_CONFIGMAP") or "kured-policy")
 
 
 def _in_roll_order(views: Sequence[NodeState], now: datetime.datetime) -> list[NodeState]:
@@ -228,7 +209,7 @@ def _canary_rollout(
         now = _now()
         locks = requester.lock_holders(
             kube, namespace=opts.ds_namespace, ds_name=opts.ds_name, annotation=opts.lock_annotation,
-            lease_prefix=opts.lease_prefix or f"{opts.ds_name}-lock",
+            lease_prefix=options.lease_prefix(opts),
         )  # fmt: skip
         holders = {h for info in locks for h in info.holders}
         frozen, _ = _read_freeze(kube, opts.ds_namespace, opts.policy_configmap)
@@ -282,12 +263,12 @@ def _rollout_status(argv: list[str], *, out: TextIO, err: TextIO) -> int:
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
     parser.add_argument("--watch", "-w", action="store_true", help="refresh until every node rebooted")
     parser.add_argument("--interval", type=float, default=2.0)
-    _common(parser)
+    options.add(parser, options.CLUSTER)
     opts = parser.parse_args(argv)
     logrus.configure("text", "warning")
 
     def body() -> int:
-        kube = _kube(opts.kubeconfig, opts.context)
+        kube = options.kube(opts)
         while True:
             prog_ = requester.rollout_progress(kube, opts.id, opts.selector)
             if opts.output == "json":
@@ -306,12 +287,12 @@ def _rollout_cancel(argv: list[str], *, out: TextIO, err: TextIO) -> int:
     prog = "pykured rollout cancel"
     parser = argparse.ArgumentParser(prog=prog, description="Withdraw a rollout's pending requests.")
     parser.add_argument("id")
-    _common(parser)
+    options.add(parser, options.CLUSTER)
     opts = parser.parse_args(argv)
     logrus.configure("text", "warning")
 
     def body() -> int:
-        kube = _kube(opts.kubeconfig, opts.context)
+        kube = options.kube(opts)
         prog_ = requester.rollout_progress(kube, opts.id)
         pending = [n.node for n in prog_.nodes if n.progress is rollout.Progress.PENDING]
         if not pending:
@@ -353,7 +334,7 @@ def _fleet(kube: Kube, opts: argparse.Namespace) -> tuple[list[NodeState], list[
         namespace=opts.ds_namespace,
         ds_name=opts.ds_name,
         annotation=opts.lock_annotation,
-        lease_prefix=opts.lease_prefix or f"{opts.ds_name}-lock",
+        lease_prefix=options.lease_prefix(opts),
     )
     return views, locks
 
@@ -374,21 +355,12 @@ def status_main(
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
     parser.add_argument("--watch", "-w", action="store_true", help="refresh every --interval seconds")
     parser.add_argument("--interval", type=float, default=2.0)
-    parser.add_argument("--ds-namespace", default=os.environ.get("KURED_DS_NAMESPACE", "kube-system"))
-    parser.add_argument("--ds-name", default=os.environ.get("KURED_DS_NAME", "kured"))
-    parser.add_argument(
-        "--lock-annotation", default=os.environ.get("KURED_LOCK_ANNOTATION", "weave.works/kured-node-lock")
-    )
-    parser.add_argument("--lease-prefix", default=os.environ.get("KURED_LEASE_PREFIX", ""))
-    parser.add_argument(
-        "--policy-configmap", default=os.environ.get("KURED_POLICY_CONFIGMAP") or "kured-policy"
-    )
-    _common(parser)
+    options.add(parser, options.LOCK, options.POLICY, options.CLUSTER)
     opts = parser.parse_args(list(argv))
     logrus.configure("text", "error")
 
     def body() -> int:
-        kube = _kube(opts.kubeconfig, opts.context)
+        kube = options.kube(opts)
         while True:
             frozen = _freeze_in_force(kube, opts.ds_namespace, opts.policy_configmap, now())
             views, locks = _fleet(kube, opts)
@@ -442,7 +414,6 @@ def plan_main(
 ) -> int:
     """``pykured plan [NODE…] [-l SELECTOR] [-o json]``: read-only; what the roll will do, what holds it."""
     prog = "pykured plan"
-    env = os.environ
     parser = argparse.ArgumentParser(
         prog=prog,
         description="What the roll will do: per node whether it needs a reboot and why, what holds it, its "
@@ -451,21 +422,14 @@ def plan_main(
     parser.add_argument("nodes", nargs="*", metavar="NODE", help="only these (get, not list: kured's RBAC)")
     parser.add_argument("--selector", "-l", default="")
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    parser.add_argument("--ds-namespace", default=env.get("KURED_DS_NAMESPACE", "kube-system"))
-    parser.add_argument("--ds-name", default=env.get("KURED_DS_NAME", "kured"))
-    parser.add_argument(
-        "--lock-annotation", default=env.get("KURED_LOCK_ANNOTATION", "weave.works/kured-node-lock")
-    )
-    parser.add_argument("--lease-prefix", default=env.get("KURED_LEASE_PREFIX", ""))
-    parser.add_argument("--policy-configmap", default=env.get("KURED_POLICY_CONFIGMAP") or "kured-policy")
-    concurrency = int(env.get("KURED_CONCURRENCY") or 1)
-    parser.add_argument("--concurrency", type=int, default=concurrency, help="the agents' --concurrency")
-    _common(parser)
+    options.add(parser, options.LOCK, options.POLICY)
+    options.add_agent_flag(parser, "concurrency", convert=int, text="the agents' --concurrency")
+    options.add(parser, options.CLUSTER)
     opts = parser.parse_args(list(argv))
     logrus.configure("text", "error")
 
     def body() -> int:
-        kube = _kube(opts.kubeconfig, opts.context)
+        kube = options.kube(opts)
         views, locks = _fleet(kube, opts)
         doc, unreadable = _read_policy(kube, opts.ds_namespace, opts.policy_configmap)
         result = plan.build(
