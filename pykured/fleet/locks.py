@@ -13,7 +13,7 @@ left by a node that never came back — is visible and fixable without editing J
 
 ``open_backends`` opens both backends for an operator through the lock registry (no node of their own:
 they never acquire); ``pykured status`` and ``pykured plan`` read the holders through it too
-(:func:`pykured.fleet.requester.lock_holders`). ``pykured.cli.agent`` dispatches ``pykured lock`` here.
+(:func:`pykured.fleet.requester.lock_holders`). ``pykured.cli.lock`` dispatches ``pykured lock`` here.
 """
 
 from __future__ import annotations
