@@ -51,14 +51,17 @@ def render(k8s: TestEnv, directory: str) -> list[dict[str, Any]]:
 
 
 def relocate(obj: dict[str, Any], ns: str) -> dict[str, Any]:
-    """Move a rendered RBAC object from kube-system into ``ns`` (cluster-scoped names get a suffix)."""
+    """Move a rendered RBAC object from kube-system into ``ns`` (cluster-scoped names get a suffix, and so do
+    the objects in the namespace "default", where Events about Nodes go: they stay there)."""
     moved = copy.deepcopy(obj)
     meta = moved["metadata"]
-    if moved["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+    if moved["kind"] in ("ClusterRole", "ClusterRoleBinding") or meta.get("namespace") == "default":
         meta["name"] = f"{meta['name']}-{ns}"
     else:
         meta["namespace"] = ns
-    if moved["kind"] == "ClusterRoleBinding":
+    if moved["kind"] == "ClusterRoleBinding" or (
+        moved["kind"] == "RoleBinding" and meta["namespace"] == "default"
+    ):
         moved["roleRef"]["name"] = f"{moved['roleRef']['name']}-{ns}"
     for subject in moved.get("subjects", []):
         if subject.get("kind") == "ServiceAccount":
@@ -70,7 +73,8 @@ def apply_profile_rbac(k8s: TestEnv, docs: list[dict[str, Any]], ns: str) -> Non
     """Create the rendered RBAC objects, moved into ``ns``."""
     for obj in docs:
         if obj["kind"] in RBAC_KINDS:
-            k8s.kube().create(PATHS[obj["kind"]].format(ns=ns), relocate(obj, ns))
+            moved = relocate(obj, ns)
+            k8s.kube().create(PATHS[obj["kind"]].format(ns=moved["metadata"].get("namespace", ns)), moved)
 
 
 @pytest.fixture
@@ -166,7 +170,11 @@ def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
     port = free_port()
     central = kind == "Deployment"
     server_node = k8s.add_nodes(k8s.unique("infra"))[0] if central else zincati_node
-    identity = k8s.kubeconfig_for(*k8s.kured_identity(ns))
+    user, groups = k8s.kured_identity(ns)
+    if central:  # the central server runs as its own ServiceAccount, with its own ClusterRole
+        assert workload["spec"]["template"]["spec"]["serviceAccountName"] == "pykured-fleetlock"
+        user = f"system:serviceaccount:{ns}:pykured-fleetlock"
+    identity = k8s.kubeconfig_for(user, groups)
     fleet = Fleet(
         k8s,
         workdir=tmp_path / "fleet",
