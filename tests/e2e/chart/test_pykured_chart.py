@@ -14,7 +14,15 @@ from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from pykured_dev.testenv.pods import PYKURED_IMAGE, PodTemplate, pykured_image
 from pykured_dev.testenv.reference import helm_template, reference
-from tests.chart.test_pykured_chart import CHART, CHART_LABEL, KURED_CHART_LABEL, LOCK, helm
+from tests.chart.test_pykured_chart import (
+    CHART,
+    CHART_LABEL,
+    DEFAULT_CLUSTER_RULES,
+    KURED_CHART_LABEL,
+    LOCK,
+    default_role_rules,
+    helm,
+)
 from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.reference
@@ -73,10 +81,13 @@ def test_helm_upgrade_from_kured_s_chart_keeps_names_selectors_and_the_lock(
     }
     sa = kube.get(f"/api/v1/namespaces/{ns}/serviceaccounts/kured")
     assert sa["metadata"]["uid"] == before["sa"]["metadata"]["uid"]
+    # kured's RBAC is narrowed to pykured's least privilege (the same objects, their rules replaced)
     role = kube.get(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles/kured")
-    assert role["rules"][: len(before["role"]["rules"])] == before["role"]["rules"]
+    assert role["metadata"]["uid"] == before["role"]["metadata"]["uid"]
+    assert role["rules"] == default_role_rules("kured")
     clusterrole = kube.get("/apis/rbac.authorization.k8s.io/v1/clusterroles/kured")
-    assert clusterrole["rules"][: len(before["clusterrole"]["rules"])] == before["clusterrole"]["rules"]
+    assert clusterrole["metadata"]["uid"] == before["clusterrole"]["metadata"]["uid"]
+    assert clusterrole["rules"] == DEFAULT_CLUSTER_RULES
     annotations = kube.get_node(node)["metadata"]["annotations"]
     assert annotations["weave.works/kured-reboot-in-progress"] == "x", "the cycle's marks carry over"
     history = helm(
@@ -105,10 +116,13 @@ def test_the_rendered_pod_template_runs_as_an_agent_through_a_reboot(k8s: TestEn
     text, objects = helm_template(
         ref, release=release, namespace=ns, values=values, workdir=tmp_path / "helm"
     )
-    k8s.kubectl("apply", "--server-side", "--field-manager=helm", "-n", ns, "-f", "-", stdin=text)
+    k8s.kubectl("apply", "--server-side", "--field-manager=helm", "-f", "-", stdin=text)
     template = PodTemplate.of(k8s.kube().get(f"/apis/apps/v1/namespaces/{ns}/daemonsets/{release}"))
     (node,) = k8s.add_nodes(f"{ns}-n1")
-    with Fleet(k8s, workdir=tmp_path / "fleet", images={PYKURED_IMAGE: pykured_image()}) as fleet:
+    # the kubelet's kind of token (bound to the pod on its node): the chart's admission policies read the node
+    with Fleet(
+        k8s, workdir=tmp_path / "fleet", images={PYKURED_IMAGE: pykured_image()}, bound_tokens=True
+    ) as fleet:
         fleet.add_pod(node, template)
         assert eventually(lambda: fleet.probe(node, 9103, "/metrics"), timeout=60, every=0.2), fleet.log_text(
             node
