@@ -26,6 +26,7 @@ from tests.chart.test_pykured_chart import (
 from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.reference
+NOTIFY_TOKEN = "s3cr3t-n0tify-t0ken"
 
 # -- on the test control plane -------------------------------------------------------------------------------
 
@@ -109,6 +110,8 @@ def test_the_rendered_pod_template_runs_as_an_agent_through_a_reboot(k8s: TestEn
             "period": "2s",
             "rebootCommand": "/usr/local/sbin/simulated-reboot --now",
             "metricsPort": 9103,
+            # a token in the URL: into the chart's Secret, to the agent through KURED_NOTIFY_URL, never logged
+            "notifyUrl": f"generic+http://127.0.0.1:9/notify?token={NOTIFY_TOKEN}",
         },
         "pykured": {"lockBackend": "lease", "policyConfigMap": "kured-policy"},
     }
@@ -141,7 +144,11 @@ def test_the_rendered_pod_template_runs_as_an_agent_through_a_reboot(k8s: TestEn
 
         assert fleet.wait_for(released, timeout=120), fleet.log_text(node)
         log = fleet.log_text(node)
+        # the URL came through the environment (a notification was attempted) and is in no log line
+        assert "Error notifying: generic:" in log and NOTIFY_TOKEN not in log, log
         assert "forbidden" not in log.lower(), (
             log
         )  # the chart's RBAC covers the Lease lock, policy and settle
-    assert {o["kind"] for o in objects} >= {"DaemonSet", "ServiceAccount", "ClusterRole", "Role"}
+    assert {o["kind"] for o in objects} >= {"DaemonSet", "ServiceAccount", "ClusterRole", "Role", "Secret"}
+    ds = next(o for o in objects if o["kind"] == "DaemonSet")
+    assert not any(NOTIFY_TOKEN in arg for arg in ds["spec"]["template"]["spec"]["containers"][0]["args"])
