@@ -207,7 +207,7 @@ def setup(request: pytest.FixtureRequest, k8s: TestEnv, tmp_path: Path) -> Itera
     unbound.close()
 
 
-def annotations(k8s: TestEnv, node: str) -> dict[str, str]:
+def node_annotations(k8s: TestEnv, node: str) -> dict[str, str]:
     found: dict[str, str] = k8s.kube().get_node(node)["metadata"].get("annotations", {})
     return found
 
@@ -225,10 +225,10 @@ def test_the_agent_writes_what_pykured_and_kured_write_on_its_own_node(k8s: Test
         "pykured.dev/reboot-boot-id": "b1",
     }
     agent.patch_node(mine, {"metadata": {"annotations": set_}}, patch_type=MERGE_PATCH)
-    assert set_.items() <= annotations(k8s, mine).items()
+    assert set_.items() <= node_annotations(k8s, mine).items()
     path = "/metadata/annotations/weave.works~1kured-reboot-in-progress"
     agent.patch_node(mine, [{"op": "remove", "path": path}], patch_type=JSON_PATCH)
-    assert "weave.works/kured-reboot-in-progress" not in annotations(k8s, mine)
+    assert "weave.works/kured-reboot-in-progress" not in node_annotations(k8s, mine)
     # the hook label (pykured.dev/*) and the PreferNoSchedule taint (kured's example key)
     agent.patch_node(mine, {"metadata": {"labels": {"pykured.dev/before-reboot": "true"}}})
     taint = {"key": "weave.works/kured-node-reboot", "effect": "PreferNoSchedule"}
@@ -238,7 +238,7 @@ def test_the_agent_writes_what_pykured_and_kured_write_on_its_own_node(k8s: Test
     agent.patch_node(
         setup.other, {"metadata": {"annotations": {"pykured.dev/halted-for": "x"}}}, patch_type=MERGE_PATCH
     )
-    assert annotations(k8s, setup.other)["pykured.dev/halted-for"] == "x"
+    assert node_annotations(k8s, setup.other)["pykured.dev/halted-for"] == "x"
     # a lock slot, and the annotation lock on the DaemonSet
     lease = {
         "apiVersion": "coordination.k8s.io/v1",
@@ -290,7 +290,7 @@ def test_forged_writes_are_refused_with_the_reason(k8s: TestEnv, setup: Setup) -
         "only its PreferNoSchedule taint",
     )
     refused(lambda: agent.patch_node(mine, {"spec": {"providerID": "aws:///x"}}), "only spec.unschedulable")
-    assert "example.com/approved" not in annotations(k8s, mine)
+    assert "example.com/approved" not in node_annotations(k8s, mine)
     # a Lease outside the prefix (in kube-system: the leader elections)
     lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "kube-scheduler"}}
     refused(lambda: agent.create_lease(setup.ns, lease), "only Leases named", "not kube-scheduler")
@@ -327,10 +327,10 @@ def test_a_reboot_requester_writes_only_the_request(k8s: TestEnv, setup: Setup) 
         return True
 
     assert eventually(may_request, timeout=30, every=0.5)
-    assert annotations(k8s, node)["pykured.dev/reboot-request"] == '{"bootID":"b"}'
+    assert node_annotations(k8s, node)["pykured.dev/reboot-request"] == '{"bootID":"b"}'
     cancel = {"metadata": {"annotations": {"pykured.dev/reboot-request": None}}}
     requester.patch_node(node, cancel, patch_type=MERGE_PATCH)
-    assert "pykured.dev/reboot-request" not in annotations(k8s, node)
+    assert "pykured.dev/reboot-request" not in node_annotations(k8s, node)
     # cordon, forged cycle state, an approved reboot hook, a label: refused, each with why
     refused(lambda: requester.patch_node(node, {"spec": {"unschedulable": True}}), "not its spec (cordon")
     forged = {"metadata": {"annotations": {"pykured.dev/reboot-boot-id": "x"}}}
