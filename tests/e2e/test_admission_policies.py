@@ -126,6 +126,8 @@ class Setup:
     """A token of the same ServiceAccount bound to no pod."""
     mine: str
     other: str
+    configured: bool
+    """The operator-chosen label, taint and hook of the chart's values are in the policies."""
 
 
 def refused(call: Callable[[], Any], *fragments: str) -> str:
@@ -167,8 +169,16 @@ def _chart(k8s: TestEnv, ns: str, tmp_path: Path) -> tuple[str, str, str]:
     release = f"kured-{ns}"
     ref = dataclasses.replace(reference(("helm",)), chart=CHART)
     values = {
-        "configuration": {"preferNoScheduleTaint": "example.com/reboot-pending"},
-        "pykured": {"lockBackend": "lease", "requesterClusterRole": {"create": True}},
+        "configuration": {
+            "preferNoScheduleTaint": "example.com/reboot-pending",
+            "preRebootNodeLabels": ["example.com/rebooting=true"],
+            "postRebootNodeLabels": ["example.com/rebooting=false"],
+        },
+        "pykured": {
+            "lockBackend": "lease",
+            "requesterClusterRole": {"create": True},
+            "hooks": {"beforeReboot": ["example.com/before-ok"]},
+        },
     }
     text, _objects = helm_template(ref, release=release, namespace=ns, values=values, workdir=tmp_path / "h")
     k8s.kubectl("apply", "--server-side", "--field-manager=helm", "-f", "-", stdin=text)
@@ -190,7 +200,7 @@ def setup(request: pytest.FixtureRequest, k8s: TestEnv, tmp_path: Path) -> Itera
     unbound = Kube.from_kubeconfig(
         token_kubeconfig(k8s, tmp_path / "unbound.json", k8s.sa_token(ns, account, create=False))
     )
-    setup = Setup(ns, account, ds, prefix, agent, unbound, mine, other)
+    setup = Setup(ns, account, ds, prefix, agent, unbound, mine, other, request.param == "chart")
 
     probes = iter(range(1_000_000))
 
@@ -249,6 +259,19 @@ def test_the_agent_writes_what_pykured_and_kured_write_on_its_own_node(k8s: Test
     ds = agent.get_daemonset(setup.ns, setup.ds)
     ds["metadata"].setdefault("annotations", {})["weave.works/kured-node-lock"] = json.dumps({"nodeID": mine})
     agent.replace_daemonset(setup.ns, setup.ds, ds)
+    if setup.configured:  # the chart's values name the operator's label, taint and hook
+        agent.patch_node(mine, {"metadata": {"labels": {"example.com/rebooting": "true"}}})
+        pending = {"key": "example.com/reboot-pending", "effect": "PreferNoSchedule"}
+        taints = k8s.kube().get_node(mine)["spec"].get("taints", [])
+        agent.patch_node(
+            mine, [{"op": "add", "path": "/spec/taints", "value": [*taints, pending]}], patch_type=JSON_PATCH
+        )
+        k8s.kube().patch_node(mine, {"metadata": {"annotations": {"example.com/before-ok": "true"}}})
+        # the hook's answer is cleared when the hooks are asked (pykured.gates.hooks), never set by the agent
+        hook = {"metadata": {"annotations": {"example.com/before-ok": None}}}
+        agent.patch_node(mine, hook, patch_type=MERGE_PATCH)
+        assert "example.com/before-ok" not in node_annotations(k8s, mine)
+        assert k8s.kube().get_node(mine)["metadata"]["labels"]["example.com/rebooting"] == "true"
 
 
 def test_forged_writes_are_refused_with_the_reason(k8s: TestEnv, setup: Setup) -> None:
@@ -290,6 +313,8 @@ def test_forged_writes_are_refused_with_the_reason(k8s: TestEnv, setup: Setup) -
         "only its PreferNoSchedule taint",
     )
     refused(lambda: agent.patch_node(mine, {"spec": {"providerID": "aws:///x"}}), "only spec.unschedulable")
+    approve = {"metadata": {"annotations": {"example.com/before-ok": "true"}}}
+    refused(lambda: agent.patch_node(mine, approve, patch_type=MERGE_PATCH), "not: example.com/before-ok")
     assert "example.com/approved" not in node_annotations(k8s, mine)
     # a Lease outside the prefix (in kube-system: the leader elections)
     lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "kube-scheduler"}}
