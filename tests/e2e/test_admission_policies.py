@@ -29,34 +29,12 @@ from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from pykured_dev.testenv.reference import helm_template, reference
 from tests.chart.test_pykured_chart import CHART
-from tests.e2e.test_rbac_profiles import SIMULATION_OWNED, apply_profile_rbac, render
+from tests.e2e.test_rbac_profiles import SIMULATION_OWNED, apply_policies, apply_profile_rbac, render
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-POLICY_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
-VAP = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
-VAPB = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
-NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
-
-
-def relocate_policy(obj: dict[str, Any], ns: str) -> dict[str, Any]:
-    """A kustomize policy for the ServiceAccounts of ``ns`` instead of kube-system (names get a suffix)."""
-    text = json.dumps(obj).replace("system:serviceaccount:kube-system:", f"system:serviceaccount:{ns}:")
-    moved: dict[str, Any] = json.loads(text)
-    moved["metadata"]["name"] = f"{moved['metadata']['name']}-{ns}"
-    if moved["kind"] == "ValidatingAdmissionPolicyBinding":
-        moved["spec"]["policyName"] = f"{moved['spec']['policyName']}-{ns}"
-    return moved
-
-
-def apply_policies(k8s: TestEnv, docs: list[dict[str, Any]], ns: str | None) -> None:
-    """Create the policies (relocated from kube-system into ``ns`` unless ``ns`` is None: as rendered)."""
-    for obj in docs:
-        if obj["kind"] in POLICY_KINDS:
-            body = relocate_policy(obj, ns) if ns else obj
-            k8s.kube().create(VAP if obj["kind"] == "ValidatingAdmissionPolicy" else VAPB, body)
 
 
 def token_kubeconfig(k8s: TestEnv, path: Path, token: str) -> str:
@@ -383,6 +361,7 @@ def fleets() -> Iterator[list[Fleet]]:
         fleet.close()
 
 
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("profile", ["kustomize/base", "kustomize/overlays/kured-compat"])
 def test_full_cycle_under_the_policies_with_pod_bound_tokens(
     k8s: TestEnv, tmp_path: Path, fleets: list[Fleet], profile: str

@@ -9,6 +9,7 @@ profile's own DaemonSet arguments (the simulation replaces the sentinel path and
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,29 @@ def apply_profile_rbac(k8s: TestEnv, docs: list[dict[str, Any]], ns: str) -> Non
         if obj["kind"] in RBAC_KINDS:
             moved = relocate(obj, ns)
             k8s.kube().create(PATHS[obj["kind"]].format(ns=moved["metadata"].get("namespace", ns)), moved)
+
+
+POLICY_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+VAP = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+VAPB = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+
+def relocate_policy(obj: dict[str, Any], ns: str) -> dict[str, Any]:
+    """A kustomize policy for the ServiceAccounts of ``ns`` instead of kube-system (names get a suffix)."""
+    text = json.dumps(obj).replace("system:serviceaccount:kube-system:", f"system:serviceaccount:{ns}:")
+    moved: dict[str, Any] = json.loads(text)
+    moved["metadata"]["name"] = f"{moved['metadata']['name']}-{ns}"
+    if moved["kind"] == "ValidatingAdmissionPolicyBinding":
+        moved["spec"]["policyName"] = f"{moved['spec']['policyName']}-{ns}"
+    return moved
+
+
+def apply_policies(k8s: TestEnv, docs: list[dict[str, Any]], ns: str | None) -> None:
+    """Create the policies (relocated from kube-system into ``ns`` unless ``ns`` is None: as rendered)."""
+    for obj in docs:
+        if obj["kind"] in POLICY_KINDS:
+            body = relocate_policy(obj, ns) if ns else obj
+            k8s.kube().create(VAP if obj["kind"] == "ValidatingAdmissionPolicy" else VAPB, body)
 
 
 @pytest.fixture
@@ -156,6 +180,9 @@ def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
     docs = render(k8s, directory)
     ns = k8s.new_namespace(profile[:10])  # a client certificate's name holds at most 64 characters
     apply_profile_rbac(k8s, docs, ns)
+    central = kind == "Deployment"
+    if central:  # and the admission policies: the central server writes every Zincati node's fields
+        apply_policies(k8s, docs, ns)
     k8s.create_daemonset(ns, "kured")
     workload = next(d for d in docs if d["kind"] == kind)
     args = [
@@ -168,13 +195,31 @@ def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
     machine_id = k8s.kube().get_node(zincati_node)["status"]["nodeInfo"]["machineID"]
     (tmp_path / "machine-id").write_text(machine_id + "\n")
     port = free_port()
-    central = kind == "Deployment"
     server_node = k8s.add_nodes(k8s.unique("infra"))[0] if central else zincati_node
     user, groups = k8s.kured_identity(ns)
     if central:  # the central server runs as its own ServiceAccount, with its own ClusterRole
         assert workload["spec"]["template"]["spec"]["serviceAccountName"] == "pykured-fleetlock"
         user = f"system:serviceaccount:{ns}:pykured-fleetlock"
     identity = k8s.kubeconfig_for(user, groups)
+    if central:  # the policies in effect: a foreign annotation by the central server is refused
+        from pykured.core import errors
+        from pykured.kube.client import Kube
+        from pykured_dev.eventually import eventually
+
+        probe = Kube.from_kubeconfig(identity)
+        probes = iter(range(1_000_000))
+
+        def active() -> bool:
+            try:
+                probe.patch_node(
+                    zincati_node, {"metadata": {"annotations": {"example.com/p": str(next(probes))}}}
+                )
+            except errors.ForbiddenError as exc:
+                return "not: example.com/p" in str(exc)
+            return False
+
+        assert eventually(active, timeout=30, every=0.5), "the policies never took effect"
+        probe.close()
     fleet = Fleet(
         k8s,
         workdir=tmp_path / "fleet",
