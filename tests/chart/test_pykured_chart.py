@@ -505,3 +505,36 @@ def test_the_chart_s_admission_policies_are_the_kustomize_base_s(tmp_path: Path)
         else:
             assert "system:serviceaccount:kube-system:ops-kured" in conditions, conditions
             assert "pykured-fleetlock" not in conditions
+
+
+def test_the_least_privilege_switches(tmp_path: Path) -> None:
+    """``pykured.rbac.podsDelete`` (no eviction API), ``admissionPolicies: false``, an existing notification
+    Secret, and the podSecurityContext; the schema refuses a typo under ``pykured.rbac``."""
+    values = {
+        "configuration": {"notifyUrl": "slack://token@channel"},
+        "pykured": {
+            "rbac": {"podsDelete": True},
+            "admissionPolicies": False,
+            "notificationSecret": "my-notify",
+            "podSecurityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}},
+        },
+    }
+    ours = by_key(render("pykured", values, tmp_path))
+    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]} in ours[("ClusterRole", "kured")][
+        "rules"
+    ]
+    assert not any(kind.startswith("ValidatingAdmissionPolicy") for kind, _ in ours)
+    assert not any(kind == "Secret" for kind, _ in ours), "an existing Secret: the chart makes none"
+    pod = ours[("DaemonSet", "kured")]["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}}
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in pod["containers"][0]["env"] if "valueFrom" in e
+           and "secretKeyRef" in e["valueFrom"]}  # fmt: skip
+    assert env == {
+        "KURED_NOTIFY_URL": {"name": "my-notify", "key": "notify-url", "optional": True},
+        "KURED_SLACK_HOOK_URL": {"name": "my-notify", "key": "slack-hook-url", "optional": True},
+    }
+    assert not any("slack://" in arg for arg in pod["containers"][0]["args"])
+    path = tmp_path / "typo.yaml"
+    path.write_text(json.dumps({"pykured": {"rbac": {"podDelete": True}}}))
+    done = helm("template", "kured", str(CHART), "-f", str(path), workdir=tmp_path)
+    assert done.returncode != 0 and "podDelete" in done.stderr
