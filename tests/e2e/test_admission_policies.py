@@ -58,14 +58,17 @@ def token_kubeconfig(k8s: TestEnv, path: Path, token: str) -> str:
     return str(path)
 
 
-def pod_bound_token(k8s: TestEnv, ns: str, account: str, node: str) -> str:
-    """The kubelet's kind of token: a Pod of ``account`` on ``node``, and a token bound to that Pod."""
+def pod_bound_token(k8s: TestEnv, ns: str, account: str, node: str, *, ds: str) -> str:
+    """The kubelet's kind of token: a Pod of DaemonSet ``ds`` (so a drain leaves it) running as ``account`` on
+    ``node``, and a token bound to that Pod."""
+    owner = k8s.kube().get_daemonset(ns, ds)["metadata"]
+    ref = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds, "uid": owner["uid"], "controller": True}
     pod = k8s.kube().create(
         f"/api/v1/namespaces/{ns}/pods",
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": f"agent-{node}"[:63]},
+            "metadata": {"name": f"agent-{node}"[:63], "ownerReferences": [ref]},
             "spec": {
                 "serviceAccountName": account,
                 "nodeName": node,
@@ -173,7 +176,7 @@ def setup(request: pytest.FixtureRequest, k8s: TestEnv, tmp_path: Path) -> Itera
     grant_daemonset_update(k8s, ns, account, ds)
     mine, other = k8s.add_nodes(k8s.unique("vap-mine"), k8s.unique("vap-other"))
     agent = Kube.from_kubeconfig(
-        token_kubeconfig(k8s, tmp_path / "agent.json", pod_bound_token(k8s, ns, account, mine))
+        token_kubeconfig(k8s, tmp_path / "agent.json", pod_bound_token(k8s, ns, account, mine, ds=ds))
     )
     unbound = Kube.from_kubeconfig(
         token_kubeconfig(k8s, tmp_path / "unbound.json", k8s.sa_token(ns, account, create=False))
@@ -377,7 +380,7 @@ def test_full_cycle_under_the_policies_with_pod_bound_tokens(
     node, other = k8s.add_nodes(k8s.unique("vapcycle"), k8s.unique("vapcycle"))
     k8s.create_pod(k8s.new_namespace(), "app", node=node)
     kubeconfigs = {
-        n: token_kubeconfig(k8s, tmp_path / f"{n}.json", pod_bound_token(k8s, ns, "kured", n))
+        n: token_kubeconfig(k8s, tmp_path / f"{n}.json", pod_bound_token(k8s, ns, "kured", n, ds="kured"))
         for n in (node, other)
     }
     probe = Kube.from_kubeconfig(kubeconfigs[node])
