@@ -12,7 +12,6 @@ RBAC only, each agent with a token bound to a pod on its node.
 
 from __future__ import annotations
 
-import base64
 import copy
 import dataclasses
 import json
@@ -29,70 +28,19 @@ from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from pykured_dev.testenv.reference import helm_template, reference
 from tests.chart.test_pykured_chart import CHART
-from tests.e2e.test_rbac_profiles import SIMULATION_OWNED, apply_policies, apply_profile_rbac, render
+from tests.e2e.test_rbac_profiles import (
+    SIMULATION_OWNED,
+    apply_policies,
+    apply_profile_rbac,
+    pod_bound_token,
+    render,
+    token_kubeconfig,
+)
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def token_kubeconfig(k8s: TestEnv, path: Path, token: str) -> str:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "current-context": "t",
-        "clusters": [
-            {
-                "name": "t",
-                "cluster": {
-                    "server": k8s.server,
-                    "certificate-authority-data": base64.b64encode(k8s.ca_pem).decode(),
-                },
-            }
-        ],
-        "users": [{"name": "u", "user": {"token": token}}],
-        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "u"}}],
-    }
-    path.write_text(json.dumps(config))
-    return str(path)
-
-
-def pod_bound_token(k8s: TestEnv, ns: str, account: str, node: str, *, ds: str) -> str:
-    """The kubelet's kind of token: a Pod of DaemonSet ``ds`` (so a drain leaves it) running as ``account`` on
-    ``node``, and a token bound to that Pod."""
-    owner = k8s.kube().get_daemonset(ns, ds)["metadata"]
-    ref = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds, "uid": owner["uid"], "controller": True}
-    pod = k8s.kube().create(
-        f"/api/v1/namespaces/{ns}/pods",
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": f"agent-{node}"[:63], "ownerReferences": [ref]},
-            "spec": {
-                "serviceAccountName": account,
-                "nodeName": node,
-                "containers": [{"name": "kured", "image": "registry.invalid/kured:1"}],
-            },
-        },
-    )
-    answer = k8s.kube().create(
-        f"/api/v1/namespaces/{ns}/serviceaccounts/{account}/token",
-        {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {
-                "expirationSeconds": 3600,
-                "boundObjectRef": {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": pod["metadata"]["name"],
-                    "uid": pod["metadata"]["uid"],
-                },
-            },
-        },
-    )
-    return str(answer["status"]["token"])
 
 
 @dataclasses.dataclass
@@ -183,19 +131,43 @@ def setup(request: pytest.FixtureRequest, k8s: TestEnv, tmp_path: Path) -> Itera
     )
     setup = Setup(ns, account, ds, prefix, agent, unbound, mine, other, request.param == "chart")
 
-    probes = iter(range(1_000_000))
+    # Each policy takes effect on its own: wait until each refuses a probe (a new value each time: an
+    # unchanged annotation is no change to refuse).
+    probe = {"metadata": {"annotations": {"example.com/probe": ""}}}
 
-    def active() -> bool:  # a new value each time: an unchanged annotation is no change to refuse
-        try:
-            agent.patch_node(mine, {"metadata": {"annotations": {"example.com/probe": str(next(probes))}}})
-        except errors.ForbiddenError as exc:
-            return "example.com/probe" in str(exc)
-        return False
+    def node_probe(n: int) -> None:
+        probe["metadata"]["annotations"]["example.com/probe"] = str(n)
+        agent.patch_node(mine, probe, patch_type=MERGE_PATCH)
 
-    assert eventually(active, timeout=30, every=0.5), "the policies never took effect"
+    def lease_probe(n: int) -> None:
+        agent.create_lease(ns, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                "metadata": {"name": f"probe-{n}"}})  # fmt: skip
+
+    def daemonset_probe(n: int) -> None:
+        obj = agent.get_daemonset(ns, ds)
+        obj["metadata"].setdefault("annotations", {})["example.com/probe"] = str(n)
+        agent.replace_daemonset(ns, ds, obj)
+
+    wait_until_refused(node_probe, "not: example.com/probe")
+    wait_until_refused(lease_probe, "only Leases named")
+    wait_until_refused(daemonset_probe, "only the lock annotation")
     yield setup
     agent.close()
     unbound.close()
+
+
+def wait_until_refused(call: Callable[[int], Any], fragment: str) -> None:
+    """Call ``call(n)`` with n = 0, 1, … until an admission policy refuses it with ``fragment``."""
+    probes = iter(range(1_000_000))
+
+    def refused_now() -> bool:
+        try:
+            call(next(probes))
+        except errors.ForbiddenError as exc:
+            return fragment in str(exc)
+        return False
+
+    assert eventually(refused_now, timeout=30, every=0.5), f"no policy refused with {fragment!r}"
 
 
 def node_annotations(k8s: TestEnv, node: str) -> dict[str, str]:
@@ -333,6 +305,11 @@ def test_a_reboot_requester_writes_only_the_request(k8s: TestEnv, setup: Setup) 
         return True
 
     assert eventually(may_request, timeout=30, every=0.5)
+
+    def foreign(n: int) -> None:
+        requester.patch_node(node, {"metadata": {"annotations": {"example.com/rprobe": str(n)}}})
+
+    wait_until_refused(foreign, "not: example.com/rprobe")
     assert node_annotations(k8s, node)["pykured.dev/reboot-request"] == '{"bootID":"b"}'
     cancel = {"metadata": {"annotations": {"pykured.dev/reboot-request": None}}}
     requester.patch_node(node, cancel, patch_type=MERGE_PATCH)

@@ -4,10 +4,14 @@ For the base and each overlay, the rendered RBAC objects are applied to the test
 fresh namespace so profiles do not collide), and a real pykured agent runs one whole cycle — lock, cordon,
 drain, reboot, uncordon, release — as ``system:serviceaccount:<ns>:kured`` with that RBAC only, using the
 profile's own DaemonSet arguments (the simulation replaces the sentinel path and the reboot mechanics).
+The FleetLock profiles run under their admission policies too: the central server as its own ServiceAccount
+``pykured-fleetlock``, the node-local one with a token bound to a pod on its node (the kubelet's kind).
+Events about Nodes go to the namespace ``default``: the profiles' objects there stay there, renamed.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from collections.abc import Iterator
@@ -17,7 +21,10 @@ from typing import Any
 import pytest
 import yaml
 
+from pykured.core import errors
+from pykured.kube.client import Kube
 from pykured.status import agent as agentstatus
+from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from tests.testenv import TestEnv
 
@@ -101,6 +108,64 @@ def apply_policies(k8s: TestEnv, docs: list[dict[str, Any]], ns: str | None) -> 
             k8s.kube().create(VAP if obj["kind"] == "ValidatingAdmissionPolicy" else VAPB, body)
 
 
+def token_kubeconfig(k8s: TestEnv, path: Path, token: str) -> str:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "t",
+        "clusters": [
+            {
+                "name": "t",
+                "cluster": {
+                    "server": k8s.server,
+                    "certificate-authority-data": base64.b64encode(k8s.ca_pem).decode(),
+                },
+            }
+        ],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "u"}}],
+    }
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def pod_bound_token(k8s: TestEnv, ns: str, account: str, node: str, *, ds: str) -> str:
+    """The kubelet's kind of token: a Pod of DaemonSet ``ds`` (so a drain leaves it) running as ``account`` on
+    ``node``, and a token bound to that Pod."""
+    owner = k8s.kube().get_daemonset(ns, ds)["metadata"]
+    ref = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds, "uid": owner["uid"], "controller": True}
+    pod = k8s.kube().create(
+        f"/api/v1/namespaces/{ns}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"agent-{node}"[:63], "ownerReferences": [ref]},
+            "spec": {
+                "serviceAccountName": account,
+                "nodeName": node,
+                "containers": [{"name": "kured", "image": "registry.invalid/kured:1"}],
+            },
+        },
+    )
+    answer = k8s.kube().create(
+        f"/api/v1/namespaces/{ns}/serviceaccounts/{account}/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {
+                "expirationSeconds": 3600,
+                "boundObjectRef": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": pod["metadata"]["name"],
+                    "uid": pod["metadata"]["uid"],
+                },
+            },
+        },
+    )
+    return str(answer["status"]["token"])
+
+
 @pytest.fixture
 def fleets() -> Iterator[list[Fleet]]:
     made: list[Fleet] = []
@@ -180,9 +245,8 @@ def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
     docs = render(k8s, directory)
     ns = k8s.new_namespace(profile[:10])  # a client certificate's name holds at most 64 characters
     apply_profile_rbac(k8s, docs, ns)
+    apply_policies(k8s, docs, ns)  # the central server writes every Zincati node's fields, an agent its own
     central = kind == "Deployment"
-    if central:  # and the admission policies: the central server writes every Zincati node's fields
-        apply_policies(k8s, docs, ns)
     k8s.create_daemonset(ns, "kured")
     workload = next(d for d in docs if d["kind"] == kind)
     args = [
@@ -196,30 +260,28 @@ def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
     (tmp_path / "machine-id").write_text(machine_id + "\n")
     port = free_port()
     server_node = k8s.add_nodes(k8s.unique("infra"))[0] if central else zincati_node
-    user, groups = k8s.kured_identity(ns)
     if central:  # the central server runs as its own ServiceAccount, with its own ClusterRole
         assert workload["spec"]["template"]["spec"]["serviceAccountName"] == "pykured-fleetlock"
-        user = f"system:serviceaccount:{ns}:pykured-fleetlock"
-    identity = k8s.kubeconfig_for(user, groups)
-    if central:  # the policies in effect: a foreign annotation by the central server is refused
-        from pykured.core import errors
-        from pykured.kube.client import Kube
-        from pykured_dev.eventually import eventually
+        identity = k8s.kubeconfig_for(
+            f"system:serviceaccount:{ns}:pykured-fleetlock", k8s.kured_identity(ns)[1]
+        )
+    else:  # the node-local server is the node's agent: its token is bound to its pod on that node
+        token = pod_bound_token(k8s, ns, "kured", zincati_node, ds="kured")
+        identity = token_kubeconfig(k8s, tmp_path / "agent.json", token)
+    probe = Kube.from_kubeconfig(identity)
+    probes = iter(range(1_000_000))
 
-        probe = Kube.from_kubeconfig(identity)
-        probes = iter(range(1_000_000))
+    def active() -> bool:  # the policies in effect: a foreign annotation is refused
+        try:
+            probe.patch_node(
+                zincati_node, {"metadata": {"annotations": {"example.com/p": str(next(probes))}}}
+            )
+        except errors.ForbiddenError as exc:
+            return "not: example.com/p" in str(exc)
+        return False
 
-        def active() -> bool:
-            try:
-                probe.patch_node(
-                    zincati_node, {"metadata": {"annotations": {"example.com/p": str(next(probes))}}}
-                )
-            except errors.ForbiddenError as exc:
-                return "not: example.com/p" in str(exc)
-            return False
-
-        assert eventually(active, timeout=30, every=0.5), "the policies never took effect"
-        probe.close()
+    assert eventually(active, timeout=30, every=0.5), "the policies never took effect"
+    probe.close()
     fleet = Fleet(
         k8s,
         workdir=tmp_path / "fleet",
