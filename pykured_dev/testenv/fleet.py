@@ -111,8 +111,13 @@ class Fleet:
         images: dict[str, Image] | None = None,
         forward: Sequence[int] = (),
         spawn: str | None = None,
+        bound_tokens: bool = False,
     ) -> None:
         self.cluster = cluster
+        self.bound_tokens = bound_tokens
+        """:meth:`add_pod`'s pods get the kubelet's kind of token: a Pod object of the DaemonSet on the node
+        and a token bound to it (its user carries the node's name, which admission policies read). Off: a
+        plain ServiceAccount token, and no Pod object for a drain to see."""
         self.spawn = spawn or os.environ.get("PYKURED_TEST_AGENTS") or "fork"
         """``fork``: agents forked from a warm interpreter (:mod:`~pykured_dev.testenv.agentfork`); ``exec``:
         each agent is ``python -m pykured`` exec'd from scratch (what benchmarks of an agent's own cost use).
@@ -183,7 +188,11 @@ class Fleet:
             node=slot.node,
             kube=cluster.kube(),
             images=self.images,
-            token=cluster.sa_token(slot.pod.namespace, account, create=False),
+            token=(
+                self._pod_bound_token(slot.pod, slot.node, account)
+                if self.bound_tokens
+                else cluster.sa_token(slot.pod.namespace, account, create=False)
+            ),
             ca_pem=cluster.ca_pem,
             api_host=cluster.host,
             api_port=cluster.port,
@@ -194,6 +203,31 @@ class Fleet:
         with open(slot.log, "a") as log:
             log.write(f"--- {slot.pod.image} on {slot.node}: {' '.join(spec.argv)}\n")
         slot.sandbox = Sandbox(spec, ctl=slot.dir / "sandbox", log=slot.log).start()
+
+    def _pod_bound_token(self, pod: PodTemplate, node: str, account: str) -> str:
+        """A Pod of ``pod``'s DaemonSet on ``node`` (owned by it: a drain leaves it), a token bound to it."""
+        kube = self.cluster.kube()
+        ds = kube.get_daemonset(pod.namespace, pod.owner)
+        owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": pod.owner,
+                 "uid": ds["metadata"]["uid"], "controller": True}  # fmt: skip
+        created = kube.create(
+            f"/api/v1/namespaces/{pod.namespace}/pods",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"generateName": f"{pod.owner}-", "ownerReferences": [owner]},
+                "spec": {"nodeName": node, "serviceAccountName": account,
+                         "containers": [{"name": "kured", "image": pod.image}]},
+            },
+        )  # fmt: skip
+        ref = {"apiVersion": "v1", "kind": "Pod", "name": created["metadata"]["name"],
+               "uid": created["metadata"]["uid"]}  # fmt: skip
+        answer = kube.create(
+            f"/api/v1/namespaces/{pod.namespace}/serviceaccounts/{account}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+             "spec": {"expirationSeconds": 3600, "boundObjectRef": ref}},
+        )  # fmt: skip
+        return str(answer["status"]["token"])
 
     def argv(self, slot: AgentSlot) -> list[str]:
         """The agent's command line, as a DaemonSet pod's would be (plus the test hooks)."""

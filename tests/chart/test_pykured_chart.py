@@ -41,13 +41,40 @@ CHART_LABEL = "pykured-0.1.0"
 KURED_CHART_LABEL = "kured-6.1.0"
 LOCK = "weave.works/kured-node-lock"
 
-# pykured's additions with the chart's default `pykured:` values (COMPATIBILITY.md, "The Helm chart").
-DEFAULT_ARGS: list[str] = []  # kured's lock by default: the same arguments
+# pykured's differences with the chart's default `pykured:` values (COMPATIBILITY.md, "The Helm chart").
+DEFAULT_ARGS: list[str] = []  # kured's lock by default: the same arguments (but the notification URLs)
+# Least privilege: no pods delete, no extensions group; Events in a Role of the namespace "default".
 DEFAULT_CLUSTER_RULES = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "get"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["watch"]},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]
-DEFAULT_ROLE_RULES: list[dict[str, Any]] = []  # the Lease rules come with pykured.lockBackend: lease
+EVENTS_RULES = [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
+POLICIES = ("agent-nodes", "agent-daemonset", "agent-leases", "reboot-requesters")
+URL_FLAGS = ("--notify-url=", "--slack-hook-url=")
+URL_ENV = {"KURED_NOTIFY_URL": "notify-url", "KURED_SLACK_HOOK_URL": "slack-hook-url"}
+SECCOMP = {"seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def default_role_rules(name: str) -> list[dict[str, Any]]:
+    """The annotation lock (the default): ``update`` on the own DaemonSet only (kured: update and patch, also
+    in the extensions group)."""
+    return [
+        {"apiGroups": ["apps"], "resources": ["daemonsets"], "resourceNames": [name], "verbs": ["update"]}
+    ]
+
+
+def added_objects(full: str, *, events: bool = True, secret: bool = False) -> set[tuple[str, str]]:
+    """The objects pykured's chart renders and kured's does not (default ``pykured:`` values)."""
+    added = {(kind, f"{full[:40].rstrip('-')}-{name}") for name in POLICIES for kind in
+             ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")}  # fmt: skip
+    if events:
+        added |= {("Role", f"{full}-events"), ("RoleBinding", f"{full}-events")}
+    if secret:
+        added.add(("Secret", f"{full}-notify"))
+    return added
 
 
 def prometheus_values() -> dict[str, Any]:
@@ -163,9 +190,18 @@ def documented(obj: dict[str, Any], chart_label: str) -> tuple[dict[str, Any], d
         if "labels" in meta:
             assert meta["labels"].pop("helm.sh/chart") == chart_label
     if obj["kind"] == "DaemonSet":
-        container = obj["spec"]["template"]["spec"]["containers"][0]
+        pod = obj["spec"]["template"]["spec"]
+        container = pod["containers"][0]
         taken["image"] = container.pop("image")
         taken["args"] = container.pop("args")
+        taken["securityContext"] = pod.pop("securityContext", None)
+        env = container.get("env", [])
+        taken["url_env"] = [
+            e
+            for e in env
+            if e["name"] in URL_ENV and e.get("valueFrom", {}).get("secretKeyRef", {}).get("optional") is True
+        ]
+        container["env"] = [e for e in env if e not in taken["url_env"]]
     if obj["kind"] in ("ClusterRole", "Role"):
         taken["rules"] = obj.pop("rules")
     return obj, taken
@@ -181,7 +217,16 @@ def compare(
     """pykured's render is kured's plus exactly the documented differences."""
     kured = by_key(render("kured", values, workdir, release=release))
     ours = by_key(render("pykured", values, workdir, release=release))
-    assert set(ours) == set(kured), "same kinds and names"
+    full = next(name for kind, name in kured if kind == "DaemonSet")
+    urls = {
+        key: value
+        for key, value in (
+            ("notify-url", ((values or {}).get("configuration") or {}).get("notifyUrl")),
+            ("slack-hook-url", ((values or {}).get("configuration") or {}).get("slackHookUrl")),
+        )
+        if value
+    }
+    assert set(ours) == set(kured) | added_objects(full, secret=bool(urls)), "kured's kinds and names, plus"
     for key, theirs in kured.items():
         mine, added = documented(ours[key], CHART_LABEL)
         base, removed = documented(theirs, KURED_CHART_LABEL)
@@ -190,13 +235,32 @@ def compare(
             image = (values or {}).get("image", {})
             repository = image.get("repository") or PYKURED_IMAGE
             assert added["image"] == f"{repository}:{image.get('tag') or '0.1.0'}"
+            assert added["securityContext"] == SECCOMP and removed["securityContext"] is None
+            # the notification URLs: out of the arguments, into the Secret and the environment
+            kept = [arg for arg in removed["args"] if not arg.startswith(URL_FLAGS)]
+            assert len(removed["args"]) - len(kept) == len(urls)
+            assert not any(arg.startswith(URL_FLAGS) for arg in added["args"])
+            assert not any(value in arg for arg in added["args"] for value in urls.values())
             extra_count = len(values.get("extraArgs", {})) if values else 0
-            cut = len(removed["args"]) - extra_count
-            assert added["args"] == removed["args"][:cut] + extra_args + removed["args"][cut:]
+            cut = len(kept) - extra_count
+            assert added["args"] == kept[:cut] + extra_args + kept[cut:]
+            secret = f"{full}-notify"
+            assert added["url_env"] == ([
+                {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": True}}}
+                for name, key in URL_ENV.items()
+            ] if urls else [])  # fmt: skip
+            if urls:
+                assert ours[("Secret", secret)]["stringData"] == {
+                    key: value.replace("{{ .Release.Namespace }}", "kube-system")
+                    for key, value in urls.items()
+                }
         if key[0] == "ClusterRole":
-            assert added["rules"] == removed["rules"] + DEFAULT_CLUSTER_RULES
+            assert added["rules"] == DEFAULT_CLUSTER_RULES
         if key[0] == "Role":
-            assert added["rules"] == removed["rules"] + DEFAULT_ROLE_RULES
+            assert added["rules"] == default_role_rules(key[1])
+    if ("Role", f"{full}-events") in ours:
+        assert ours[("Role", f"{full}-events")]["rules"] == EVENTS_RULES
+        assert ours[("Role", f"{full}-events")]["metadata"]["namespace"] == "default"
 
 
 @pytest.mark.parametrize("name", list(VALUES))
@@ -211,11 +275,20 @@ def test_a_release_name_without_kured_and_the_name_overrides(tmp_path: Path) -> 
 
 
 def test_kured_s_lock_and_no_additions(tmp_path: Path) -> None:
-    """``pykured: {lockBackend: daemonset, events: false, watchNode: false}``: kured's RBAC exactly."""
-    values = {"pykured": {"lockBackend": "daemonset", "events": False, "watchNode": False}}
+    """``pykured: {lockBackend: daemonset, events: false, watchNode: false, rbac: {kuredRules: true}}``:
+    kured's RBAC exactly (the admission policies stay, and are the only objects added)."""
+    values = {
+        "pykured": {
+            "lockBackend": "daemonset",
+            "events": False,
+            "watchNode": False,
+            "rbac": {"kuredRules": True},
+        }
+    }
     assert by_key(render("pykured", values, tmp_path))
     kured = by_key(render("kured", values, tmp_path))
     ours = by_key(render("pykured", values, tmp_path))
+    assert set(ours) == set(kured) | added_objects("kured", events=False)
     for key, theirs in kured.items():
         mine, added = documented(ours[key], CHART_LABEL)
         base, removed = documented(theirs, KURED_CHART_LABEL)
@@ -293,7 +366,31 @@ def test_every_pykured_setting(tmp_path: Path) -> None:
         "verbs": ["list", "get"],
     } in cluster_rules
     role_rules = ours[("Role", "kured")]["rules"]
-    assert {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]} in role_rules
+    assert role_rules == [
+        # the lock slots by name (--concurrency 1: one), the rest bounded by the Lease admission policy
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["reboot-slot-0"],
+            "verbs": ["get", "update"],
+        },
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list", "watch", "create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update"]},
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["kured-policy"],
+            "verbs": ["get", "list", "watch", "update"],
+        },
+    ]
+    leases = ours[("ValidatingAdmissionPolicy", "kured-agent-leases")]["spec"]
+    assert leases["variables"] == [{"name": "leasePrefix", "expression": "'reboot-slot-'"}]
+    nodes = {
+        v["name"]: v["expression"]
+        for v in ours[("ValidatingAdmissionPolicy", "kured-agent-nodes")]["spec"]["variables"]
+    }
+    assert nodes["hookAnnotations"] == "['a.example/ok', 'b.example/ok', 'c.example/ok']"
+    assert nodes["rebootLabelKeys"] == "[]" and nodes["taintKeys"] == "[]"
     requester = ours[("ClusterRole", "kured-reboot-requester")]
     assert requester["rules"][0] == {
         "apiGroups": [""],
@@ -373,3 +470,71 @@ def test_helm_package(tmp_path: Path) -> None:
     done = helm("package", str(CHART), "--destination", str(tmp_path), workdir=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "pykured-0.1.0.tgz").is_file()
+
+
+def test_the_chart_s_admission_policies_are_the_kustomize_base_s(tmp_path: Path) -> None:
+    """One set of rules: the chart's policies differ from kustomize/base/admission.yaml only in names, the
+    ServiceAccount they apply to, the lists taken from values, and the central FleetLock server (the chart
+    runs none)."""
+    base = Path(__file__).resolve().parents[2] / "kustomize" / "base" / "admission.yaml"
+    theirs = {
+        d["metadata"]["name"].removeprefix("pykured-"): d
+        for d in yaml.safe_load_all(base.read_text())
+        if d["kind"] == "ValidatingAdmissionPolicy"
+    }
+    rendered = by_key(render("pykured", None, tmp_path, release="ops"))
+    ours = {name.removeprefix("ops-kured-"): obj for (kind, name), obj in rendered.items()
+            if kind == "ValidatingAdmissionPolicy"}  # fmt: skip
+    assert set(ours) == set(theirs) == set(POLICIES)
+    for name in POLICIES:
+        binding = rendered[("ValidatingAdmissionPolicyBinding", f"ops-kured-{name}")]["spec"]
+        assert binding == {"policyName": f"ops-kured-{name}", "validationActions": ["Deny"]}
+    for name, policy in theirs.items():
+        spec, expected = ours[name]["spec"], policy["spec"]
+        assert spec["validations"] == expected["validations"], name
+        assert spec["matchConstraints"] == expected["matchConstraints"] and spec["failurePolicy"] == "Fail"
+        variables = {v["name"]: v["expression"] for v in expected.get("variables", [])}
+        if "central" in variables:
+            variables["central"] = "false"
+        if "leasePrefix" in variables:
+            variables["leasePrefix"] = "'ops-kured-lock-'"
+        assert {v["name"]: v["expression"] for v in spec.get("variables", [])} == variables, name
+        conditions = json.dumps(spec["matchConditions"])
+        if name == "reboot-requesters":
+            assert spec["matchConditions"] == expected["matchConditions"]
+        else:
+            assert "system:serviceaccount:kube-system:ops-kured" in conditions, conditions
+            assert "pykured-fleetlock" not in conditions
+
+
+def test_the_least_privilege_switches(tmp_path: Path) -> None:
+    """``pykured.rbac.podsDelete`` (no eviction API), ``admissionPolicies: false``, an existing notification
+    Secret, and the podSecurityContext; the schema refuses a typo under ``pykured.rbac``."""
+    values = {
+        "configuration": {"notifyUrl": "slack://token@channel"},
+        "pykured": {
+            "rbac": {"podsDelete": True},
+            "admissionPolicies": False,
+            "notificationSecret": "my-notify",
+            "podSecurityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}},
+        },
+    }
+    ours = by_key(render("pykured", values, tmp_path))
+    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]} in ours[("ClusterRole", "kured")][
+        "rules"
+    ]
+    assert not any(kind.startswith("ValidatingAdmissionPolicy") for kind, _ in ours)
+    assert not any(kind == "Secret" for kind, _ in ours), "an existing Secret: the chart makes none"
+    pod = ours[("DaemonSet", "kured")]["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}}
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in pod["containers"][0]["env"] if "valueFrom" in e
+           and "secretKeyRef" in e["valueFrom"]}  # fmt: skip
+    assert env == {
+        "KURED_NOTIFY_URL": {"name": "my-notify", "key": "notify-url", "optional": True},
+        "KURED_SLACK_HOOK_URL": {"name": "my-notify", "key": "slack-hook-url", "optional": True},
+    }
+    assert not any("slack://" in arg for arg in pod["containers"][0]["args"])
+    path = tmp_path / "typo.yaml"
+    path.write_text(json.dumps({"pykured": {"rbac": {"podDelete": True}}}))
+    done = helm("template", "kured", str(CHART), "-f", str(path), workdir=tmp_path)
+    assert done.returncode != 0 and "podDelete" in done.stderr

@@ -47,11 +47,17 @@ KURED_ROLE_RULES = [
 ]
 BASE_CLUSTER_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch", "watch"]},  # watch: its own Node
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "get", "delete"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "get"]},  # no delete: pods are evicted
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]
+EVENTS_RULES = [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]  # in "default" only
+POLICIES = (
+    "pykured-agent-nodes",
+    "pykured-agent-daemonset",
+    "pykured-agent-leases",
+    "pykured-reboot-requesters",
+)
 
 
 def _kind_name(doc: dict[str, Any]) -> tuple[str, str]:
@@ -133,7 +139,9 @@ def test_workloads_run_kured_with_flags_pykured_defines(rendered: Any, profile: 
     for obj in workloads:
         assert obj["metadata"]["namespace"] == NS
         pod = obj["spec"]["template"]["spec"]
-        assert pod["serviceAccountName"] == "kured"
+        account = "kured" if obj["kind"] == "DaemonSet" else "pykured-fleetlock"  # central FleetLock: its own
+        assert pod["serviceAccountName"] == account
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         assert pod["enableServiceLinks"] is False
         container = _container(obj)
         assert container["image"] == IMAGE
@@ -155,6 +163,19 @@ def test_workloads_run_kured_with_flags_pykured_defines(rendered: Any, profile: 
             assert container[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}
             assert container[probe]["failureThreshold"] == 5
     assert objects[("ServiceAccount", "kured")]["metadata"]["namespace"] == NS
+    # Notification URLs never on the command line: from the Secret kured-notify, if there is one.
+    for obj in workloads:
+        assert not any("://" in arg for arg in _container(obj)["args"])
+    env = {e["name"]: e for e in _container(_daemonset(objects))["env"]}
+    for name, key in (("KURED_NOTIFY_URL", "notify-url"), ("KURED_SLACK_HOOK_URL", "slack-hook-url")):
+        assert env[name]["valueFrom"] == {
+            "secretKeyRef": {"name": "kured-notify", "key": key, "optional": True}
+        }
+    # The admission policies are in every profile, each bound to deny.
+    for name in POLICIES:
+        assert objects[("ValidatingAdmissionPolicy", name)]["spec"]["failurePolicy"] == "Fail"
+        binding = objects[("ValidatingAdmissionPolicyBinding", name)]["spec"]
+        assert binding == {"policyName": name, "validationActions": ["Deny"]}
     for kind in ("ClusterRoleBinding", "RoleBinding"):
         binding = objects[(kind, "kured")]
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kured", "namespace": NS}]
@@ -211,10 +232,18 @@ def test_base_uses_the_lease_lock_with_least_privilege(rendered: Any) -> None:
         },
     ]
     assert cfg.policy_configmap == "kured-policy" and cfg.reboot_deadline.seconds == 3600
+    events = objects[("Role", "kured-events")]
+    assert events["metadata"]["namespace"] == "default" and events["rules"] == EVENTS_RULES
+    assert objects[("RoleBinding", "kured-events")]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "kured", "namespace": NS}
+    ]
+    # create on Leases cannot be limited by name: the lease policy limits it to the lock's prefix
+    leases = objects[("ValidatingAdmissionPolicy", "pykured-agent-leases")]["spec"]
+    assert leases["variables"] == [{"name": "leasePrefix", "expression": f"'{cfg.lease_name_prefix}-'"}]
     assert objects[("ConfigMap", "kured-policy")]["metadata"]["namespace"] == NS
     # Nothing beyond what the Lease lock needs: no DaemonSet writes, no delete of Leases, no node list.
     verbs = {v for rule in role["rules"] + BASE_CLUSTER_RULES for v in rule["verbs"]}
-    assert not verbs & {"*", "deletecollection", "escalate", "bind", "impersonate"}
+    assert not verbs & {"*", "delete", "deletecollection", "escalate", "bind", "impersonate"}
 
 
 def test_kured_compat_has_kureds_lock_and_exactly_kureds_rbac(rendered: Any) -> None:
@@ -230,8 +259,8 @@ def test_kured_compat_has_kureds_lock_and_exactly_kureds_rbac(rendered: Any) -> 
     assert objects[("ClusterRole", "kured")]["rules"] == KURED_CLUSTER_RULES
     assert objects[("Role", "kured")]["rules"] == KURED_ROLE_RULES
     assert objects[("Role", "kured")]["metadata"]["namespace"] == NS
-    # Only the arguments and the RBAC differ from the base.
-    assert set(objects) == set(base)
+    # Only the arguments and the RBAC differ from the base (no Events: no Events Role).
+    assert set(objects) == set(base) - {("Role", "kured-events"), ("RoleBinding", "kured-events")}
     assert {k: v for k, v in _container(ds).items() if k != "args"} == {
         k: v for k, v in _container(_daemonset(base)).items() if k != "args"
     }
@@ -316,8 +345,40 @@ def test_fleetlock_central_is_a_deployment_behind_a_service(rendered: Any) -> No
     # The DaemonSet's pods are not endpoints of the FleetLock Service.
     assert not service["spec"]["selector"].items() <= ds_labels.items()
 
-    node_index = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}
-    assert objects[("ClusterRole", "kured")]["rules"] == [*BASE_CLUSTER_RULES, node_index]
+    # Its own ServiceAccount and ClusterRole (the node index: list/watch); the agents' RBAC is the base's.
+    assert pod["serviceAccountName"] == "pykured-fleetlock"
+    assert objects[("ServiceAccount", "pykured-fleetlock")]["metadata"]["namespace"] == NS
+    assert objects[("ClusterRole", "kured")]["rules"] == BASE_CLUSTER_RULES
+    assert objects[("ClusterRole", "pykured-fleetlock")]["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "get"]},
+        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+        {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"]},
+    ]
+    subject = [{"kind": "ServiceAccount", "name": "pykured-fleetlock", "namespace": NS}]
+    for kind, name, role in (
+        ("ClusterRoleBinding", "pykured-fleetlock", "pykured-fleetlock"),
+        ("RoleBinding", "pykured-fleetlock", "kured"),  # the agents' Lease slots and policy ConfigMap
+        ("RoleBinding", "pykured-fleetlock-events", "kured-events"),
+    ):
+        assert (
+            objects[(kind, name)]["subjects"] == subject and objects[(kind, name)]["roleRef"]["name"] == role
+        )
+    # Only the nodes' addresses reach :3333; the metrics port stays open.
+    policy = objects[("NetworkPolicy", "pykured-fleetlock")]
+    assert policy["metadata"]["namespace"] == NS
+    assert policy["spec"]["podSelector"]["matchLabels"] == labels
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    fleetlock_rule, metrics_rule = policy["spec"]["ingress"]
+    assert fleetlock_rule["ports"] == [{"port": "fleetlock", "protocol": "TCP"}]
+    assert [list(peer) for peer in fleetlock_rule["from"]] == [["ipBlock"]]  # no pod or namespace selector
+    assert metrics_rule == {"ports": [{"port": "metrics", "protocol": "TCP"}]}
+    # The agents' node policy lets the central server write any Zincati node's fields, not others'.
+    nodes_policy = objects[("ValidatingAdmissionPolicy", "pykured-agent-nodes")]["spec"]
+    assert (
+        "system:serviceaccount:kube-system:pykured-fleetlock"
+        in nodes_policy["matchConditions"][0]["expression"]
+    )
 
 
 def test_every_profile_directory_is_tested() -> None:
@@ -331,6 +392,8 @@ def test_every_profile_directory_is_tested() -> None:
 REQUESTER_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
     {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
+    # the marker the pykured-reboot-requesters admission policy recognises (no API serves it)
+    {"apiGroups": ["pykured.dev"], "resources": ["rebootrequests"], "verbs": ["create"]},
 ]
 
 

@@ -4,11 +4,16 @@ For the base and each overlay, the rendered RBAC objects are applied to the test
 fresh namespace so profiles do not collide), and a real pykured agent runs one whole cycle — lock, cordon,
 drain, reboot, uncordon, release — as ``system:serviceaccount:<ns>:kured`` with that RBAC only, using the
 profile's own DaemonSet arguments (the simulation replaces the sentinel path and the reboot mechanics).
+The FleetLock profiles run under their admission policies too: the central server as its own ServiceAccount
+``pykured-fleetlock``, the node-local one with a token bound to a pod on its node (the kubelet's kind).
+Events about Nodes go to the namespace ``default``: the profiles' objects there stay there, renamed.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +21,10 @@ from typing import Any
 import pytest
 import yaml
 
+from pykured.core import errors
+from pykured.kube.client import Kube
 from pykured.status import agent as agentstatus
+from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from tests.testenv import TestEnv
 
@@ -51,14 +59,17 @@ def render(k8s: TestEnv, directory: str) -> list[dict[str, Any]]:
 
 
 def relocate(obj: dict[str, Any], ns: str) -> dict[str, Any]:
-    """Move a rendered RBAC object from kube-system into ``ns`` (cluster-scoped names get a suffix)."""
+    """Move a rendered RBAC object from kube-system into ``ns`` (cluster-scoped names get a suffix, and so do
+    the objects in the namespace "default", where Events about Nodes go: they stay there)."""
     moved = copy.deepcopy(obj)
     meta = moved["metadata"]
-    if moved["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+    if moved["kind"] in ("ClusterRole", "ClusterRoleBinding") or meta.get("namespace") == "default":
         meta["name"] = f"{meta['name']}-{ns}"
     else:
         meta["namespace"] = ns
-    if moved["kind"] == "ClusterRoleBinding":
+    if moved["kind"] == "ClusterRoleBinding" or (
+        moved["kind"] == "RoleBinding" and meta["namespace"] == "default"
+    ):
         moved["roleRef"]["name"] = f"{moved['roleRef']['name']}-{ns}"
     for subject in moved.get("subjects", []):
         if subject.get("kind") == "ServiceAccount":
@@ -70,7 +81,89 @@ def apply_profile_rbac(k8s: TestEnv, docs: list[dict[str, Any]], ns: str) -> Non
     """Create the rendered RBAC objects, moved into ``ns``."""
     for obj in docs:
         if obj["kind"] in RBAC_KINDS:
-            k8s.kube().create(PATHS[obj["kind"]].format(ns=ns), relocate(obj, ns))
+            moved = relocate(obj, ns)
+            k8s.kube().create(PATHS[obj["kind"]].format(ns=moved["metadata"].get("namespace", ns)), moved)
+
+
+POLICY_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+VAP = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+VAPB = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+
+def relocate_policy(obj: dict[str, Any], ns: str) -> dict[str, Any]:
+    """A kustomize policy for the ServiceAccounts of ``ns`` instead of kube-system (names get a suffix)."""
+    text = json.dumps(obj).replace("system:serviceaccount:kube-system:", f"system:serviceaccount:{ns}:")
+    moved: dict[str, Any] = json.loads(text)
+    moved["metadata"]["name"] = f"{moved['metadata']['name']}-{ns}"
+    if moved["kind"] == "ValidatingAdmissionPolicyBinding":
+        moved["spec"]["policyName"] = f"{moved['spec']['policyName']}-{ns}"
+    return moved
+
+
+def apply_policies(k8s: TestEnv, docs: list[dict[str, Any]], ns: str | None) -> None:
+    """Create the policies (relocated from kube-system into ``ns`` unless ``ns`` is None: as rendered)."""
+    for obj in docs:
+        if obj["kind"] in POLICY_KINDS:
+            body = relocate_policy(obj, ns) if ns else obj
+            k8s.kube().create(VAP if obj["kind"] == "ValidatingAdmissionPolicy" else VAPB, body)
+
+
+def token_kubeconfig(k8s: TestEnv, path: Path, token: str) -> str:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "t",
+        "clusters": [
+            {
+                "name": "t",
+                "cluster": {
+                    "server": k8s.server,
+                    "certificate-authority-data": base64.b64encode(k8s.ca_pem).decode(),
+                },
+            }
+        ],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "u"}}],
+    }
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def pod_bound_token(k8s: TestEnv, ns: str, account: str, node: str, *, ds: str) -> str:
+    """The kubelet's kind of token: a Pod of DaemonSet ``ds`` (so a drain leaves it) running as ``account`` on
+    ``node``, and a token bound to that Pod."""
+    owner = k8s.kube().get_daemonset(ns, ds)["metadata"]
+    ref = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds, "uid": owner["uid"], "controller": True}
+    pod = k8s.kube().create(
+        f"/api/v1/namespaces/{ns}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"agent-{node}"[:63], "ownerReferences": [ref]},
+            "spec": {
+                "serviceAccountName": account,
+                "nodeName": node,
+                "containers": [{"name": "kured", "image": "registry.invalid/kured:1"}],
+            },
+        },
+    )
+    answer = k8s.kube().create(
+        f"/api/v1/namespaces/{ns}/serviceaccounts/{account}/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {
+                "expirationSeconds": 3600,
+                "boundObjectRef": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": pod["metadata"]["name"],
+                    "uid": pod["metadata"]["uid"],
+                },
+            },
+        },
+    )
+    return str(answer["status"]["token"])
 
 
 @pytest.fixture
@@ -150,8 +243,10 @@ def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
 
     directory, kind = FLEETLOCK_PROFILES[profile]
     docs = render(k8s, directory)
-    ns = k8s.new_namespace(profile)
+    ns = k8s.new_namespace(profile[:10])  # a client certificate's name holds at most 64 characters
     apply_profile_rbac(k8s, docs, ns)
+    apply_policies(k8s, docs, ns)  # the central server writes every Zincati node's fields, an agent its own
+    central = kind == "Deployment"
     k8s.create_daemonset(ns, "kured")
     workload = next(d for d in docs if d["kind"] == kind)
     args = [
@@ -164,9 +259,29 @@ def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
     machine_id = k8s.kube().get_node(zincati_node)["status"]["nodeInfo"]["machineID"]
     (tmp_path / "machine-id").write_text(machine_id + "\n")
     port = free_port()
-    central = kind == "Deployment"
     server_node = k8s.add_nodes(k8s.unique("infra"))[0] if central else zincati_node
-    identity = k8s.kubeconfig_for(*k8s.kured_identity(ns))
+    if central:  # the central server runs as its own ServiceAccount, with its own ClusterRole
+        assert workload["spec"]["template"]["spec"]["serviceAccountName"] == "pykured-fleetlock"
+        identity = k8s.kubeconfig_for(
+            f"system:serviceaccount:{ns}:pykured-fleetlock", k8s.kured_identity(ns)[1]
+        )
+    else:  # the node-local server is the node's agent: its token is bound to its pod on that node
+        token = pod_bound_token(k8s, ns, "kured", zincati_node, ds="kured")
+        identity = token_kubeconfig(k8s, tmp_path / "agent.json", token)
+    probe = Kube.from_kubeconfig(identity)
+    probes = iter(range(1_000_000))
+
+    def active() -> bool:  # the policies in effect: a foreign annotation is refused
+        try:
+            probe.patch_node(
+                zincati_node, {"metadata": {"annotations": {"example.com/p": str(next(probes))}}}
+            )
+        except errors.ForbiddenError as exc:
+            return "not: example.com/p" in str(exc)
+        return False
+
+    assert eventually(active, timeout=30, every=0.5), "the policies never took effect"
+    probe.close()
     fleet = Fleet(
         k8s,
         workdir=tmp_path / "fleet",

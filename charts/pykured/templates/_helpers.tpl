@@ -45,7 +45,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/*
 The agent's arguments: kured's flags from `configuration` (kured's chart's order and conditions), then
-pykured's from `pykured`, then `extraArgs`. Each line is "- <arg>".
+pykured's from `pykured`, then `extraArgs`. Each line is "- <arg>". The notification URLs (notifyUrl,
+slackHookUrl) are not arguments: they carry tokens, and arguments show in the pod spec and, with hostPID, in
+every process list on the host. They come from a Secret (pykured.notifySecret) through the environment.
 */}}
 {{- define "pykured.kuredArgs" -}}
 {{- $c := .Values.configuration -}}
@@ -92,12 +94,12 @@ pykured's from `pykured`, then `extraArgs`. Each line is "- <arg>".
 - --{{ index $pair 0 }}={{ index $pair 1 }}
 {{- end }}
 {{- end }}
-{{- range $pair := list (list "slack-channel" $c.slackChannel) (list "slack-hook-url" $c.slackHookUrl) (list "slack-username" $c.slackUsername) }}
+{{- range $pair := list (list "slack-channel" $c.slackChannel) (list "slack-username" $c.slackUsername) }}
 {{- if index $pair 1 }}
 - --{{ index $pair 0 }}={{ tpl (index $pair 1) $ }}
 {{- end }}
 {{- end }}
-{{- range $pair := list (list "notify-url" $c.notifyUrl) (list "message-template-drain" $c.messageTemplateDrain) (list "message-template-reboot" $c.messageTemplateReboot) (list "message-template-uncordon" $c.messageTemplateUncordon) (list "start-time" $c.startTime) (list "time-zone" $c.timeZone) (list "annotate-nodes" $c.annotateNodes) (list "prefer-no-schedule-taint" $c.preferNoScheduleTaint) (list "log-format" $c.logFormat) (list "concurrency" $c.concurrency) }}
+{{- range $pair := list (list "message-template-drain" $c.messageTemplateDrain) (list "message-template-reboot" $c.messageTemplateReboot) (list "message-template-uncordon" $c.messageTemplateUncordon) (list "start-time" $c.startTime) (list "time-zone" $c.timeZone) (list "annotate-nodes" $c.annotateNodes) (list "prefer-no-schedule-taint" $c.preferNoScheduleTaint) (list "log-format" $c.logFormat) (list "concurrency" $c.concurrency) }}
 {{- if index $pair 1 }}
 - --{{ index $pair 0 }}={{ index $pair 1 }}
 {{- end }}
@@ -139,4 +141,34 @@ pykured's from `pykured`, then `extraArgs`. Each line is "- <arg>".
 - --{{ $key }}
 {{- end }}
 {{- end }}
+{{- end -}}
+
+{{/* The Lease lock's name prefix: --lease-prefix, default <ds-name>-lock. */}}
+{{- define "pykured.leasePrefix" -}}
+{{- .Values.pykured.leasePrefix | default (printf "%s-lock" (include "pykured.fullname" .)) -}}
+{{- end -}}
+
+{{/* The number of lock slots (--concurrency; 0 or unset is 1). */}}
+{{- define "pykured.concurrency" -}}
+{{- max 1 (int (.Values.configuration.concurrency | default 1)) -}}
+{{- end -}}
+
+{{/* The user name the agents' ServiceAccount tokens authenticate as. */}}
+{{- define "pykured.agentUser" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "pykured.serviceAccountName" . }}
+{{- end -}}
+
+{{/* A list of strings as a CEL list literal: ['a', 'b']. */}}
+{{- define "pykured.celList" -}}
+[{{- range $i, $v := . }}{{ if $i }}, {{ end }}'{{ $v | replace "\\" "\\\\" | replace "'" "\\'" }}'{{ end -}}]
+{{- end -}}
+
+{{/* The Secret the notification URLs come from ("" when there is none). */}}
+{{- define "pykured.notifySecret" -}}
+{{- $c := .Values.configuration -}}
+{{- if .Values.pykured.notificationSecret -}}
+{{- .Values.pykured.notificationSecret -}}
+{{- else if or $c.notifyUrl $c.slackHookUrl -}}
+{{- printf "%s-notify" (include "pykured.fullname" . | trunc 56 | trimSuffix "-") -}}
+{{- end -}}
 {{- end -}}

@@ -14,10 +14,19 @@ from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from pykured_dev.testenv.pods import PYKURED_IMAGE, PodTemplate, pykured_image
 from pykured_dev.testenv.reference import helm_template, reference
-from tests.chart.test_pykured_chart import CHART, CHART_LABEL, KURED_CHART_LABEL, LOCK, helm
+from tests.chart.test_pykured_chart import (
+    CHART,
+    CHART_LABEL,
+    DEFAULT_CLUSTER_RULES,
+    KURED_CHART_LABEL,
+    LOCK,
+    default_role_rules,
+    helm,
+)
 from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.reference
+NOTIFY_TOKEN = "s3cr3t-n0tify-t0ken"
 
 # -- on the test control plane -------------------------------------------------------------------------------
 
@@ -73,10 +82,13 @@ def test_helm_upgrade_from_kured_s_chart_keeps_names_selectors_and_the_lock(
     }
     sa = kube.get(f"/api/v1/namespaces/{ns}/serviceaccounts/kured")
     assert sa["metadata"]["uid"] == before["sa"]["metadata"]["uid"]
+    # kured's RBAC is narrowed to pykured's least privilege (the same objects, their rules replaced)
     role = kube.get(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles/kured")
-    assert role["rules"][: len(before["role"]["rules"])] == before["role"]["rules"]
+    assert role["metadata"]["uid"] == before["role"]["metadata"]["uid"]
+    assert role["rules"] == default_role_rules("kured")
     clusterrole = kube.get("/apis/rbac.authorization.k8s.io/v1/clusterroles/kured")
-    assert clusterrole["rules"][: len(before["clusterrole"]["rules"])] == before["clusterrole"]["rules"]
+    assert clusterrole["metadata"]["uid"] == before["clusterrole"]["metadata"]["uid"]
+    assert clusterrole["rules"] == DEFAULT_CLUSTER_RULES
     annotations = kube.get_node(node)["metadata"]["annotations"]
     assert annotations["weave.works/kured-reboot-in-progress"] == "x", "the cycle's marks carry over"
     history = helm(
@@ -98,6 +110,8 @@ def test_the_rendered_pod_template_runs_as_an_agent_through_a_reboot(k8s: TestEn
             "period": "2s",
             "rebootCommand": "/usr/local/sbin/simulated-reboot --now",
             "metricsPort": 9103,
+            # a token in the URL: into the chart's Secret, to the agent through KURED_NOTIFY_URL, never logged
+            "notifyUrl": f"generic+http://127.0.0.1:9/notify?token={NOTIFY_TOKEN}",
         },
         "pykured": {"lockBackend": "lease", "policyConfigMap": "kured-policy"},
     }
@@ -105,10 +119,13 @@ def test_the_rendered_pod_template_runs_as_an_agent_through_a_reboot(k8s: TestEn
     text, objects = helm_template(
         ref, release=release, namespace=ns, values=values, workdir=tmp_path / "helm"
     )
-    k8s.kubectl("apply", "--server-side", "--field-manager=helm", "-n", ns, "-f", "-", stdin=text)
+    k8s.kubectl("apply", "--server-side", "--field-manager=helm", "-f", "-", stdin=text)
     template = PodTemplate.of(k8s.kube().get(f"/apis/apps/v1/namespaces/{ns}/daemonsets/{release}"))
     (node,) = k8s.add_nodes(f"{ns}-n1")
-    with Fleet(k8s, workdir=tmp_path / "fleet", images={PYKURED_IMAGE: pykured_image()}) as fleet:
+    # the kubelet's kind of token (bound to the pod on its node): the chart's admission policies read the node
+    with Fleet(
+        k8s, workdir=tmp_path / "fleet", images={PYKURED_IMAGE: pykured_image()}, bound_tokens=True
+    ) as fleet:
         fleet.add_pod(node, template)
         assert eventually(lambda: fleet.probe(node, 9103, "/metrics"), timeout=60, every=0.2), fleet.log_text(
             node
@@ -127,7 +144,11 @@ def test_the_rendered_pod_template_runs_as_an_agent_through_a_reboot(k8s: TestEn
 
         assert fleet.wait_for(released, timeout=120), fleet.log_text(node)
         log = fleet.log_text(node)
+        # the URL came through the environment (a notification was attempted) and is in no log line
+        assert "Error notifying: generic:" in log and NOTIFY_TOKEN not in log, log
         assert "forbidden" not in log.lower(), (
             log
         )  # the chart's RBAC covers the Lease lock, policy and settle
-    assert {o["kind"] for o in objects} >= {"DaemonSet", "ServiceAccount", "ClusterRole", "Role"}
+    assert {o["kind"] for o in objects} >= {"DaemonSet", "ServiceAccount", "ClusterRole", "Role", "Secret"}
+    ds = next(o for o in objects if o["kind"] == "DaemonSet")
+    assert not any(NOTIFY_TOKEN in arg for arg in ds["spec"]["template"]["spec"]["containers"][0]["args"])
