@@ -12,6 +12,8 @@ Invariants:
   ``pykured_fleetlock_requests_total{api, kind}``; malformed requests are 4xx, never 5xx.
 * A body is read only when its ``Content-Length`` is within :data:`~pykured.fleetlock.protocol.MAX_BODY`;
   after an answer that left the body unread the connection is closed.
+* A central-mode caller must be the node it names (its TCP peer address one of the Node's addresses,
+  :meth:`~pykured.fleetlock.nodes.Resolver.admits`), or it gets 403 and changes nothing.
 """
 
 from __future__ import annotations
@@ -82,8 +84,9 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         parsed = p.parse_body(api, body)
-        reply = parsed if isinstance(parsed, p.Reply) else self.server.service.handle(parsed)
-        if isinstance(parsed, p.Request):
+        peer = str(self.client_address[0])
+        reply = parsed if isinstance(parsed, p.Reply) else self.server.service.handle(parsed, peer=peer)
+        if isinstance(parsed, p.Request) and reply.kind != p.FORBIDDEN:  # the service logged a refusal
             logger.info(
                 "FleetLock %s id=%s group=%s -> %d %s: %s",
                 api.value, parsed.id, parsed.group, reply.status, reply.kind, reply.value,

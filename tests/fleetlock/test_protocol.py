@@ -111,6 +111,9 @@ BODIES = [
     ),
     ("deep", b"[" * 100_000 + b"]" * 100_000, p.REQUEST_TOO_LARGE),
     ("deep-small", b'{"client_params":' + b"[" * 30_000 + b"]" * 30_000 + b"}", p.INVALID_REQUEST),
+    ("five-levels", b'{"client_params":{"id":"x","group":"g","z":[[[1]]]}}', p.INVALID_REQUEST),
+    ("four-levels", b'{"client_params":{"id":"x","group":"g","z":[[1]]}}', ("x", "g")),
+    ("nan", b'{"client_params":{"id":"x","group":"g","z":NaN}}', p.INVALID_REQUEST),
 ]
 
 
@@ -206,10 +209,12 @@ class RecordingService:
 
     def __init__(self) -> None:
         self.requests: list[p.Request] = []
+        self.peers: list[str] = []
         self.reply = p.ok("done")
 
-    def handle(self, request: p.Request) -> p.Reply:
+    def handle(self, request: p.Request, *, peer: str) -> p.Reply:
         self.requests.append(request)
+        self.peers.append(peer)
         return self.reply
 
 
@@ -264,7 +269,18 @@ def test_zincati_request_exact_bytes(served: Served, api: str) -> None:
     assert headers["Content-Type"] == "application/json"
     assert json.loads(body)["kind"] == "ok"
     assert service.requests == [p.Request(p.Api(api), "e0f3745b108f471cbd4883c6fbed8cdd", "mock-workers")]
+    assert service.peers == ["127.0.0.1"]  # the TCP peer, for the service's address check
     assert metrics.seen == [(api, "ok")]
+
+
+def test_a_refusal_is_403_and_echoes_nothing(served: Served) -> None:
+    server, service, metrics = served
+    service.reply = p.Reply(p.FORBIDDEN, "the caller's address is not an address of the node it names")
+    status, _, body = raw_request(server.server_address[1], zincati_request("/base/v1/steady-state"))
+    assert status == 403
+    assert json.loads(body)["kind"] == "forbidden"
+    assert b"e0f3745b" not in body and b"mock-workers" not in body
+    assert metrics.seen == [("steady-state", "forbidden")]
 
 
 def test_service_error_is_passed_through(served: Served) -> None:
@@ -361,3 +377,4 @@ def test_fuzz_no_5xx_for_bad_input(
     assert response.status < 500
     decoded = json.loads(data)
     assert decoded["kind"] in p.KINDS and decoded["value"]
+
