@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -378,3 +380,32 @@ def test_fuzz_no_5xx_for_bad_input(
     decoded = json.loads(data)
     assert decoded["kind"] in p.KINDS and decoded["value"]
 
+
+def test_a_body_trickled_past_the_deadline_is_cut_without_reaching_the_service(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_Server, "request_deadline", 0.5)
+    service = RecordingService()
+    server = _Server(("127.0.0.1", 0), service=service, base="/", metrics=None)  # type: ignore[arg-type]
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        request = zincati_request("/v1/pre-reboot")
+        head, body = request.split(b"\r\n\r\n", 1)
+        with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=10) as sock:
+            sock.sendall(head + b"\r\n\r\n")
+            started = time.monotonic()
+            with contextlib.suppress(OSError):
+                for byte in body:  # one byte every 50 ms: each read is quick, the whole is too slow
+                    sock.sendall(bytes([byte]))
+                    time.sleep(0.05)
+            try:
+                answer = sock.recv(4096)
+            except ConnectionResetError:  # closed with the trickled bytes unread
+                answer = b""
+            assert answer == b""
+            assert time.monotonic() - started < 3.0  # the trickle alone takes 4 s
+        assert service.requests == []
+    finally:
+        server.shutdown()
+        server.server_close()
