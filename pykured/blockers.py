@@ -15,10 +15,11 @@ Mirrors kured's ``pkg/blockers``. Each blocker answers ``check(now=...) -> Reaso
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import datetime
 import http.client
 import ipaddress
-import json
 import logging
 import urllib.error
 import urllib.parse
@@ -26,6 +27,7 @@ import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from pykured.core import boundedjson
 from pykured.core.errors import ConfigError, KubeError, PykuredError
 from pykured.core.model import Reason
 from pykured.gocompat.goflags import GoValueError
@@ -115,6 +117,14 @@ def alerts_message(names: Sequence[str]) -> str:
     return f"{len(names)} active alerts: {go_list(shown)}"
 
 
+def _valid_sample(sample: Any) -> bool:
+    """A vector sample as the filter reads it: a ``metric`` object whose labels are strings."""
+    if not isinstance(sample, dict):
+        return False
+    metric = sample.get("metric", {})
+    return isinstance(metric, dict) and all(isinstance(v, str) for v in metric.values())
+
+
 class PrometheusAlertBlocker:
     """Blocks while Prometheus reports active alerts (see the module docstring)."""
 
@@ -127,7 +137,7 @@ class PrometheusAlertBlocker:
         firing_only: bool = False,
         timeout: float = 10,
     ) -> None:
-        self.url = url
+        self._url = url
         self._regexp = compile_alert_filter(filter_regexp) if filter_regexp is not None else None
         self._match_only = match_only
         self._firing_only = firing_only
@@ -135,12 +145,10 @@ class PrometheusAlertBlocker:
 
     def active_alerts(self, *, now: datetime.datetime) -> list[str]:
         """The blocking alert names; raises :class:`PromQueryError` on any failure."""
-        result_type, result = instant_query(self.url, "ALERTS", at=now.timestamp(), timeout=self._timeout)
+        result_type, result = instant_query(self._url, "ALERTS", at=now.timestamp(), timeout=self._timeout)
         if result_type != "vector" or not isinstance(result, list):
             raise PromQueryError(f"Unexpected value type: {result_type}")
-        if not all(
-            isinstance(sample, dict) and isinstance(sample.get("metric", {}), dict) for sample in result
-        ):
+        if not all(_valid_sample(sample) for sample in result):
             raise PromQueryError("malformed vector sample")
         return filter_alerts(
             result, regexp=self._regexp, match_only=self._match_only, firing_only=self._firing_only
@@ -172,18 +180,75 @@ def go_float(value: float) -> str:
     return text.removesuffix(".0").rstrip(".")
 
 
-def query_endpoint(url: str) -> str:
-    """``<url>/api/v1/query``, keeping a path prefix (Go's ``path.Join``)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PromQueryError(f"invalid Prometheus URL {url!r}")
+MAX_ANSWER = 8 * 1024 * 1024
+"""The largest Prometheus answer read (bytes): ~25,000 alert samples; a larger one is a query error."""
+
+MAX_DEPTH = 16
+"""The deepest JSON nesting accepted in an answer (a vector answer is five levels deep)."""
+
+MAX_SHOWN = 512
+"""The longest text taken from an answer into a message (an error string, a result type)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PromTarget:
+    """Where a query goes: the endpoint without userinfo, the basic auth taken from the userinfo, and the
+    endpoint as it may be shown (it never carries the password)."""
+
+    endpoint: str
+    authorization: str | None = dataclasses.field(default=None, repr=False)
+
+    def __str__(self) -> str:
+        return self.endpoint
+
+
+def shown_url(url: str) -> str:
+    """``--prometheus-url`` as pykured shows it: without its userinfo (``http://host:9090/p``); a value that
+    does not split as a URL is ``<invalid URL>``."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.netloc.rpartition("@")[2]
+    except ValueError:
+        return "<invalid URL>"
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def query_endpoint(url: str) -> PromTarget:
+    """``<url>/api/v1/query`` (a path prefix kept, Go's ``path.Join``), with the URL's ``user:password`` as
+    HTTP basic auth, as Go's ``net/http`` sends it for client_golang (the user and password percent-decoded;
+    a user without a password is ``user:``)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # its text may quote the netloc, userinfo included
+        raise PromQueryError(f"invalid Prometheus URL {shown_url(url)!r}") from None
     try:
         parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError as exc:
-        raise PromQueryError(f"invalid Prometheus URL {url!r}: {exc}") from exc
+    except ValueError as exc:  # "Port could not be cast to integer value as '…'" quotes the port only
+        raise PromQueryError(f"invalid Prometheus URL {shown_url(url)!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PromQueryError(f"invalid Prometheus URL {shown_url(url)!r}")
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    authorization = None
+    if at:
+        user, _, password = userinfo.partition(":")
+        pair = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
+        authorization = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
     segments = [s for s in parts.path.split("/") if s and s != "."]
     path = "/" + "/".join([*segments, "api", "v1", "query"])
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+    endpoint = urllib.parse.urlunsplit((parts.scheme, hostport, path, parts.query, ""))
+    return PromTarget(endpoint, authorization)
+
+
+class _NoCredentialRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect never carries the URL's basic auth on (Go's client sets it only on the first request)."""
+
+    def redirect_request(  # noqa: PLR0917 - urllib's signature
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None:
+            new.remove_header("Authorization")
+        return new
 
 
 def _opener(url: str) -> urllib.request.OpenerDirector:
@@ -194,53 +259,74 @@ def _opener(url: str) -> urllib.request.OpenerDirector:
     except ValueError:
         loopback = False
     proxies: dict[str, str] = {} if loopback else urllib.request.getproxies()
-    return urllib.request.build_opener(urllib.request.ProxyHandler(proxies))
+    return urllib.request.build_opener(urllib.request.ProxyHandler(proxies), _NoCredentialRedirects)
+
+
+def read_answer(response: Any, status: int) -> bytes:
+    """At most :data:`MAX_ANSWER` bytes of an answer; a larger one (by its Content-Length or by what
+    arrives) is a :class:`PromQueryError` before it is read whole."""
+    length = (response.headers.get("Content-Length") or "").strip() if response.headers else ""
+    if length.isdigit() and int(length) > MAX_ANSWER:
+        raise PromQueryError(f"Prometheus answer (HTTP {status}) larger than {MAX_ANSWER} bytes")
+    body: bytes = response.read(MAX_ANSWER + 1)
+    if len(body) > MAX_ANSWER:
+        raise PromQueryError(f"Prometheus answer (HTTP {status}) larger than {MAX_ANSWER} bytes")
+    return body
 
 
 def _decode(status: int, body: bytes) -> tuple[str, Any]:
     try:
-        answer = json.loads(body)
-    except ValueError as exc:
-        raise PromQueryError(f"cannot decode Prometheus answer (HTTP {status}): {exc}") from exc
+        answer = boundedjson.loads(body, max_bytes=MAX_ANSWER, max_depth=MAX_DEPTH)
+    except boundedjson.JsonError as exc:
+        raise PromQueryError(f"cannot decode Prometheus answer (HTTP {status}): {exc}") from None
     if not isinstance(answer, dict):
         raise PromQueryError(f"unexpected Prometheus answer (HTTP {status})")
     if answer.get("status") == "error":
-        raise PromQueryError(f"{answer.get('errorType', '')}: {answer.get('error', '')}")
+        raise PromQueryError(f"{_text(answer.get('errorType'))}: {_text(answer.get('error'))}")
     if status not in range(200, 300):
         raise PromQueryError(f"server returned HTTP status {status}")
     data = answer.get("data")
     if not isinstance(data, dict):
         raise PromQueryError("Prometheus answer has no data")
-    return str(data.get("resultType", "")), data.get("result")
+    return _text(data.get("resultType")), data.get("result")
+
+
+def _text(value: Any) -> str:
+    """A string field of an answer, shown bounded (anything else is shown empty)."""
+    return value[:MAX_SHOWN] if isinstance(value, str) else ""
 
 
 def instant_query(url: str, query: str, *, at: float, timeout: float) -> tuple[str, Any]:
     """Run an instant query; returns ``(resultType, result)``. POST form first, GET on 405/501."""
-    endpoint = query_endpoint(url)
+    target = query_endpoint(url)
+    endpoint = target.endpoint
     form = urllib.parse.urlencode({"query": query, "time": go_float(at)})
     opener = _opener(endpoint)
+    headers = {"User-Agent": "pykured"}
+    if target.authorization is not None:
+        headers["Authorization"] = target.authorization
     post = urllib.request.Request(  # noqa: S310 - query_endpoint() admits only http and https
         endpoint,
         data=form.encode(),
         method="POST",
-        headers={"Content-Type": "application/x-www-form-urlencoded", "User-Agent": "pykured"},
+        headers={**headers, "Content-Type": "application/x-www-form-urlencoded"},
     )
     base = endpoint.split("?", 1)[0]
-    get = urllib.request.Request(f"{base}?{form}", method="GET", headers={"User-Agent": "pykured"})  # noqa: S310
+    get = urllib.request.Request(f"{base}?{form}", method="GET", headers=headers)  # noqa: S310
     for request in (post, get):
         try:
             with opener.open(request, timeout=timeout) as response:
-                return _decode(response.status, response.read())
+                return _decode(response.status, read_answer(response, response.status))
         except urllib.error.HTTPError as exc:
             with exc:
                 if request is post and exc.code in (405, 501):
                     continue
                 if exc.code in _ERROR_STATUSES:
-                    return _decode(exc.code, exc.read())
+                    return _decode(exc.code, read_answer(exc, exc.code))
                 raise PromQueryError(f"server returned HTTP status {exc.code} {exc.reason}") from exc
         except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
-            raise PromQueryError(f"{request.get_method()} {request.full_url!r}: {reason}") from exc
+            raise PromQueryError(f"{request.get_method()} {base!r}: {reason}") from exc
     raise PromQueryError("unreachable")  # pragma: no cover
 
 

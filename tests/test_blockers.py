@@ -3,8 +3,10 @@ protocol against a real loopback HTTP server (PodBlocker on the real kube-apiser
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
+import logging
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -17,6 +19,7 @@ import pytest
 from pykured import blockers
 from pykured.core.errors import ConfigError, KubeError
 from pykured.core.model import Reason
+from pykured.gates import settle as gates_settle
 from pykured.gocompat.goregexp import compile_re2
 from pykured.kube.client import Kube
 
@@ -50,6 +53,7 @@ class Seen:
     path: str
     content_type: str
     params: dict[str, list[str]]
+    authorization: str | None = None
 
 
 @dataclass
@@ -59,6 +63,8 @@ class PromStub:
     status: int = 200
     post_status: int | None = None  # e.g. 405: POST refused, GET answered
     raw: bytes | None = None
+    require_auth: str | None = None  # answer 401 unless the Authorization header is this
+    redirect: str | None = None  # answer 302 to this URL
     seen: list[Seen] = field(default_factory=list)
 
 
@@ -75,7 +81,19 @@ class _Handler(BaseHTTPRequestHandler):
             params = urllib.parse.parse_qs(self.rfile.read(length).decode())
         else:
             params = urllib.parse.parse_qs(parts.query)
-        self.stub.seen.append(Seen(method, parts.path, self.headers.get("Content-Type") or "", params))
+        auth = self.headers.get("Authorization")
+        self.stub.seen.append(Seen(method, parts.path, self.headers.get("Content-Type") or "", params, auth))
+        if self.stub.redirect is not None:
+            self.send_response(302)
+            self.send_header("Location", self.stub.redirect)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.stub.require_auth is not None and auth != self.stub.require_auth:
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if method == "POST" and self.stub.post_status is not None:
             self.send_response(self.stub.post_status)
             self.end_headers()
@@ -298,6 +316,178 @@ def test_broken_url_blocks_every_time(url: str) -> None:
         reason = blocker.check(now=NOW)
         assert reason is not None
         assert reason.message.startswith("prometheus query error: ")
+
+
+# -- credentials in the URL: basic auth, never shown ------------------------------------------------------
+
+SECRET = "s3cr%3At-pw"  # percent-encoded in the URL: the password is "s3cr:t-pw"
+
+
+def with_userinfo(url: str, userinfo: str = f"alice:{SECRET}") -> str:
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{userinfo}@{rest}"
+
+
+def basic(pair: str) -> str:
+    return "Basic " + base64.b64encode(pair.encode()).decode()
+
+
+@pytest.mark.parametrize(
+    ("userinfo", "pair"),
+    [(f"alice:{SECRET}", "alice:s3cr:t-pw"), ("bob", "bob:"), ("b%40b:p%40ss@w", "b@b:p@ss@w")],
+    ids=["user-and-password", "user-only", "escaped-and-at-in-password"],
+)
+def test_userinfo_is_sent_as_basic_auth_and_not_in_the_request_url(
+    prom: PromStub, userinfo: str, pair: str
+) -> None:
+    prom.require_auth = basic(pair)
+    reason = blockers.PrometheusAlertBlocker(with_userinfo(prom.url, userinfo)).check(now=NOW)
+    assert reason is not None
+    assert reason.message.startswith("5 active alerts:")
+    assert [(s.path, s.authorization) for s in prom.seen] == [("/api/v1/query", basic(pair))]
+
+
+def test_no_userinfo_sends_no_authorization(prom: PromStub) -> None:
+    blockers.PrometheusAlertBlocker(prom.url).check(now=NOW)
+    assert [s.authorization for s in prom.seen] == [None]
+
+
+def test_a_wrong_password_blocks_with_the_status_and_no_password(prom: PromStub) -> None:
+    prom.require_auth = basic("alice:other")
+    reason = blockers.PrometheusAlertBlocker(with_userinfo(prom.url)).check(now=NOW)
+    assert reason == Reason(
+        "prometheus", "prometheus query error: server returned HTTP status 401 Unauthorized"
+    )
+
+
+def test_a_redirect_does_not_carry_the_credentials_on(prom: PromStub) -> None:
+    target = PromStub()
+    handler = type("Handler", (_Handler,), {"stub": target})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        prom.redirect = f"http://127.0.0.1:{server.server_address[1]}/api/v1/query"
+        reason = blockers.PrometheusAlertBlocker(with_userinfo(prom.url)).check(now=NOW)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert prom.seen[0].authorization == basic("alice:s3cr:t-pw")
+    assert [s.authorization for s in target.seen] == [None]
+    assert reason is not None
+
+
+@pytest.mark.parametrize(
+    "scene",
+    ["refused", "bad-port", "not-json", "too-deep", "too-large", "500", "400-error", "wrong-password"],
+)
+def test_no_failure_message_carries_the_password(prom: PromStub, scene: str) -> None:
+    url = with_userinfo(prom.url)
+    if scene == "refused":
+        url = with_userinfo("http://127.0.0.1:1")
+    elif scene == "bad-port":
+        url = with_userinfo("http://127.0.0.1:port")
+    elif scene == "not-json":
+        prom.raw = b"<html>" + SECRET.encode()
+    elif scene == "too-deep":
+        prom.raw = b"[" * 100 + b"]" * 100
+    elif scene == "too-large":
+        prom.raw = b" " * (blockers.MAX_ANSWER + 1)
+    elif scene == "500":
+        prom.status, prom.raw = 500, b"boom"
+    elif scene == "400-error":
+        prom.status = 400
+        prom.answer = {"status": "error", "errorType": "bad_data", "error": "x"}
+    else:
+        prom.require_auth = basic("alice:other")
+    reasons = [
+        blockers.PrometheusAlertBlocker(url, timeout=5).check(now=NOW),
+        gates_settle.PromQueryGate(url, "up", timeout=5).check({}, NOW),
+    ]
+    for reason in reasons:
+        assert reason is not None
+        assert "prometheus query error" in reason.message
+        assert "s3cr" not in reason.message
+        assert "alice" not in reason.message
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"[" * 17 + b"]" * 17, "nested deeper than 16 levels"),
+        (b'{"status": "success", "data": {"resultType": "vector", "result": [NaN]}}', "NaN is not JSON"),
+        (b"\xff", "not UTF-8"),
+        (json.dumps(vector({"metric": {"alertname": ["A"]}, "value": [0, "1"]})).encode(),
+         "malformed vector sample"),
+        (json.dumps({"status": "error", "errorType": "x" * 2000, "error": 5}).encode(), "x" * 512 + ": "),
+    ],
+    ids=["deep", "nan", "not-utf8", "non-string-label", "long-error-cut"],
+)  # fmt: skip
+def test_hostile_answers_block_with_one_bounded_message(prom: PromStub, raw: bytes, message: str) -> None:
+    prom.raw = raw
+    reason = blockers.PrometheusAlertBlocker(prom.url).check(now=NOW)
+    assert reason is not None
+    assert message in reason.message
+    assert len(reason.message) < 700
+
+
+def test_a_large_answer_is_refused_by_its_content_length(prom: PromStub) -> None:
+    prom.raw = b" " * (blockers.MAX_ANSWER + 1)
+    reason = blockers.PrometheusAlertBlocker(prom.url).check(now=NOW)
+    assert reason is not None
+    assert reason.message.endswith(f"larger than {blockers.MAX_ANSWER} bytes")
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://alice:pw@prom:9090/prometheus?x=1", "http://prom:9090/prometheus"),
+        ("http://prom:9090", "http://prom:9090"),
+        ("https://a:b@c@prom", "https://prom"),
+        ("http://[::1", "<invalid URL>"),
+    ],
+    ids=["userinfo-and-query-dropped", "plain", "at-in-password", "invalid"],
+)
+def test_shown_url(url: str, shown: str) -> None:
+    assert blockers.shown_url(url) == shown
+
+
+def test_the_query_target_holds_no_userinfo_and_does_not_show_the_auth() -> None:
+    target = blockers.query_endpoint("http://alice:pw@prom:9090/p/")
+    assert target.endpoint == "http://prom:9090/p/api/v1/query"
+    assert target.authorization == basic("alice:pw")
+    assert "pw" not in repr(target)
+    assert "cHc" not in repr(target)
+
+
+def test_no_output_path_carries_the_password(prom: PromStub, caplog: pytest.LogCaptureFixture) -> None:
+    """One daemon pass blocked by a failing query with a password in the URL: the log, the Event, the
+    Node's annotations (the status ``pykured status``/``plan`` read), the metrics and ``--dump-config``."""
+    from pykured.config.startup import parse
+    from tests.test_daemon import make_rig
+
+    prom.raw = b"not json"
+    url = with_userinfo(prom.url)
+    rig = make_rig()
+    rig.blocker.check = blockers.PrometheusAlertBlocker(url).check  # type: ignore[method-assign]
+    caplog.set_level(logging.DEBUG)
+    rig.daemon.run_once()
+    assert rig.kube.event_reasons() == ["RebootBlocked"]
+    assert prom.seen[0].authorization == basic("alice:s3cr:t-pw")
+    outputs = {
+        "log": caplog.text,
+        "events": json.dumps(rig.kube.events),
+        "node": json.dumps(rig.kube.nodes),
+        "metrics": rig.metrics.render()[0].decode(),
+        "dump-config": json.dumps(
+            parse([f"--prometheus-url={url}"], {"KURED_NODE_ID": "n1"}).to_public_dict()
+        ),
+    }
+    assert "prometheus query error" in outputs["events"]
+    for where, text in outputs.items():
+        for secret in ("s3cr", "t-pw", basic("alice:s3cr:t-pw").split()[1]):
+            assert secret not in text, where
 
 
 # -- pure pieces ------------------------------------------------------------------------------------------

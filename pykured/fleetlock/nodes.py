@@ -8,6 +8,11 @@ Concept: Zincati sends its app-specific machine id (:mod:`pykured.fleetlock.appi
 * :class:`NodeIndex` (central mode, the poseidon/fleetlock replacement): ``app_specific_id`` of every
   Node's ``status.nodeInfo.machineID``, kept current by a LIST + WATCH of Nodes (RBAC: ``list``, ``watch``).
 
+Who may speak for a node (:meth:`Resolver.admits`): a Zincati id is a public function of the Node's machine
+id, so the id alone proves nothing. In central mode the caller's address — the TCP peer, never a header —
+must be one of the claimed Node's ``status.addresses`` (an IPv4-mapped IPv6 peer counts as its IPv4
+address); in node-local mode the server listens on loopback only and the caller is the node itself.
+
 Invariants: an id matching no Node, or several (cloned machine ids), resolves to ``None`` with a reason —
 FleetLock then answers 4xx and takes no slot, so an unknown node never wedges a group (poseidon's failure).
 A miss triggers one re-list (at most every ``refresh_interval``) so a node that just joined is found.
@@ -15,6 +20,7 @@ A miss triggers one re-list (at most every ``refresh_interval``) so a node that 
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import threading
 import time
@@ -40,6 +46,10 @@ class Resolver(Protocol):
 
     def fleetlock_nodes(self) -> list[str]:
         """The nodes whose FleetLock cycles the reconcile loop looks after."""
+        ...
+
+    def admits(self, node: str, peer: str) -> bool:
+        """Whether a caller at address ``peer`` may act for ``node``."""
         ...
 
     def start(self) -> None: ...
@@ -69,11 +79,47 @@ class LocalResolver:
     def fleetlock_nodes(self) -> list[str]:
         return [self.node]
 
+    def admits(self, node: str, peer: str) -> bool:
+        """The node's own Zincati reaches the loopback listener from loopback."""
+        address = normalize_address(peer)
+        return node == self.node and address is not None and address.is_loopback
+
     def start(self) -> None:
         logger.info("FleetLock serves node %s (Zincati id %s)", self.node, self.expected)
 
     def stop(self) -> None:
         return None
+
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def normalize_address(text: str) -> Address | None:
+    """An IP address (an IPv4-mapped IPv6 one as IPv4; a zone dropped), or ``None`` when ``text`` is none."""
+    try:
+        address = ipaddress.ip_address(text.split("%", 1)[0].strip("[]"))
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+MAX_ADDRESSES = 64
+"""The most ``status.addresses`` entries read from one Node (a kubelet reports a handful)."""
+
+
+def addresses_of(node: Obj) -> frozenset[Address]:
+    """The IP addresses among a Node's ``status.addresses`` (Hostname and other names are skipped)."""
+    status = node.get("status") or {}
+    entries = status.get("addresses") if isinstance(status, dict) else None
+    found: set[Address] = set()
+    for entry in entries[:MAX_ADDRESSES] if isinstance(entries, list) else ():
+        text = entry.get("address") if isinstance(entry, dict) else None
+        address = normalize_address(text) if isinstance(text, str) and len(text) <= 64 else None
+        if address is not None:
+            found.add(address)
+    return frozenset(found)
 
 
 def zincati_id_of(node: Obj) -> str | None:
@@ -97,6 +143,7 @@ class NodeIndex:
         self._refresh_interval = refresh_interval
         self._watch_timeout = watch_timeout
         self._ids: dict[str, str | None] = {}
+        self._addresses: dict[str, frozenset[Address]] = {}
         self._annotated: set[str] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -108,15 +155,18 @@ class NodeIndex:
 
     def _rebuild(self, items: Iterable[Obj]) -> None:
         by_name: dict[str, str | None] = {}
+        addresses: dict[str, frozenset[Address]] = {}
         annotated = set()
         for node in items:
             meta = node.get("metadata") or {}
             name = str(meta.get("name", ""))
             by_name[name] = zincati_id_of(node)
+            addresses[name] = addresses_of(node)
             if FLEETLOCK_ID_ANNOTATION in (meta.get("annotations") or {}):
                 annotated.add(name)
         with self._lock:
             self._ids = by_name
+            self._addresses = addresses
             self._annotated = annotated
 
     def _apply(self, kind: str, node: Obj) -> None:
@@ -125,9 +175,11 @@ class NodeIndex:
         with self._lock:
             if kind == "DELETED":
                 self._ids.pop(name, None)
+                self._addresses.pop(name, None)
                 self._annotated.discard(name)
                 return
             self._ids[name] = zincati_id_of(node)
+            self._addresses[name] = addresses_of(node)
             if FLEETLOCK_ID_ANNOTATION in (meta.get("annotations") or {}):
                 self._annotated.add(name)
             else:
@@ -162,6 +214,25 @@ class NodeIndex:
     def fleetlock_nodes(self) -> list[str]:
         with self._lock:
             return sorted(self._annotated)
+
+    def admits(self, node: str, peer: str) -> bool:
+        """``peer`` is one of ``node``'s ``status.addresses`` (after one re-list, at most every
+        ``refresh_interval``, when the index does not say so: the addresses may just have changed)."""
+        address = normalize_address(peer)
+        if address is None:
+            return False
+        if self._has_address(node, address):
+            return True
+        if time.monotonic() - self._last_list >= self._refresh_interval:
+            try:
+                self.relist()
+            except errors.KubeError as exc:
+                logger.warning("FleetLock could not list Nodes to check node %s's addresses: %s", node, exc)
+        return self._has_address(node, address)
+
+    def _has_address(self, node: str, address: Address) -> bool:
+        with self._lock:
+            return address in self._addresses.get(node, frozenset())
 
     # -- the watch ---------------------------------------------------------------------------------------
 

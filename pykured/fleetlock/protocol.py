@@ -16,7 +16,8 @@ Invariants:
 * The ``fleet-lock-protocol: true`` header is required (400 ``missing_header``).
 * The body is parsed as JSON **whatever the Content-Type** (Zincati sends none, pretty-printed, ``id``
   then ``group``). ``id`` and ``group`` must be non-empty strings; ``group`` must match
-  ``^[a-zA-Z0-9.-]+$`` (400 ``invalid_request``). Bodies above :data:`MAX_BODY` answer 413.
+  ``^[a-zA-Z0-9.-]+$`` (400 ``invalid_request``). Bodies above :data:`MAX_BODY` answer 413, bodies nested
+  deeper than :data:`MAX_DEPTH` 400, both before the JSON is parsed (:mod:`pykured.core.boundedjson`).
 * Bad input never answers 5xx. Errors are JSON ``{"kind": ..., "value": ...}`` and ``kind`` comes from
   the small fixed set :data:`KINDS` (Zincati uses it as a metric label, so it must stay bounded).
 * A 2xx means the operation is complete. "Please wait" (still draining, lock held, window closed) is 423,
@@ -31,8 +32,13 @@ import json
 import re
 from typing import Any, Final
 
+from pykured.core import boundedjson
+
 MAX_BODY: Final = 64 * 1024
 """Largest request body read; Zincati's is ~80 bytes."""
+
+MAX_DEPTH: Final = 4
+"""Deepest JSON nesting accepted in a body (Zincati's is two levels deep)."""
 
 MAX_ID: Final = 256
 """Longest ``id``/``group`` accepted (Zincati's id is 32 hex characters)."""
@@ -64,6 +70,7 @@ LOCK_HELD: Final = "lock_held"
 DRAIN_IN_PROGRESS: Final = "drain_in_progress"
 DRAIN_FAILED: Final = "drain_failed"
 NODE_NOT_READY: Final = "node_not_ready"
+FORBIDDEN: Final = "forbidden"
 INTERNAL_ERROR: Final = "internal_error"
 
 KINDS: Final = frozenset(
@@ -82,6 +89,7 @@ KINDS: Final = frozenset(
         DRAIN_IN_PROGRESS,
         DRAIN_FAILED,
         NODE_NOT_READY,
+        FORBIDDEN,
         INTERNAL_ERROR,
     }
 )
@@ -102,6 +110,7 @@ STATUS: Final[dict[str, int]] = {
     DRAIN_IN_PROGRESS: 423,
     DRAIN_FAILED: 503,
     NODE_NOT_READY: 503,
+    FORBIDDEN: 403,
     INTERNAL_ERROR: 500,
 }
 """The HTTP status of each kind."""
@@ -206,9 +215,9 @@ def parse_body(api: Api, body: bytes) -> Request | Reply:
     if len(body) > MAX_BODY:
         return Reply(REQUEST_TOO_LARGE, f"request body larger than {MAX_BODY} bytes")
     try:
-        decoded = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return Reply(INVALID_REQUEST, "request body is not valid UTF-8 JSON")
+        decoded = boundedjson.loads(body, max_bytes=MAX_BODY, max_depth=MAX_DEPTH)
+    except boundedjson.JsonError as exc:
+        return Reply(INVALID_REQUEST, f"request body is not valid UTF-8 JSON: {exc}")
     params = decoded.get("client_params") if isinstance(decoded, dict) else None
     if not isinstance(params, dict):
         return Reply(INVALID_REQUEST, 'request body must be {"client_params": {"id": ..., "group": ...}}')

@@ -12,6 +12,10 @@ Invariants:
   ``pykured_fleetlock_requests_total{api, kind}``; malformed requests are 4xx, never 5xx.
 * A body is read only when its ``Content-Length`` is within :data:`~pykured.fleetlock.protocol.MAX_BODY`;
   after an answer that left the body unread the connection is closed.
+* The listener cannot be exhausted: at most :data:`MAX_CONNECTIONS` connections, and each request must
+  arrive whole within :data:`REQUEST_DEADLINE` seconds (a whole-request deadline, not a per-read timeout).
+* A central-mode caller must be the node it names (its TCP peer address one of the Node's addresses,
+  :meth:`~pykured.fleetlock.nodes.Resolver.admits`), or it gets 403 and changes nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ import logging
 import socket
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from pykured.core import errors
@@ -33,11 +36,18 @@ from pykured.fleetlock.service import Blockers, FleetLockService, HandsFactory
 from pykured.kube.client import Kube
 from pykured.lock.base import Lock
 from pykured.metrics import Metrics
+from pykured.metrics.listener import BoundedHandler, BoundedHTTPServer
 from pykured.policy.maintenance import Window
 
 logger = logging.getLogger(__name__)
 
 MODES = ("node-local", "central")
+
+MAX_CONNECTIONS = 128
+"""Connections served at once (a long-polling Zincati holds one for up to the long-poll time); one still
+sending its request is closed to make room for a new one (:mod:`pykured.metrics.listener`)."""
+REQUEST_DEADLINE = 10.0
+"""Seconds a client has to send its whole request, head and body, however slowly the bytes come."""
 
 
 def is_loopback(host: str) -> bool:
@@ -50,10 +60,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(BoundedHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
-    timeout = 30  # seconds to read a request (a slow or stuck client cannot hold a thread forever)
 
     def _serve(self) -> None:
         routed = p.route(self.command, self.path, base=self.server.base)
@@ -81,9 +90,11 @@ class _Handler(BaseHTTPRequestHandler):
                 p.Reply(p.INVALID_REQUEST, "request body shorter than Content-Length"), api.value, close=True
             )
             return
+        self.server.request_read(self.connection)  # read whole in time: a long-poll may now wait
         parsed = p.parse_body(api, body)
-        reply = parsed if isinstance(parsed, p.Reply) else self.server.service.handle(parsed)
-        if isinstance(parsed, p.Request):
+        peer = str(self.client_address[0])
+        reply = parsed if isinstance(parsed, p.Reply) else self.server.service.handle(parsed, peer=peer)
+        if isinstance(parsed, p.Request) and reply.kind != p.FORBIDDEN:  # the service logged a refusal
             logger.info(
                 "FleetLock %s id=%s group=%s -> %d %s: %s",
                 api.value, parsed.id, parsed.group, reply.status, reply.kind, reply.value,
@@ -116,9 +127,10 @@ class _Handler(BaseHTTPRequestHandler):
         logger.debug("fleetlock http: " + format, *args)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(BoundedHTTPServer):
     allow_reuse_address = True
+    max_connections = MAX_CONNECTIONS
+    request_deadline = REQUEST_DEADLINE
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that closes the connection after its answer is normal (Zincati does, without reading

@@ -16,6 +16,8 @@ Invariants:
 * The state is the lock plus the Node; this object only remembers live drain workers and recent drain
   failures (kured's retry after a failed drain). Restarting loses neither a slot nor a cordon.
 * One request at a time per node (a lock per node); long-polls and drains run outside it.
+* Only the node itself is answered: a caller whose address is not the named Node's gets 403 and changes
+  nothing (:meth:`~pykured.fleetlock.nodes.Resolver.admits`).
 * pykured never reboots a node here: Zincati finalizes and reboots.
 * ``release-after``: steady-state answers 200 as soon as the post-reboot work is done, because Zincati
   never calls again after a 200; the reconcile loop releases the slot when the delay has passed.
@@ -172,8 +174,12 @@ class FleetLockService:
 
     # -- requests ------------------------------------------------------------------------------------------
 
-    def handle(self, request: p.Request) -> p.Reply:
-        """Answer one parsed request; never raises."""
+    def handle(self, request: p.Request, *, peer: str) -> p.Reply:
+        """Answer one parsed request from the caller at address ``peer`` (the TCP peer); never raises.
+
+        A caller that is not the node it names (:meth:`Resolver.admits`) gets 403 ``forbidden`` and
+        changes nothing: no cordon, no drain, no slot taken or freed; one warning names node and address.
+        """
         wrong_group = p.check_group(request, served=self.group)
         if wrong_group is not None:
             return wrong_group
@@ -182,6 +188,12 @@ class FleetLockService:
             if request.api is p.Api.STEADY_STATE and why.startswith("no Node"):
                 return p.ok(f"no Node has id {request.id[:64]}, so it holds no slot")  # unlock-if-held
             return p.Reply(p.UNKNOWN_NODE, why)
+        if not self.resolver.admits(node, peer):
+            logger.warning(
+                "FleetLock refused %s for node %s from address %s: not an address of that Node",
+                request.api.value, node, peer[:64],
+            )  # fmt: skip
+            return p.Reply(p.FORBIDDEN, "the caller's address is not an address of the node it names")
         try:
             return self.serve(node, request.id, required=request.api is p.Api.PRE_REBOOT)
         except errors.NotFoundError as exc:

@@ -174,12 +174,21 @@ class PromQueryGate:
     def check(self, node: Mapping[str, Any], now: datetime.datetime) -> Reason | None:
         try:
             kind, result = instant_query(self._url, self._query, at=now.timestamp(), timeout=self._timeout)
+            count = result_count(kind, result)
         except PromQueryError as exc:
             return Reason(self.name, f"prometheus query error: {exc}")
-        empty = result in (None, [], "") or (
-            kind == "scalar" and isinstance(result, list) and result[1] == "0"
-        )
-        if empty:
+        if count == 0:
             return None
-        count = len(result) if isinstance(result, list) and kind != "scalar" else 1
         return Reason(self.name, f"prometheus query {self._query!r} returned {count} result(s)")
+
+
+def result_count(kind: str, result: Any) -> int:
+    """How many results an instant query's answer holds: a vector's or matrix's samples; a scalar counts
+    when it is not ``"0"``, a string when it is not empty. Any other shape raises :class:`PromQueryError`."""
+    if kind in ("vector", "matrix") and (result is None or isinstance(result, list)):
+        return len(result or [])
+    if kind in ("scalar", "string") and isinstance(result, list) and len(result) == 2:
+        value = result[1]
+        if isinstance(value, str):
+            return 0 if value == ("0" if kind == "scalar" else "") else 1
+    raise PromQueryError(f"malformed {kind[:32] or 'untyped'} answer")

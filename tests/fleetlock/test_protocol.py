@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -111,6 +113,9 @@ BODIES = [
     ),
     ("deep", b"[" * 100_000 + b"]" * 100_000, p.REQUEST_TOO_LARGE),
     ("deep-small", b'{"client_params":' + b"[" * 30_000 + b"]" * 30_000 + b"}", p.INVALID_REQUEST),
+    ("five-levels", b'{"client_params":{"id":"x","group":"g","z":[[[1]]]}}', p.INVALID_REQUEST),
+    ("four-levels", b'{"client_params":{"id":"x","group":"g","z":[[1]]}}', ("x", "g")),
+    ("nan", b'{"client_params":{"id":"x","group":"g","z":NaN}}', p.INVALID_REQUEST),
 ]
 
 
@@ -206,10 +211,12 @@ class RecordingService:
 
     def __init__(self) -> None:
         self.requests: list[p.Request] = []
+        self.peers: list[str] = []
         self.reply = p.ok("done")
 
-    def handle(self, request: p.Request) -> p.Reply:
+    def handle(self, request: p.Request, *, peer: str) -> p.Reply:
         self.requests.append(request)
+        self.peers.append(peer)
         return self.reply
 
 
@@ -264,7 +271,18 @@ def test_zincati_request_exact_bytes(served: Served, api: str) -> None:
     assert headers["Content-Type"] == "application/json"
     assert json.loads(body)["kind"] == "ok"
     assert service.requests == [p.Request(p.Api(api), "e0f3745b108f471cbd4883c6fbed8cdd", "mock-workers")]
+    assert service.peers == ["127.0.0.1"]  # the TCP peer, for the service's address check
     assert metrics.seen == [(api, "ok")]
+
+
+def test_a_refusal_is_403_and_echoes_nothing(served: Served) -> None:
+    server, service, metrics = served
+    service.reply = p.Reply(p.FORBIDDEN, "the caller's address is not an address of the node it names")
+    status, _, body = raw_request(server.server_address[1], zincati_request("/base/v1/steady-state"))
+    assert status == 403
+    assert json.loads(body)["kind"] == "forbidden"
+    assert b"e0f3745b" not in body and b"mock-workers" not in body
+    assert metrics.seen == [("steady-state", "forbidden")]
 
 
 def test_service_error_is_passed_through(served: Served) -> None:
@@ -361,3 +379,33 @@ def test_fuzz_no_5xx_for_bad_input(
     assert response.status < 500
     decoded = json.loads(data)
     assert decoded["kind"] in p.KINDS and decoded["value"]
+
+
+def test_a_body_trickled_past_the_deadline_is_cut_without_reaching_the_service(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_Server, "request_deadline", 0.5)
+    service = RecordingService()
+    server = _Server(("127.0.0.1", 0), service=service, base="/", metrics=None)  # type: ignore[arg-type]
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        request = zincati_request("/v1/pre-reboot")
+        head, body = request.split(b"\r\n\r\n", 1)
+        with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=10) as sock:
+            sock.sendall(head + b"\r\n\r\n")
+            started = time.monotonic()
+            with contextlib.suppress(OSError):
+                for byte in body:  # one byte every 50 ms: each read is quick, the whole is too slow
+                    sock.sendall(bytes([byte]))
+                    time.sleep(0.05)
+            try:
+                answer = sock.recv(4096)
+            except ConnectionResetError:  # closed with the trickled bytes unread
+                answer = b""
+            assert answer == b""
+            assert time.monotonic() - started < 3.0  # the trickle alone takes 4 s
+        assert service.requests == []
+    finally:
+        server.shutdown()
+        server.server_close()

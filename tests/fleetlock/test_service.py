@@ -48,6 +48,9 @@ class OneNode:
     def fleetlock_nodes(self) -> list[str]:
         return [NODE]
 
+    def admits(self, node: str, peer: str) -> bool:
+        return node == NODE
+
     def start(self) -> None: ...
 
     def stop(self) -> None: ...

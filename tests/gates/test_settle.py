@@ -1,3 +1,7 @@
+import pytest
+
+from pykured.blockers import PromQueryError
+from pykured.gates import settle
 from pykured.gates.settle import covering_pdbs, selector_matches
 from pykured.kube.client import Obj
 
@@ -41,3 +45,47 @@ def test_covering_pdbs_are_per_namespace() -> None:
         pdb("b", "none", None),
     ]
     assert covering_pdbs(pods, pdbs) == ["a/web", "b/db"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "result", "count"),
+    [
+        ("vector", [], 0),
+        ("vector", None, 0),
+        ("vector", [{"metric": {}, "value": [0, "1"]}] * 3, 3),
+        ("matrix", [{"metric": {}, "values": []}], 1),
+        ("scalar", [0, "0"], 0),
+        ("scalar", [0, "2"], 1),
+        ("string", [0, ""], 0),
+        ("string", [0, "x"], 1),
+    ],
+    ids=["empty-vector", "null-vector", "three", "matrix", "scalar-zero", "scalar", "empty-string", "string"],
+)
+def test_result_count(kind: str, result: object, count: int) -> None:
+    assert settle.result_count(kind, result) == count
+
+
+@pytest.mark.parametrize(
+    ("kind", "result"),
+    [
+        ("vector", {"a": 1}),
+        ("scalar", [0]),
+        ("scalar", []),
+        ("scalar", [0, 1]),
+        ("string", "x"),
+        ("", []),
+        ("x", []),
+    ],
+    ids=[
+        "vector-object",
+        "scalar-short",
+        "scalar-empty",
+        "scalar-number",
+        "string-not-list",
+        "untyped",
+        "unknown",
+    ],
+)
+def test_malformed_results_are_query_errors(kind: str, result: object) -> None:
+    with pytest.raises(PromQueryError, match="malformed"):
+        settle.result_count(kind, result)

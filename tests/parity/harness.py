@@ -34,6 +34,7 @@ from pykured.fleetlock.appid import app_specific_id
 from pykured.kube.client import Kube
 from pykured.requests import record as rebootrequest
 from pykured_dev.eventually import eventually
+from tests.e2e.fleetlock.conftest import give_address
 from tests.receivers import Receiver, serve_receiver
 from tests.testenv import TestEnv
 
@@ -278,6 +279,8 @@ class Bench:
         with contextlib.suppress(Exception):  # a second run in the same namespace shares the DaemonSet
             self.k8s.create_daemonset(namespace, "kured")
         (node,) = self.k8s.add_nodes(self.k8s.unique("pn"), labels=labels)
+        if driver == "fleetlock-central":  # Zincati's calls come from 127.0.0.1: make it the node's address
+            give_address(self.k8s.kube(), node)
         tmp = self.tmp / node
         tmp.mkdir()
         receiver, stop = serve_receiver()

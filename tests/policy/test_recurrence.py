@@ -1,8 +1,11 @@
 import datetime
+import time
+import tracemalloc
 import zoneinfo
 
 import pytest
 
+from pykured.core.errors import ConfigError
 from pykured.policy.recurrence import CalendarWindow, WindowError
 
 UTC = datetime.UTC
@@ -159,3 +162,121 @@ def test_invalid_windows_are_one_clear_error(text: str, message: str) -> None:
 def test_naive_now_is_refused() -> None:
     with pytest.raises(ValueError, match="aware"):
         win(SECOND_TUESDAY).contains(datetime.datetime(2026, 3, 10, 1))
+
+
+# -- bounded cost: caps at parse, expansion from near now ----------------------------------------------------
+
+EVERY_MINUTE = (
+    "FREQ=DAILY;BYHOUR=" + ",".join(map(str, range(24))) + ";BYMINUTE=" + ",".join(map(str, range(60)))
+    + ";BYSECOND=0;DURATION=30s"
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (EVERY_MINUTE.replace("BYSECOND=0", "BYSECOND=0,30"), "at most 1440 starts a day"),
+        ("FREQ=DAILY;BYMINUTE=" + ",".join(map(str, range(60))) + ";BYSECOND=" + ",".join(map(str, range(60)))
+         + ";DURATION=1s", "this rule has 3600"),
+        ("FREQ=MONTHLY;DURATION=745h", r"DURATION must be at most 744h \(31 days\)"),
+        ("FREQ=DAILY;COUNT=1001;DURATION=1h", "COUNT must be at most 1000"),
+        ("FREQ=DAILY;COUNT=2;UNTIL=20270101T000000;DURATION=1h", "UNTIL and COUNT"),
+        ("RDATE=" + ",".join(["20260101T000000"] * 1001) + ";DURATION=1h", "at most 1000 RDATE"),
+    ],
+    ids=["two-a-minute", "every-second", "duration", "count", "until-and-count", "rdates"],
+)  # fmt: skip
+def test_costly_windows_are_refused_in_one_line(text: str, message: str) -> None:
+    with pytest.raises(WindowError, match=message) as info:
+        win(text)
+    assert "\n" not in str(info.value)
+
+
+def test_the_caps_admit_their_limits() -> None:
+    assert win(EVERY_MINUTE).contains(z("2026-03-10T12:34:10+01:00"))
+    assert win("FREQ=MONTHLY;DURATION=744h").duration == datetime.timedelta(days=31)
+
+
+def test_the_cap_is_a_clear_startup_error() -> None:
+    from pykured.config.startup import parse
+
+    with pytest.raises(
+        ConfigError, match=r"invalid --maintenance-window .*: at most 1440 starts a day"
+    ) as info:
+        parse(
+            ["--maintenance-window=" + EVERY_MINUTE.replace("BYSECOND=0", "BYSECOND=0,30")],
+            {"KURED_NODE_ID": "n"},
+        )
+    assert info.value.exit_code == 1
+    assert "\n" not in str(info.value)
+
+
+def reference(w: CalendarWindow, now: datetime.datetime) -> tuple[object, object]:
+    """open_interval and next_open computed the old way: the whole rule from DTSTART, by dateutil."""
+    assert w.rule is not None
+    rule = w.rule.rule
+    local = now.astimezone(w.zone).replace(tzinfo=None)
+    slack = datetime.timedelta(hours=3)
+    best = None
+    for start in rule.between(local - w.duration - slack, local + slack, inc=True):
+        begin, end = w._interval(start)
+        if begin <= now < end and (best is None or end > best[1]):
+            best = (begin, end)
+    after = None
+    if best is None:
+        for start in rule.between(local - slack, local + datetime.timedelta(days=800), inc=True):
+            begin, end = w._interval(start)
+            if begin >= now and end > begin:
+                after = begin
+                break
+    else:
+        after = now
+    return best, after
+
+
+ANCHORED = [
+    SECOND_TUESDAY,
+    "FREQ=WEEKLY;INTERVAL=2;BYDAY=SA;BYHOUR=22;BYMINUTE=0;BYSECOND=0;DURATION=30h;DTSTART=20240106T000000",
+    "FREQ=WEEKLY;INTERVAL=3;WKST=SU;BYDAY=SU,MO;DURATION=20h;DTSTART=20251228T013000",
+    "FREQ=WEEKLY;BYDAY=MO,WE,FR;BYHOUR=1,13;BYMINUTE=0;BYSECOND=0;BYSETPOS=-1;DURATION=3h",
+    "FREQ=MONTHLY;INTERVAL=3;BYMONTHDAY=-1;BYHOUR=23;BYMINUTE=0;BYSECOND=0;DURATION=5h",
+    "FREQ=MONTHLY;BYMONTH=1,4,7,10;BYDAY=SA;BYSETPOS=1;BYHOUR=0;BYMINUTE=0;BYSECOND=0;DURATION=48h",
+    "FREQ=DAILY;INTERVAL=3;BYHOUR=2;BYMINUTE=0,30;BYSECOND=0;DURATION=20m;DTSTART=20260101T020000",
+    "FREQ=YEARLY;BYWEEKNO=1,27;BYDAY=MO;BYHOUR=3;BYMINUTE=0;BYSECOND=0;DURATION=4h",
+    "FREQ=MONTHLY;DTSTART=20260131T010000;DURATION=2h",
+    "FREQ=DAILY;UNTIL=20260601T000000;BYHOUR=4;BYMINUTE=0;BYSECOND=0;DURATION=1h",
+]
+
+
+@pytest.mark.parametrize("text", ANCHORED, ids=[f"rule{i}" for i in range(len(ANCHORED))])
+def test_expanding_from_near_now_answers_as_from_dtstart(text: str) -> None:
+    w = win(text)
+    now = z("2026-01-01T00:00:00+00:00")
+    for _ in range(60):  # every 5 days 7 h 13 min over ~11 months, across both DST changes
+        open_interval, next_open = reference(w, now)
+        assert w.open_interval(now) == open_interval, now
+        assert w.next_open(now) == next_open, now
+        now += datetime.timedelta(days=5, hours=7, minutes=13)
+
+
+def test_a_rule_firing_every_minute_stays_cheap() -> None:
+    """Measured, not asserted against a clock: the old expansion from DTSTART 2000 with dateutil's cache
+    took seconds per question and grew past the agent's memory limit."""
+    w = win(EVERY_MINUTE)
+    now = z("2026-07-15T10:20:10+00:00")
+
+    def ask(minutes: int) -> None:
+        for minute in range(minutes):
+            at = now + datetime.timedelta(minutes=minute)
+            assert w.contains(at)
+            assert not w.contains(at + datetime.timedelta(seconds=30))
+            assert w.next_open(at + datetime.timedelta(seconds=30)) == at + datetime.timedelta(seconds=50)
+
+    started = time.perf_counter()
+    ask(100)
+    elapsed = time.perf_counter() - started
+    tracemalloc.start()
+    ask(10)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    print(f"every-minute rule: {elapsed / 300 * 1000:.2f} ms a question, {peak / 1024:.0f} KiB peak")
+    assert peak < 8 * 1024 * 1024  # nothing grows with the questions asked

@@ -44,6 +44,13 @@ def zincati_id(node: str) -> str:
     return app_specific_id(machine_id(node))
 
 
+def give_address(kube: Kube, node: str, address: str = "127.0.0.1") -> None:
+    """Add ``address`` to the Node's ``status.addresses`` (as an ExternalIP, which the simulated kubelet's
+    strategic-merge status patches keep): central FleetLock answers a caller from that address for it."""
+    patch = {"status": {"addresses": [{"type": "ExternalIP", "address": address}]}}
+    kube.patch_node_status(node, patch)
+
+
 class RecordingNotifier:
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
@@ -61,10 +68,13 @@ class RecordingNotifier:
         return True
 
 
-def zincati(port: int, api: str, ident: str, group: str = "default", *, base: str = "/") -> tuple[int, str]:
-    """One call as Zincati makes it (pretty JSON, id then group, no Content-Type); returns (status, kind)."""
+def zincati(
+    port: int, api: str, ident: str, group: str = "default", *, base: str = "/", source: str = "127.0.0.1"
+) -> tuple[int, str]:
+    """One call as Zincati makes it (pretty JSON, id then group, no Content-Type) from address ``source``
+    (any 127.0.0.0/8 address); returns (status, kind)."""
     body = json.dumps({"client_params": {"id": ident, "group": group}}, indent=2).encode()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60, source_address=(source, 0))
     try:
         conn.putrequest("POST", f"{base}v1/{api}", skip_accept_encoding=True)
         conn.putheader("fleet-lock-protocol", "true")
@@ -129,6 +139,13 @@ class Rig:
 
     def set_concurrency(self, concurrency: int) -> None:
         self.lock = make_lock(self.kube, self.namespace, concurrency)
+
+    def add_nodes(self, *names: str, address: str = "127.0.0.1") -> list[str]:
+        """Ready Nodes whose addresses include ``address`` (the callers' in these tests)."""
+        added = self.k8s.add_nodes(*names)
+        for name in added:
+            give_address(self.kube, name, address)
+        return added
 
     def node(self, name: str) -> dict[str, Any]:
         return self.kube.get_node(name)

@@ -43,7 +43,7 @@ def pods_on(rig: Rig, node: str) -> list[str]:
 
 @pytest.mark.parametrize("mode", ["node-local", "central"], ids=["node-local", "central"])
 def test_full_zincati_cycle(rig: Rig, mode: str) -> None:
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     rig.k8s.create_pod(rig.namespace, "work", node=node, grace=2)
     server = rig.server(mode=mode, node=node if mode == "node-local" else "")
     zid = zincati_id(node)
@@ -82,7 +82,7 @@ def test_full_zincati_cycle(rig: Rig, mode: str) -> None:
 
 
 def test_shared_budget_with_a_sentinel_driven_holder(rig: Rig) -> None:
-    zn, other = rig.k8s.add_nodes(rig.k8s.unique("zn"), rig.k8s.unique("sentinel"))
+    zn, other = rig.add_nodes(rig.k8s.unique("zn"), rig.k8s.unique("sentinel"))
     server = rig.server(mode="central")
     zid = zincati_id(zn)
     # A sentinel-driven daemon holds the only slot: Zincati waits, nothing is cordoned or marked.
@@ -102,7 +102,7 @@ def test_shared_budget_with_a_sentinel_driven_holder(rig: Rig) -> None:
 
 
 def test_restart_at_every_step_keeps_the_state(rig: Rig) -> None:
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     rig.k8s.create_pod(rig.namespace, "work", node=node, grace=2)
     zid = zincati_id(node)
 
@@ -148,7 +148,7 @@ def node_history(rig: Rig, nodes: list[str]) -> History:
 
 def test_central_ten_nodes_two_slots(rig: Rig) -> None:
     rig.set_concurrency(2)
-    nodes = rig.k8s.add_nodes(*(rig.k8s.unique("zc") for _ in range(10)))
+    nodes = rig.add_nodes(*(rig.k8s.unique("zc") for _ in range(10)))
     for node in nodes:
         rig.k8s.create_pod(rig.namespace, f"w-{node}", node=node, grace=1)
     server = rig.server(mode="central", long_poll_s=2.0)
@@ -181,7 +181,7 @@ def test_central_ten_nodes_two_slots(rig: Rig) -> None:
 
 
 def test_unknown_ids(rig: Rig) -> None:
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     central = rig.server(mode="central")
     local = rig.server(mode="node-local", node=node)
     stranger = "0123456789abcdef0123456789abcdef"
@@ -196,7 +196,7 @@ def test_unknown_ids(rig: Rig) -> None:
 def test_node_local_refuses_a_non_loopback_address(rig: Rig) -> None:
     from pykured.core.errors import ConfigError
 
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     with pytest.raises(ConfigError, match="loopback"):
         rig.server(mode="node-local", node=node, host="0.0.0.0")
     with pytest.raises(ConfigError, match="machine id"):
@@ -204,7 +204,7 @@ def test_node_local_refuses_a_non_loopback_address(rig: Rig) -> None:
 
 
 def test_drain_failure_releases_and_uncordons(rig: Rig) -> None:
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     rig.k8s.create_pod(rig.namespace, "guarded", node=node, labels={"app": "g"})
     rig.k8s.create_pdb(rig.namespace, "pdb", {"app": "g"}, min_available=1)
     rig.k8s.set_pdb_status(rig.namespace, "pdb", disruptions_allowed=0)
@@ -219,7 +219,7 @@ def test_drain_failure_releases_and_uncordons(rig: Rig) -> None:
 
 
 def test_drain_failure_with_force_reboot_grants(rig: Rig) -> None:
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     rig.k8s.create_pod(rig.namespace, "guarded", node=node, labels={"app": "g"})
     rig.k8s.create_pdb(rig.namespace, "pdb", {"app": "g"}, min_available=1)
     rig.k8s.set_pdb_status(rig.namespace, "pdb", disruptions_allowed=0)
@@ -229,7 +229,7 @@ def test_drain_failure_with_force_reboot_grants(rig: Rig) -> None:
 
 
 def test_steady_state_while_draining_releases_without_reboot(rig: Rig) -> None:
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     rig.k8s.create_pod(rig.namespace, "slow", node=node, grace=2)
     server = rig.server(mode="central", long_poll_s=10.0)
     zid = zincati_id(node)
@@ -242,7 +242,7 @@ def test_steady_state_while_draining_releases_without_reboot(rig: Rig) -> None:
 
 
 def test_admin_cordon_is_kept(rig: Rig) -> None:
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     rig.kube.patch_node(node, {"spec": {"unschedulable": True}})
     server = rig.server(mode="central")
     zid = zincati_id(node)
@@ -255,7 +255,7 @@ def test_admin_cordon_is_kept(rig: Rig) -> None:
 
 
 def test_release_delay_is_kept_on_the_node(rig: Rig) -> None:
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     server = rig.server(mode="central", release_delay_s=600.0)
     zid = zincati_id(node)
     rig.until(lambda: zincati(server.port, "pre-reboot", zid))
@@ -275,7 +275,7 @@ def test_release_delay_is_kept_on_the_node(rig: Rig) -> None:
 
 
 def test_reconcile_releases_a_rebooted_node_without_steady_state(rig: Rig) -> None:
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     server = rig.server(mode="central", ready_grace=datetime.timedelta(0))
     zid = zincati_id(node)
     rig.until(lambda: zincati(server.port, "pre-reboot", zid))
@@ -290,7 +290,7 @@ def test_reconcile_releases_a_rebooted_node_without_steady_state(rig: Rig) -> No
 
 
 def test_reconcile_alerts_on_stuck_finalization_without_releasing(rig: Rig) -> None:
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     server = rig.server(mode="node-local", node=node, stuck_after=datetime.timedelta(0))
     rig.until(lambda: zincati(server.port, "pre-reboot", zincati_id(node)))
     server.service.reconcile_once()
@@ -328,14 +328,14 @@ class Closed:
     ids=["window", "blocker"],
 )
 def test_gates_answer_423_without_taking_a_slot(rig: Rig, overrides: dict[str, Any], kind: str) -> None:
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     server = rig.server(mode="central", **overrides)
     assert zincati(server.port, "pre-reboot", zincati_id(node)) == (423, kind)
     assert rig.holders() == [] and not rig.cordoned(node)
 
 
 def test_foreign_cycle_is_left_alone(rig: Rig) -> None:
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     server = rig.server(mode="node-local", node=node)
     assert rig.lock.acquire(
         unschedulable=False, now_ns=time.time_ns(), node_id=node
@@ -346,7 +346,7 @@ def test_foreign_cycle_is_left_alone(rig: Rig) -> None:
 
 
 def test_next_update_after_the_release_delay_starts_a_new_cycle(rig: Rig) -> None:
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     server = rig.server(mode="central", release_delay_s=600.0)
     zid = zincati_id(node)
     rig.until(lambda: zincati(server.port, "pre-reboot", zid))
@@ -361,7 +361,7 @@ def test_next_update_after_the_release_delay_starts_a_new_cycle(rig: Rig) -> Non
 
 
 def test_reconcile_resumes_a_drain_after_restart(rig: Rig) -> None:
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     rig.k8s.create_pod(rig.namespace, "work", node=node, grace=2)
     server = rig.server(mode="central")
     zid = zincati_id(node)
@@ -376,10 +376,10 @@ def test_reconcile_resumes_a_drain_after_restart(rig: Rig) -> None:
 
 
 def test_central_ambiguous_and_late_nodes(rig: Rig) -> None:
-    a, b = rig.k8s.add_nodes(rig.k8s.unique("za"), rig.k8s.unique("zb"))
+    a, b = rig.add_nodes(rig.k8s.unique("za"), rig.k8s.unique("zb"))
     server = rig.server(mode="central")
     # A node that joins after the index was built is found (watch, or a re-list on a miss).
-    (late,) = rig.k8s.add_nodes(rig.k8s.unique("zl"))
+    (late,) = rig.add_nodes(rig.k8s.unique("zl"))
     rig.until(lambda: zincati(server.port, "pre-reboot", zincati_id(late)))
     assert zincati(server.port, "steady-state", zincati_id(late)) == (200, "ok")
     # Two Nodes with one machine id (a cloned image): refused, no slot taken.
@@ -395,7 +395,7 @@ def test_central_ambiguous_and_late_nodes(rig: Rig) -> None:
 
 
 def test_reconcile_thread_releases_after_the_delay(rig: Rig) -> None:
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     server = rig.server(mode="node-local", node=node, release_delay_s=1.0, reconcile_interval_s=0.3)
     zid = zincati_id(node)
     rig.until(lambda: zincati(server.port, "pre-reboot", zid))
@@ -407,7 +407,7 @@ def test_reconcile_thread_releases_after_the_delay(rig: Rig) -> None:
 
 
 def test_steady_state_from_a_node_whose_kubelet_is_not_back_yet(rig: Rig) -> None:
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     server = rig.server(mode="central")
     zid = zincati_id(node)
     rig.until(lambda: zincati(server.port, "pre-reboot", zid))
@@ -424,7 +424,7 @@ def test_steady_state_from_a_node_whose_kubelet_is_not_back_yet(rig: Rig) -> Non
 
 def test_the_freeze_a_halt_sets_and_a_node_pause_answer_423(rig: Rig) -> None:
     """FleetLock honours the freeze (a halt is one) and the per-node pause, as wiring builds its blockers."""
-    (node,) = rig.k8s.add_nodes(rig.k8s.unique("zn"))
+    (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     source = PolicySource(rig.kube, namespace=rig.namespace, name="kured-policy", zone=datetime.UTC)
     source.refresh()
     server = rig.server(
@@ -447,3 +447,41 @@ def test_the_freeze_a_halt_sets_and_a_node_pause_answer_423(rig: Rig) -> None:
     assert rig.holders() == []
     unpause_nodes(rig.kube, [node])
     assert zincati(server.port, "pre-reboot", zincati_id(node))[0] == 200
+
+
+# -- only the node itself is answered ---------------------------------------------------------------------
+
+
+def test_a_granted_nodes_steady_state_from_another_address_is_refused_and_the_slot_kept(rig: Rig) -> None:
+    (a,) = rig.add_nodes(rig.k8s.unique("za"), address="127.0.0.2")
+    (b,) = rig.add_nodes(rig.k8s.unique("zb"), address="127.0.0.3")
+    server = rig.server(mode="central")
+    rig.until(lambda: zincati(server.port, "pre-reboot", zincati_id(a), source="127.0.0.2"))
+    assert rig.holders() == [a]
+    before = rig.annotations(a)
+    for source in ("127.0.0.3", "127.0.0.1"):  # node b's address, and an address no Node has
+        assert zincati(server.port, "steady-state", zincati_id(a), source=source) == (403, "forbidden")
+    assert rig.count("steady-state", "forbidden") == 2
+    assert rig.holders() == [a]
+    assert rig.cordoned(a)
+    assert {k: rig.annotations(a).get(k) for k in STATE_KEYS} == {k: before.get(k) for k in STATE_KEYS}
+    # The second node cannot go down while the first holds the slot, whoever asks for it.
+    assert zincati(server.port, "pre-reboot", zincati_id(b), source="127.0.0.3") == (423, "lock_held")
+    # From its own address the steady-state is answered.
+    rig.until(lambda: zincati(server.port, "steady-state", zincati_id(a), source="127.0.0.2"))
+    assert rig.holders() == []
+
+
+def test_pre_reboot_from_a_wrong_address_does_not_cordon(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+    (x,) = rig.add_nodes(rig.k8s.unique("zx"), address="127.0.0.2")
+    server = rig.server(mode="central")
+    for _ in range(3):
+        assert zincati(server.port, "pre-reboot", zincati_id(x), source="127.0.0.4") == (403, "forbidden")
+    assert rig.holders() == []
+    assert not rig.cordoned(x)
+    assert FLEETLOCK_ID_ANNOTATION not in rig.annotations(x)
+    refusals = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert refusals[0] == (
+        f"FleetLock refused pre-reboot for node {x} from address 127.0.0.4: not an address of that Node"
+    )
+    assert len(refusals) == 3  # one line per refused request

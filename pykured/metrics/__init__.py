@@ -10,7 +10,9 @@ notification failures, handoff state, FleetLock requests and the pending reboot 
 Default collectors: ``process_*`` (same names as Go's, so dashboards keep working) and ``python_info`` are
 registered; ``python_gc_*`` is not (GC noise with no kured counterpart). Go's ``go_*`` and
 ``promhttp_metric_handler_*`` have no equivalent. Host ``""`` means all addresses, as in Go: a dual-stack
-``::`` socket, falling back to ``0.0.0.0`` when IPv6 is unavailable.
+``::`` socket, falling back to ``0.0.0.0`` when IPv6 is unavailable. The listener cannot be exhausted: at
+most :data:`MAX_CONNECTIONS` connections, each with :data:`REQUEST_DEADLINE` seconds for its whole exchange
+(:mod:`pykured.metrics.listener`); kured's Go listener has neither.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import socketserver
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import (
@@ -35,12 +36,20 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import choose_encoder
 
+from pykured.metrics.listener import BoundedHandler, BoundedHTTPServer
+
 __all__ = ["BLOCK_REASONS", "REBOOT_OUTCOMES", "Metrics", "NullMetrics"]
 
 logger = logging.getLogger(__name__)
 IDLE_POLL = 3600.0
 """How often the metrics server's loop wakes by itself (``serve_forever``'s default, 0.5 s, costs an idle
 agent 7200 wakeups an hour); :meth:`Metrics.close` wakes it with a connection instead."""
+
+MAX_CONNECTIONS = 16
+"""Connections the metrics listener serves at once; idle ones are closed to make room (see
+:mod:`pykured.metrics.listener`)."""
+REQUEST_DEADLINE = 10.0
+"""Seconds a metrics client has for its whole exchange, however slowly it sends or reads."""
 
 BLOCK_REASONS = ("none", "window", "sentinel", "prometheus", "pods", "lock", "freeze", "policy", "pause")
 REBOOT_OUTCOMES = ("triggered", "completed", "failed", "handoff")
@@ -172,7 +181,7 @@ class Metrics:
         )
         self._wait_started: float | None = None
         self._state_lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: BoundedHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # kured's metric
@@ -278,7 +287,7 @@ class Metrics:
             self._thread = None
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(BoundedHandler):
     server: _Server
 
     def do_GET(self) -> None:
@@ -304,8 +313,9 @@ class _Handler(BaseHTTPRequestHandler):
         logger.debug("metrics: " + format, *args)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(BoundedHTTPServer):
+    max_connections = MAX_CONNECTIONS
+    request_deadline = REQUEST_DEADLINE
     metrics: Metrics
 
     def server_bind(self) -> None:
