@@ -4,7 +4,8 @@ Without a kubelet, pods stay Pending (and Pending pods bypass PodDisruptionBudge
 never completes (no kubelet ever confirms it). This stand-in does what a kubelet does to the API objects: it
 marks pods on its nodes Running and Ready, finishes graceful deletions after the grace period (capped by
 ``max_grace`` to keep tests quick) with a UID-preconditioned final delete, and reboots a node by setting Ready
-false, then true with a fresh ``status.nodeInfo.bootID``.
+false, then true with a fresh ``status.nodeInfo.bootID``. A node it starts to serve (created, or created again
+after a delete) has its pods taken up from a list, as a kubelet starting on a node does.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pykured.kube.client import Kube, Obj
 logger = logging.getLogger(__name__)
 KEEP_PENDING = "pykured.dev/test-keep-pending"
 STATUS_RETRY_SECONDS = 120.0
+"""How long a kubelet keeps posting its status, or listing its pods, while the API server does not answer."""
 
 
 def _now() -> str:
@@ -67,6 +69,28 @@ class SimulatedKubelet:
         with self._lock:
             self._nodes.add(name)
         self._set_status(name, ready=True, boot_id=str(uuid.uuid4()))
+        self._take_up(name)
+
+    def _take_up(self, name: str) -> None:
+        """A kubelet's first sync: the pods already bound to ``name`` are run, or their deletion finished.
+
+        The watch ignored them while ``name`` was not served (its Node deleted, say), and nothing need ever
+        modify them again: an eviction or a graceful delete of a pod that is terminating already changes
+        nothing, so no watch event would bring it back. A kubelet starting on a node lists the pods bound to
+        it and takes them all up. Events after ``name`` was added are the watch's; a pod seen by both is
+        handled once (a pending deletion per UID) or marked Running twice.
+        """
+        deadline = time.monotonic() + STATUS_RETRY_SECONDS
+        while True:
+            try:
+                listing = self._kube.list_pods(field_selector=f"spec.nodeName={name}")
+                for pod in listing.get("items", []):
+                    self._handle(pod)
+                return
+            except errors.KubeError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.5)
 
     def forget(self, name: str) -> None:
         """Stop serving ``name``."""
