@@ -260,6 +260,11 @@ def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
     (tmp_path / "machine-id").write_text(machine_id + "\n")
     port = free_port()
     server_node = k8s.add_nodes(k8s.unique("infra"))[0] if central else zincati_node
+    if (
+        central
+    ):  # the central server answers a node only from one of its addresses: Zincati calls from loopback
+        patch = {"status": {"addresses": [{"type": "ExternalIP", "address": "127.0.0.1"}]}}
+        k8s.kube().patch_node_status(zincati_node, patch)
     if central:  # the central server runs as its own ServiceAccount, with its own ClusterRole
         assert workload["spec"]["template"]["spec"]["serviceAccountName"] == "pykured-fleetlock"
         identity = k8s.kubeconfig_for(
