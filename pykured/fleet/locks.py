@@ -30,7 +30,7 @@ from pykured.lock.lease import LeaseLock
 from pykured.lock.record import LockEntry, decode, format_go_time, ttl_expired
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube
+    from pykured.kube.api import KubeApi
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ ALIASES: dict[str, str | None] = {"daemonset": "annotation", "both": None, "": N
 
 
 def open_backends(
-    kube: Kube,
+    kube: KubeApi,
     *,
     namespace: str,
     ds_name: str,
@@ -80,7 +80,7 @@ def as_lock(lock: AnnotationLock | LeaseLock) -> Lock:
     return lock
 
 
-def _node_exists(kube: Kube, name: str) -> str:
+def _node_exists(kube: KubeApi, name: str) -> str:
     try:
         kube.get_node(name)
     except NotFoundError:
@@ -90,7 +90,7 @@ def _node_exists(kube: Kube, name: str) -> str:
     return "yes"
 
 
-def _row(kube: Kube, backend: str, entry: LockEntry, now_ns: int) -> list[str]:
+def _row(kube: KubeApi, backend: str, entry: LockEntry, now_ns: int) -> list[str]:
     since = entry.created_raw or format_go_time(entry.created_ns)
     ttl = format_duration(entry.ttl_ns) if entry.ttl_ns else "never"
     expired = "yes" if ttl_expired(entry, now_ns) else "no"
@@ -105,7 +105,7 @@ def _table(rows: list[list[str]], out: TextIO) -> None:
 
 
 def lock_status(
-    kube: Kube,
+    kube: KubeApi,
     *,
     namespace: str,
     ds_name: str,
@@ -151,7 +151,7 @@ def lock_status(
 
 
 def lock_release(
-    kube: Kube,
+    kube: KubeApi,
     node: str,
     *,
     namespace: str,

@@ -27,12 +27,13 @@ from pykured.lock.lease import lease_body, lease_entry
 from pykured.lock.record import LockEntry
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube, Obj
+    from pykured.kube.api import KubeApi
+    from pykured.kube.client import Obj
 
 logger = logging.getLogger(__name__)
 
 
-def node_label_lookup(kube: Kube, label: str) -> Callable[[str], str | None]:
+def node_label_lookup(kube: KubeApi, label: str) -> Callable[[str], str | None]:
     """``group_of``: the node's value of ``label`` (None when unlabelled or the Node is gone)."""
 
     def group_of(node: str) -> str | None:
@@ -52,7 +53,7 @@ class GroupPacedLock:
     def __init__(
         self,
         inner: Lock,
-        kube: Kube,
+        kube: KubeApi,
         *,
         namespace: str,
         prefix: str,

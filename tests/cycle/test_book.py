@@ -38,7 +38,7 @@ def kube() -> FakeKube:
 def book(kube: FakeKube) -> NodeBook:
     """A NodeBook on a fresh node of FakeKube."""
     kube.add_node("n1")
-    return NodeBook(kube, node="n1")  # type: ignore[arg-type]
+    return NodeBook(kube, node="n1")
 
 
 @pytest.mark.parametrize(
@@ -103,7 +103,7 @@ def test_state_annotations_set_and_clear_in_one_call(book: NodeBook) -> None:
 
 
 def test_writes_to_a_missing_node_raise_kube_errors(kube: FakeKube) -> None:
-    book = NodeBook(kube, node="missing")  # type: ignore[arg-type]
+    book = NodeBook(kube, node="missing")
     with pytest.raises(NotFoundError):
         book.add_reboot_annotations(T0)
     with pytest.raises(NotFoundError):

@@ -89,7 +89,7 @@ def test_remove_patch(spec: dict[str, Any], expected: list[dict[str, Any]] | Non
 
 def test_other_taints_are_kept(kube: FakeKube, node: str) -> None:
     kube.patch_node(node, {"spec": {"taints": [OTHER]}})
-    taint = PreferNoScheduleTaint(kube, node=node, key=KEY)  # type: ignore[arg-type]
+    taint = PreferNoScheduleTaint(kube, node=node, key=KEY)
     assert taint.enable() is True
     assert _taints(kube, node) == [OTHER, OURS]
     kube.patch_node(
@@ -116,4 +116,4 @@ def test_stale_patches_fail_instead_of_overwriting(kube: FakeKube, node: str) ->
 
 def test_missing_node_raises(kube: FakeKube) -> None:
     with pytest.raises(NotFoundError):
-        PreferNoScheduleTaint(kube, node="missing", key=KEY).enable()  # type: ignore[arg-type]
+        PreferNoScheduleTaint(kube, node="missing", key=KEY).enable()

@@ -34,6 +34,7 @@ from pykured.fleetlock.appid import app_specific_id
 from pykured.kube.client import Kube
 from pykured.requests import record as rebootrequest
 from pykured_dev.eventually import eventually
+from tests.fakes import RecordingRebooter
 from tests.receivers import Receiver, serve_receiver
 from tests.testenv import TestEnv
 
@@ -42,21 +43,6 @@ FLEETLOCK_DRIVERS = ("fleetlock-central", "fleetlock-node-local")
 DRIVERS = (*DAEMON_DRIVERS, *FLEETLOCK_DRIVERS)
 
 CYCLE_KEYS = (*state.STATE_ANNOTATIONS, state.FLEETLOCK_ID_ANNOTATION)
-
-
-class RecordingRebooter:
-    """The daemon's reboot command, recorded instead of run."""
-
-    hands_off = False
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def reboot(self) -> None:
-        self.calls += 1
-
-    def withdraw(self) -> None:
-        return None
 
 
 def machine_id(node: str) -> str:

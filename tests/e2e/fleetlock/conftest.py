@@ -29,6 +29,7 @@ from pykured.lock.annotation import AnnotationLock
 from pykured.metrics import Metrics
 from pykured.policy.weekly import TimeWindow
 from pykured_dev.eventually import eventually
+from tests.fakes import RecordingNotifier
 from tests.testenv import TestEnv
 
 ANNOTATION = "weave.works/kured-node-lock"
@@ -42,23 +43,6 @@ def machine_id(node: str) -> str:
 
 def zincati_id(node: str) -> str:
     return app_specific_id(machine_id(node))
-
-
-class RecordingNotifier:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, str]] = []
-
-    def notify_drain(self, node: str) -> bool:
-        self.sent.append(("drain", node))
-        return True
-
-    def notify_reboot(self, node: str) -> bool:
-        self.sent.append(("reboot", node))
-        return True
-
-    def notify_uncordon(self, node: str) -> bool:
-        self.sent.append(("uncordon", node))
-        return True
 
 
 def zincati(port: int, api: str, ident: str, group: str = "default", *, base: str = "/") -> tuple[int, str]:
@@ -113,7 +97,7 @@ class Rig:
             return Hands(
                 book=NodeBook(kube, node=name), drainer=drainer(name, cancel), lock=self.lock,
                 rebooter=ZincatiGrant(),
-                notifier=self.notifier,  # type: ignore[arg-type]
+                notifier=self.notifier,
                 events=EventRecorder(kube, node=name), metrics=self.metrics,
             )  # fmt: skip
 
