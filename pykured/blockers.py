@@ -32,7 +32,7 @@ from pykured.core.errors import ConfigError, KubeError, PykuredError
 from pykured.core.model import Reason
 from pykured.gocompat.goflags import GoValueError
 from pykured.gocompat.goregexp import GoRegexp, compile_re2
-from pykured.kube.client import Kube
+from pykured.kube.api import KubeApi
 
 logger = logging.getLogger(__name__)
 
@@ -336,7 +336,7 @@ def instant_query(url: str, query: str, *, at: float, timeout: float) -> tuple[s
 class PodBlocker:
     """Blocks while a pod matching any selector is Pending or Running on this node."""
 
-    def __init__(self, kube: Kube, *, node: str, selectors: Sequence[str]) -> None:
+    def __init__(self, kube: KubeApi, *, node: str, selectors: Sequence[str]) -> None:
         self._kube = kube
         self.node = node
         self.selectors = list(selectors)

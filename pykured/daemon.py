@@ -36,7 +36,7 @@ from pykured.drain import Drainer
 from pykured.gates.node import CycleGates
 from pykured.host.reboot import Rebooter
 from pykured.host.sentinel import Sentinel
-from pykured.kube.client import Kube
+from pykured.kube.api import KubeApi
 from pykured.kube.events import EventRecorder
 from pykured.kube.taints import PreferNoScheduleTaint
 from pykured.lock.base import Lock
@@ -91,7 +91,7 @@ class Settings:
 class Parts:
     """The adapters the loop drives."""
 
-    kube: Kube
+    kube: KubeApi
     lock: Lock
     book: NodeBook
     drainer: Drainer

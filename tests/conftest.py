@@ -1,4 +1,5 @@
-"""Shared fixtures: ``k8s``, the real etcd + kube-apiserver of ``pykured_dev.testenv``, one per test session.
+"""Shared fixtures: ``k8s``, the real etcd + kube-apiserver of ``pykured_dev.testenv``, one per test session;
+and the network guard of the in-process tests (:class:`NetworkGuard`).
 
 Kubernetes tests are never skipped: if the control plane cannot be built or started, they fail with the
 tail of each component's log.
@@ -6,12 +7,17 @@ tail of each component's log.
 
 from __future__ import annotations
 
+import ipaddress
 import os
-from collections.abc import Iterator
-from typing import Any
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 
+from pykured.kube.client import SERVICE_ACCOUNT_DIR, Kube
 from tests.testenv import TestEnv
 
 # Nothing in the test run may reboot or signal this machine: pykured.host.reboot refuses to in safe mode.
@@ -119,3 +125,125 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return found[0] if found else len(LONG_FIRST)
 
     items.sort(key=rank)
+
+
+# -- the network guard of the in-process tests -------------------------------------------------------------
+
+
+class NetworkGuardError(OSError):
+    """An in-process test reached for the network (raised where it did, and failing the test at its end)."""
+
+
+USER_KUBECONFIGS = frozenset(
+    str(Path(p).expanduser().resolve())
+    for p in [*os.environ.get("KUBECONFIG", "").split(os.pathsep), "~/.kube/config"]
+    if p
+)
+"""The kubeconfigs of whoever runs the tests (as the run started): a cluster no in-process test may reach."""
+
+
+def is_address(host: str) -> bool:
+    """An IP address literal (nothing to look up)."""
+    try:
+        ipaddress.ip_address(host.partition("%")[0])
+    except ValueError:
+        return False
+    return True
+
+
+def is_local(host: str) -> bool:
+    """A loopback (or unspecified: this machine) address, or ``localhost``."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        ip = ipaddress.ip_address(host.partition("%")[0])
+    except ValueError:
+        return False  # a name: looking it up is already the network
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback or ip.is_unspecified
+
+
+class NetworkGuard:
+    """Refuses, in an in-process test (not ``tests/e2e/``), a connection or datagram to anything but loopback,
+    a name lookup other than ``localhost``, and a Kubernetes client of the machine's own cluster (the user's
+    kubeconfig or the pod's service account): the call raises :class:`NetworkGuardError` and the test fails
+    at its end with what it tried, even where the code under test swallows the error. Servers a test starts
+    on 127.0.0.1 (or ::1) are reachable as ever.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._refused: list[str] = []
+
+    def refuse(self, what: str) -> NoReturn:
+        with self._lock:
+            self._refused.append(what)
+        raise NetworkGuardError(f"in-process test touched the network: {what}")
+
+    def take(self) -> list[str]:
+        """What was refused so far (and forget it: a test of the guard itself)."""
+        with self._lock:
+            refused, self._refused = self._refused, []
+        return refused
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        guard = self
+
+        def checked(name: str) -> Callable[..., Any]:
+            real = getattr(socket.socket, name)
+
+            def call(sock: socket.socket, *args: Any) -> Any:
+                address = args[-1]  # connect(address), connect_ex(address), sendto(data[, flags], address)
+                inet = sock.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple)
+                if inet and not is_local(str(address[0])):
+                    guard.refuse(f"{name} to {address[0]}:{address[1]}")
+                return real(sock, *args)
+
+            return call
+
+        for name in ("connect", "connect_ex", "sendto"):
+            monkeypatch.setattr(socket.socket, name, checked(name))
+
+        real_getaddrinfo = socket.getaddrinfo
+
+        def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+            name = host.decode() if isinstance(host, bytes) else host
+            if name is not None and not is_address(str(name)) and not is_local(str(name)):
+                guard.refuse(f"name lookup of {name!r}")
+            return real_getaddrinfo(host, *args, **kwargs)
+
+        monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+        real_from_kubeconfig = vars(Kube)["from_kubeconfig"]  # the classmethods, unbound
+        real_in_cluster = vars(Kube)["in_cluster"]
+
+        def from_kubeconfig(cls: type[Kube], /, path: str, **kwargs: Any) -> Kube:
+            if str(Path(path).expanduser().resolve()) in USER_KUBECONFIGS:
+                guard.refuse(f"a Kubernetes client from {path}, this machine's kubeconfig, not a test server")
+            return real_from_kubeconfig.__get__(None, cls)(path, **kwargs)  # type: ignore[no-any-return]
+
+        def in_cluster(cls: type[Kube], /, *, token_dir: str = SERVICE_ACCOUNT_DIR, **kwargs: Any) -> Kube:
+            if Path(token_dir) == Path(SERVICE_ACCOUNT_DIR):
+                guard.refuse(f"a Kubernetes client from {token_dir}, this pod's service account")
+            return real_in_cluster.__get__(None, cls)(token_dir=token_dir, **kwargs)  # type: ignore[no-any-return]
+
+        monkeypatch.setattr(Kube, "from_kubeconfig", classmethod(from_kubeconfig))
+        monkeypatch.setattr(Kube, "in_cluster", classmethod(in_cluster))
+
+
+@pytest.fixture(autouse=True)
+def network_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[NetworkGuard]:
+    """Every in-process test runs under a :class:`NetworkGuard` (the real-server tests, ``tests/e2e/``, reach
+    their API server and nothing else by construction)."""
+    guard = NetworkGuard()
+    if not request.node.nodeid.startswith(E2E):
+        guard.install(monkeypatch)
+    yield guard
+    refused = guard.take()
+    if refused:
+        pytest.fail(
+            f"{request.node.nodeid} touched the network ({'; '.join(refused)}): an in-process test may reach"
+            " only servers it starts on loopback; what needs the real API server goes under tests/e2e/",
+            pytrace=False,
+        )

@@ -1,20 +1,20 @@
-"""In-memory fakes for pure-logic tests of the reboot cycle: FakeKube, FakeClock, a notifier, a sample Node.
+"""The tests' one set of doubles: FakeKube, FakeClock, RecordingNotifier, RecordingRebooter, a sample Node.
 
-``FakeKube`` implements the part of :class:`pykured.kube.client.Kube` the cycle and the locks use (Nodes,
-Pods, DaemonSets, Events, ``coordination.k8s.io/v1`` Leases, watches) with the API server's rules that matter
-to them: every write bumps a global ``resourceVersion``; a ``PUT`` with a stale ``resourceVersion`` fails
-with 409 Conflict (a Lease ``PUT`` without one is unconditional, as the API server allows); a ``POST`` of an
-existing name is 409 AlreadyExists; merge patches (RFC 7386) delete on ``null``; JSON patches (RFC 6902)
-support ``add``/``remove``/``replace``/``test`` and answer 422 when a path is missing or a ``test`` fails;
-an unknown object is 404; lists and watches take equality label selectors (``k=v``, ``k!=v``, ``k``,
-``!k``, comma-separated) and ``metadata.name``/``metadata.namespace`` field selectors. A watch yields
-``ADDED``/``MODIFIED``/``DELETED`` in resourceVersion order after the version it starts from, then waits
-for more; :meth:`FakeKube.compact` makes older versions answer an ``ERROR`` event with a 410 Status (as
-the watch cache does), :meth:`FakeKube.bookmark` sends a ``BOOKMARK`` to open watches and
+``FakeKube`` is a :class:`pykured.kube.api.KubeApi` (mypy checks it, below), in memory: Nodes, Pods,
+DaemonSets, ConfigMaps, Events, ``coordination.k8s.io/v1`` Leases and watches, with the API server's rules
+that matter to the callers: every write bumps a global ``resourceVersion``; a ``PUT`` with a stale
+``resourceVersion`` fails with 409 Conflict (a Lease ``PUT`` without one is unconditional, as the API server
+allows); a ``POST`` of an existing name is 409 AlreadyExists; merge patches (RFC 7386) delete on ``null``;
+JSON patches (RFC 6902) support ``add``/``remove``/``replace``/``test`` and answer 422 when a path is missing
+or a ``test`` fails; an unknown object is 404; lists and watches take equality label selectors (``k=v``,
+``k!=v``, ``k``, ``!k``, comma-separated) and ``metadata.name``/``metadata.namespace`` field selectors. A
+watch yields ``ADDED``/``MODIFIED``/``DELETED`` in resourceVersion order after the version it starts from,
+then waits for more; :meth:`FakeKube.compact` makes older versions answer an ``ERROR`` event with a 410 Status
+(as the watch cache does), :meth:`FakeKube.bookmark` sends a ``BOOKMARK`` to open watches and
 :meth:`FakeKube.end_watches` ends them (as the API server does at ``timeoutSeconds``).
 :meth:`FakeKube.fail_next` injects errors. RBAC, admission, eviction, PodDisruptionBudgets, timeouts and
-concurrent clients racing over the network are not modelled. It is evidence only for the callers' logic:
-the API server's own behaviour is tested against the real one (tests/e2e/).
+concurrent clients racing over the network are not modelled (an eviction is granted at once). It is evidence
+only for the callers' logic: the API server's own behaviour is tested against the real one (tests/e2e/).
 """
 
 from __future__ import annotations
@@ -24,10 +24,15 @@ import dataclasses
 import datetime
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pykured.core import errors
 from pykured.kube.client import JSON_PATCH, Obj
+from pykured.notify.notifier import Notifier
+
+if TYPE_CHECKING:
+    from pykured.host.reboot import Rebooter
+    from pykured.kube.api import KubeApi
 
 Failure = Callable[[str, str, Any], errors.KubeError | None]
 """``(method, path, body) -> error or None``: an injected failure for one matching request."""
@@ -353,10 +358,48 @@ class FakeKube:
 
     # -- pods (an empty node drains at once) -----------------------------------------------------------------
 
-    def list_pods(self, **_query: Any) -> Obj:
+    def list_pods(
+        self,
+        *,
+        namespace: str | None = None,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        limit: int | None = None,
+    ) -> Obj:
+        """Every pod of :attr:`pods` (the selectors are not applied: the tests' nodes run none)."""
         self._check("GET", "/api/v1/pods")
         with self._cond:
             return {"items": copy.deepcopy(self.pods), "metadata": {"resourceVersion": str(self._rv)}}
+
+    def _pod_index(self, namespace: str, name: str) -> int:
+        for index, pod in enumerate(self.pods):
+            meta = pod.get("metadata") or {}
+            if (meta.get("namespace"), meta.get("name")) == (namespace, name):
+                return index
+        raise _status(404, f'pods "{name}" not found')
+
+    def get_pod(self, namespace: str, name: str) -> Obj:
+        self._check("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        with self._cond:
+            return copy.deepcopy(self.pods[self._pod_index(namespace, name)])
+
+    def delete_pod(
+        self, namespace: str, name: str, *, grace_period_seconds: int | None = None, uid: str | None = None
+    ) -> Obj:
+        """Gone at once (no grace period is waited for); a ``uid`` precondition that fails is 409."""
+        self._check("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        with self._cond:
+            index = self._pod_index(namespace, name)
+            if uid is not None and (self.pods[index].get("metadata") or {}).get("uid") != uid:
+                raise _status(409, f"Precondition failed: UID in precondition: {uid}")
+            return self.pods.pop(index)
+
+    def evict_pod(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> Obj:
+        """Granted at once: no PodDisruptionBudget is modelled (their refusals: tests/e2e/)."""
+        self._check("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction")
+        with self._cond:
+            del self.pods[self._pod_index(namespace, name)]
+        return {"kind": "Status", "apiVersion": "v1", "status": "Success"}
 
     def supports_eviction(self) -> bool:
         self._check("GET", "/api/v1")
@@ -557,6 +600,10 @@ class FakeKube:
             store[key] = self._record(resource, namespace, "MODIFIED", updated)
             return copy.deepcopy(updated)
 
+    def create(self, path: str, obj: Obj) -> Obj:
+        """POST to a collection path (as :meth:`request`)."""
+        return self.request("POST", path, body=obj)
+
     def compact(self) -> None:
         """Forget the history up to now, as etcd's compaction does: a watch from an older resourceVersion
         answers 410 Gone."""
@@ -698,20 +745,59 @@ class FakeClock:
         return int(self.now.timestamp()) * 1_000_000_000 + self.now.microsecond * 1000
 
 
-class RecordingNotifier:
-    """Records the notifications sent (``drain``, ``reboot``, ``uncordon``)."""
+class RecordingNotifier(Notifier):
+    """kured's notifications, recorded instead of sent: ``sent`` holds ``(kind, node)`` in order (``kind``:
+    ``drain``, ``reboot``, ``uncordon``); other messages (:meth:`Notifier.send`) go nowhere (no URL)."""
 
     def __init__(self) -> None:
-        self.sent: list[str] = []
+        super().__init__()
+        self.sent: list[tuple[str, str]] = []
+
+    @property
+    def kinds(self) -> list[str]:
+        """The kinds sent, in order."""
+        return [kind for kind, _ in self.sent]
 
     def notify_drain(self, node: str) -> bool:
-        self.sent.append("drain")
+        self.sent.append(("drain", node))
         return True
 
     def notify_reboot(self, node: str) -> bool:
-        self.sent.append("reboot")
+        self.sent.append(("reboot", node))
         return True
 
     def notify_uncordon(self, node: str) -> bool:
-        self.sent.append("uncordon")
+        self.sent.append(("uncordon", node))
         return True
+
+
+class RecordingRebooter:
+    """The reboot command, counted instead of run (nothing reboots this machine): ``calls`` reboots,
+    ``withdrawn`` withdrawals. ``fail``: every reboot fails as a failing command does; ``hands_off``: a
+    method that only allows someone else to reboot (Zincati's marker)."""
+
+    def __init__(self, *, hands_off: bool = False, fail: bool = False) -> None:
+        self.hands_off = hands_off
+        self.fail = fail
+        self.calls = 0
+        self.withdrawn = 0
+
+    def reboot(self) -> None:
+        self.calls += 1
+        if self.fail:
+            raise errors.RebootError("reboot command failed")
+
+    def withdraw(self) -> None:
+        self.withdrawn += 1
+
+
+if TYPE_CHECKING:  # mypy checks each double against the protocol it stands in for
+
+    def _fake_kube_is_a_kube_api(kube: FakeKube) -> KubeApi:
+        return kube
+
+    def _fake_clock_is_a_clock(clock: FakeClock) -> Callable[[], datetime.datetime]:
+        return clock
+
+    def _recording_rebooter_is_a_rebooter(rebooter: RecordingRebooter) -> Rebooter:
+        return rebooter

@@ -36,7 +36,7 @@ from pykured.requests.record import REQUEST_ANNOTATION
 from pykured.roll import record as rollrecord
 from pykured.status import agent as agentstatus
 from pykured_dev.eventually import eventually
-from tests.fakes import FakeClock, FakeKube, RecordingNotifier
+from tests.fakes import FakeClock, FakeKube, RecordingNotifier, RecordingRebooter
 
 NODE = "n1"
 NS = "kube-system"
@@ -60,22 +60,6 @@ class Sentinel:
 
     def stop(self) -> None:
         pass
-
-
-class Rebooter:
-    def __init__(self, *, hands_off: bool = False, fail: bool = False) -> None:
-        self.hands_off = hands_off
-        self.fail = fail
-        self.reboots = 0
-        self.withdrawn = 0
-
-    def reboot(self) -> None:
-        self.reboots += 1
-        if self.fail:
-            raise errors.RebootError("reboot command failed")
-
-    def withdraw(self) -> None:
-        self.withdrawn += 1
 
 
 class Blocker:
@@ -105,7 +89,7 @@ class Rig:
     kube: FakeKube
     clock: FakeClock
     sentinel: Sentinel
-    rebooter: Rebooter
+    rebooter: RecordingRebooter
     notifier: RecordingNotifier
     blocker: Blocker
     metrics: Metrics
@@ -155,7 +139,10 @@ class Rig:
 
 
 def make_rig(
-    *, policy: Policy | None = None, behaviour: Behaviour | None = None, rebooter: Rebooter | None = None
+    *,
+    policy: Policy | None = None,
+    behaviour: Behaviour | None = None,
+    rebooter: RecordingRebooter | None = None,
 ) -> Rig:
     kube = FakeKube()
     kube.add_node(NODE)
@@ -163,25 +150,25 @@ def make_rig(
     kube.add_daemonset(NS, DS)
     clock = FakeClock(T0)
     lock = Lock(
-        kube,  # type: ignore[arg-type]
+        kube,
         namespace=NS, ds_name=DS, annotation=LOCK, node_id=NODE, concurrency=1, ttl=Duration(0),
         liveness_interval=None, sleep=lambda _s: None,
     )  # fmt: skip
     sentinel, notifier, blocker = Sentinel(), RecordingNotifier(), Blocker()
-    rebooter = rebooter or Rebooter()
+    rebooter = rebooter or RecordingRebooter()
     metrics = Metrics(process_collectors=False)
     parts = Parts(
-        kube=kube,  # type: ignore[arg-type]
+        kube=kube,
         lock=lock,
-        book=NodeBook(kube, node=NODE),  # type: ignore[arg-type]
-        drainer=Drainer(kube, node=NODE, poll_interval=0.0),  # type: ignore[arg-type]
+        book=NodeBook(kube, node=NODE),
+        drainer=Drainer(kube, node=NODE, poll_interval=0.0),
         rebooter=rebooter,
         sentinel=sentinel,
         window=TimeWindow.parse(["su", "mo", "tu", "we", "th", "fr", "sa"], "0:00", "23:59:59", "UTC"),
-        notifier=notifier,  # type: ignore[arg-type]
-        events=EventRecorder(kube, node=NODE),  # type: ignore[arg-type]
+        notifier=notifier,
+        events=EventRecorder(kube, node=NODE),
         metrics=metrics,
-        taint=PreferNoScheduleTaint(kube, node=NODE, key=TAINT),  # type: ignore[arg-type]
+        taint=PreferNoScheduleTaint(kube, node=NODE, key=TAINT),
         blockers=[blocker],
     )
     settings = Settings(
@@ -266,28 +253,28 @@ def then_waits_for_the_lock(rig: Rig, pause: float) -> None:
 
 
 def then_rebooted_once(rig: Rig, pause: float) -> None:
-    assert rig.rebooter.reboots == 1 and rig.kube.cordoned(NODE)
+    assert rig.rebooter.calls == 1 and rig.kube.cordoned(NODE)
     memory = rig.memory()
     assert memory[state.REBOOT_BOOT_ID_ANNOTATION] == "boot-1"
     assert memory[state.REBOOT_ATTEMPTS_ANNOTATION] == "1"
     assert memory[state.UNSCHEDULABLE_BEFORE_ANNOTATION] == "false"
-    assert rig.notifier.sent == ["drain", "reboot"]
+    assert rig.notifier.kinds == ["drain", "reboot"]
     assert rig.kube.event_reasons() == ["Draining", "Rebooting"]
     assert rig.sample("pykured_reboots_total", outcome="triggered") == 1
 
 
 def then_waits_for_the_reboot(rig: Rig, pause: float) -> None:
-    assert rig.rebooter.reboots == 0 and pause == pytest.approx(9 * 60)
+    assert rig.rebooter.calls == 0 and pause == pytest.approx(9 * 60)
 
 
 def then_retried(rig: Rig, pause: float) -> None:
-    assert rig.rebooter.reboots == 1
+    assert rig.rebooter.calls == 1
     assert rig.memory()[state.REBOOT_ATTEMPTS_ANNOTATION] == "2"
     assert rig.kube.event_reasons() == ["RebootRetry", "Rebooting"]
 
 
 def then_gave_up(rig: Rig, pause: float) -> None:
-    assert rig.rebooter.reboots == 0 and rig.holders() == [] and not rig.kube.cordoned(NODE)
+    assert rig.rebooter.calls == 0 and rig.holders() == [] and not rig.kube.cordoned(NODE)
     assert rig.memory() == {state.BACKOFF_UNTIL_ANNOTATION: "2026-06-30T13:00:00Z"}
     assert rig.kube.event_reasons() == ["RebootLoopBackoff"]
     assert rig.sample("pykured_reboots_total", outcome="failed") == 1
@@ -296,7 +283,7 @@ def then_gave_up(rig: Rig, pause: float) -> None:
 def then_finished_the_reboot(rig: Rig, pause: float) -> None:
     assert not rig.kube.cordoned(NODE) and rig.holders() == [NODE]
     assert rig.memory()[state.RELEASE_AFTER_ANNOTATION] == "2026-06-30T12:00:00Z"
-    assert rig.notifier.sent == ["uncordon"]
+    assert rig.notifier.kinds == ["uncordon"]
     assert rig.kube.event_reasons() == ["Uncordoned"]
     assert rig.sample("pykured_reboots_total", outcome="completed") == 1
 
@@ -319,7 +306,7 @@ def then_released_and_backs_off(rig: Rig, pause: float) -> None:
 
 def then_aborted(rig: Rig, pause: float) -> None:
     assert rig.holders() == [] and rig.memory() == {} and not rig.kube.cordoned(NODE)
-    assert rig.rebooter.reboots == 0
+    assert rig.rebooter.calls == 0
 
 
 def then_admin_cordon_kept(rig: Rig, pause: float) -> None:
@@ -327,12 +314,12 @@ def then_admin_cordon_kept(rig: Rig, pause: float) -> None:
 
 
 def then_cleaned_up(rig: Rig, pause: float) -> None:
-    assert rig.memory() == {} and not rig.kube.cordoned(NODE) and rig.notifier.sent == []
+    assert rig.memory() == {} and not rig.kube.cordoned(NODE) and rig.notifier.kinds == []
 
 
 def then_cleaned_up_after_the_reboot(rig: Rig, pause: float) -> None:
     assert rig.memory() == {} and not rig.kube.cordoned(NODE)
-    assert rig.notifier.sent == ["uncordon"] and rig.kube.event_reasons() == ["Uncordoned"]
+    assert rig.notifier.kinds == ["uncordon"] and rig.kube.event_reasons() == ["Uncordoned"]
 
 
 def then_hands_off(rig: Rig, pause: float) -> None:
@@ -505,7 +492,7 @@ def test_a_failed_drain_releases_uncordons_and_retries_after_a_period(rig: Rig) 
     )
     assert rig.daemon.run_once() == PERIOD
     assert rig.step() is Step.DRAIN_AND_REBOOT
-    assert rig.rebooter.reboots == 0 and rig.holders() == [] and rig.memory() == {}
+    assert rig.rebooter.calls == 0 and rig.holders() == [] and rig.memory() == {}
     assert rig.kube.event_reasons() == ["Draining", "DrainFailed"]
     rig.daemon.run_once()
     assert rig.daemon.last_action is not None
@@ -519,11 +506,11 @@ def test_force_reboot_reboots_after_a_failed_drain() -> None:
         lambda m, p, body: errors.KubeError("boom") if m == "PATCH" and "spec" in body else None
     )
     rig.daemon.run_once()
-    assert rig.rebooter.reboots == 1 and rig.holders() == [NODE]
+    assert rig.rebooter.calls == 1 and rig.holders() == [NODE]
 
 
 def test_a_failed_reboot_is_logged_counted_and_retried_later(rig: Rig) -> None:
-    rig = make_rig(rebooter=Rebooter(fail=True))
+    rig = make_rig(rebooter=RecordingRebooter(fail=True))
     rig.hold()
     rig.daemon.run_once()
     assert rig.kube.event_reasons()[-1] == "RebootFailed"
@@ -546,7 +533,7 @@ def test_annotate_nodes_annotates_first_and_removes_after_the_reboot() -> None:
 
 
 def test_a_hand_off_is_counted_and_withdrawn_when_the_node_is_back() -> None:
-    rig = make_rig(rebooter=Rebooter(hands_off=True))
+    rig = make_rig(rebooter=RecordingRebooter(hands_off=True))
     rig.hold()
     rig.daemon.run_once()
     assert rig.sample("pykured_reboots_total", outcome="handoff") == 1
@@ -593,7 +580,7 @@ def test_a_whole_cycle_pass_by_pass(rig: Rig) -> None:
         Step.ACQUIRE, Step.DRAIN_AND_REBOOT, Step.WAIT, Step.POST_REBOOT, Step.RELEASE, Step.WAIT,
     ]  # fmt: skip
     assert rig.memory() == {} and rig.holders() == [] and not rig.kube.cordoned(NODE)
-    assert rig.notifier.sent == ["drain", "reboot", "uncordon"]
+    assert rig.notifier.kinds == ["drain", "reboot", "uncordon"]
     assert rig.kube.event_reasons() == ["LockAcquired", "Draining", "Rebooting", "Uncordoned", "LockReleased"]
 
 
@@ -602,7 +589,7 @@ def test_an_api_error_mid_step_is_retried_on_the_next_pass(rig: Rig) -> None:
     assert rig.daemon.run_once() == 5.0  # the lock was taken, the memory not written
     assert rig.holders() == [NODE] and rig.memory() == {}
     rig.daemon.run_once()  # the holder resumes: records what it had not, then drains and reboots
-    assert rig.step() is Step.DRAIN_AND_REBOOT and rig.rebooter.reboots == 1
+    assert rig.step() is Step.DRAIN_AND_REBOOT and rig.rebooter.calls == 1
     assert rig.memory()[state.UNSCHEDULABLE_BEFORE_ANNOTATION] == "false"
 
 

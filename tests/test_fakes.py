@@ -13,7 +13,7 @@ import pytest
 
 from pykured.core import errors
 from pykured.kube.client import JSON_PATCH, MERGE_PATCH, Obj
-from tests.fakes import FakeKube, selector_matches
+from tests.fakes import FakeKube, RecordingNotifier, RecordingRebooter, selector_matches
 
 NS = "kube-system"
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
@@ -216,3 +216,42 @@ def test_node_writes_are_called_back_with_the_answer() -> None:
     kube.on_node_written(lambda name, node: seen.append((name, node["metadata"]["resourceVersion"])))
     answer = kube.patch_node("n", {"metadata": {"labels": {"x": "1"}}})
     assert seen == [("n", answer["metadata"]["resourceVersion"])]
+
+
+def test_pods_are_read_deleted_at_a_uid_and_evicted_at_once() -> None:
+    kube = FakeKube()
+    kube.pods = [
+        {"metadata": {"namespace": "default", "name": name, "uid": f"uid-{name}"}} for name in ("a", "b", "c")
+    ]
+    assert kube.get_pod("default", "a")["metadata"]["uid"] == "uid-a"
+    with pytest.raises(errors.ConflictError):
+        kube.delete_pod("default", "a", uid="uid-other")
+    assert kube.delete_pod("default", "a", uid="uid-a")["metadata"]["name"] == "a"
+    assert kube.evict_pod("default", "b", grace_period_seconds=0)["status"] == "Success"
+    assert [p["metadata"]["name"] for p in kube.list_pods(namespace="default")["items"]] == ["c"]
+    for call in (kube.get_pod, kube.delete_pod, kube.evict_pod):
+        with pytest.raises(errors.NotFoundError):
+            call("default", "a")
+    assert kube.calls("POST", "/pods/b/eviction") == 1 and kube.calls("DELETE", "/pods/") == 3
+
+
+def test_create_posts_to_a_collection_once() -> None:
+    kube = FakeKube()
+    body: Obj = {"metadata": {"name": "policy"}, "data": {"k": "v"}}
+    assert kube.create("/api/v1/namespaces/ns/configmaps", body)["metadata"]["namespace"] == "ns"
+    assert kube.get("/api/v1/namespaces/ns/configmaps/policy")["data"] == {"k": "v"}
+    with pytest.raises(errors.ConflictError):
+        kube.create("/api/v1/namespaces/ns/configmaps", body)
+
+
+def test_the_recording_doubles_record_in_order() -> None:
+    notifier = RecordingNotifier()
+    assert notifier.notify_drain("n1") and notifier.notify_reboot("n1") and notifier.notify_uncordon("n2")
+    assert notifier.send("a halt") is True  # other messages go nowhere
+    assert notifier.sent == [("drain", "n1"), ("reboot", "n1"), ("uncordon", "n2")]
+    assert notifier.kinds == ["drain", "reboot", "uncordon"]
+    rebooter = RecordingRebooter(fail=True)
+    with pytest.raises(errors.RebootError):
+        rebooter.reboot()
+    rebooter.withdraw()
+    assert (rebooter.calls, rebooter.withdrawn, rebooter.hands_off) == (1, 1, False)

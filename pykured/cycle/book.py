@@ -37,7 +37,8 @@ from pykured.cycle.state import (
     reboot_annotations,
     state_patch,
 )
-from pykured.kube.client import JSON_PATCH, MERGE_PATCH, Kube, Obj
+from pykured.kube.api import KubeApi
+from pykured.kube.client import JSON_PATCH, MERGE_PATCH, Obj
 from pykured.lock.record import LockEntry
 
 logger = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ _UNPROCESSABLE = 422
 class NodeBook:
     """Reads the cycle's state of one Node and writes its bookkeeping."""
 
-    def __init__(self, kube: Kube, *, node: str, copy: NodeCopy | None = None) -> None:
+    def __init__(self, kube: KubeApi, *, node: str, copy: NodeCopy | None = None) -> None:
         self._kube = kube
         self.node = node
         self.copy = copy

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from pykured.core import errors
 from pykured.cycle.state import REBOOT_TRIGGERED_AT_ANNOTATION, NodeState
-from pykured.kube.client import Kube
+from pykured.kube.api import KubeApi
 from pykured.kube.events import EventRecorder
 from pykured.lock.base import Lock
 from pykured.lock.record import UNKNOWN_HOLDER
@@ -48,7 +48,7 @@ class HaltWatch:
     def __init__(
         self,
         *,
-        kube: Kube,
+        kube: KubeApi,
         lock: Lock,
         source: PolicySource,
         namespace: str,

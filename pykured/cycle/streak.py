@@ -26,7 +26,7 @@ from typing import Any
 
 from pykured.core import errors
 from pykured.core.times import format_rfc3339
-from pykured.kube.client import Kube
+from pykured.kube.api import KubeApi
 from pykured.kube.events import EventRecorder
 from pykured.kube.node import PYKURED_PREFIX
 from pykured.notify import Notifier
@@ -83,7 +83,7 @@ class DrainStreak:
     def __init__(
         self,
         *,
-        kube: Kube,
+        kube: KubeApi,
         namespace: str,
         configmap: str,
         me: str,

@@ -52,7 +52,8 @@ from pykured.drain.filters import (
     select_pods,
 )
 from pykured.gocompat.goflags import Duration, format_duration
-from pykured.kube.client import Kube, Obj
+from pykured.kube.api import KubeApi
+from pykured.kube.client import Obj
 from pykured.kube.node import NodeView
 
 logger = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ class Drainer:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeApi,
         *,
         node: str,
         grace_period: int = -1,

@@ -26,10 +26,10 @@ from pykured.policy.writer import write_freeze
 from pykured.status import agent as agentstatus
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube
+    from pykured.kube.api import KubeApi
 
 
-def whoami(kube: Kube) -> str:
+def whoami(kube: KubeApi) -> str:
     """The caller's user name as the API server sees it (``unknown`` if SelfSubjectReview is unavailable)."""
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
     try:
@@ -40,7 +40,7 @@ def whoami(kube: Kube) -> str:
 
 
 def freeze(
-    kube: Kube,
+    kube: KubeApi,
     *,
     namespace: str,
     name: str,
@@ -54,17 +54,17 @@ def freeze(
     return record
 
 
-def unfreeze(kube: Kube, *, namespace: str, name: str) -> None:
+def unfreeze(kube: KubeApi, *, namespace: str, name: str) -> None:
     """Remove the freeze (nothing to do when there is none)."""
     write_freeze(kube, namespace, name, None)
 
 
-def read_freeze(kube: Kube, *, namespace: str, name: str) -> FreezeRecord | None:
+def read_freeze(kube: KubeApi, *, namespace: str, name: str) -> FreezeRecord | None:
     """The freeze record in the ConfigMap (raises :class:`PolicyMapError` when it does not parse)."""
     return read_policy(kube, namespace=namespace, name=name).freeze
 
 
-def read_policy(kube: Kube, *, namespace: str, name: str) -> PolicyDoc:
+def read_policy(kube: KubeApi, *, namespace: str, name: str) -> PolicyDoc:
     """The whole policy ConfigMap, freeze and blackouts (empty when absent; times without a zone in UTC)."""
     try:
         obj = kube.request("GET", configmaps_path(namespace, name))
@@ -74,7 +74,7 @@ def read_policy(kube: Kube, *, namespace: str, name: str) -> PolicyDoc:
 
 
 def pause_nodes(
-    kube: Kube, nodes: list[str], *, reason: str, until: datetime.datetime | None, now: datetime.datetime
+    kube: KubeApi, nodes: list[str], *, reason: str, until: datetime.datetime | None, now: datetime.datetime
 ) -> FreezeRecord:
     """Pause each node (raises :class:`KubeError`, e.g. NotFound for an unknown node)."""
     record = FreezeRecord(reason=reason, by=whoami(kube), at=now, until=until)
@@ -83,12 +83,12 @@ def pause_nodes(
     return record
 
 
-def unpause_nodes(kube: Kube, nodes: list[str]) -> None:
+def unpause_nodes(kube: KubeApi, nodes: list[str]) -> None:
     for node in nodes:
         set_pause(kube, node, None)
 
 
-def paused_nodes(kube: Kube, now: datetime.datetime) -> list[tuple[str, FreezeRecord]]:
+def paused_nodes(kube: KubeApi, now: datetime.datetime) -> list[tuple[str, FreezeRecord]]:
     """The nodes with an active pause, by name."""
     out = []
     for obj in kube.list_nodes().get("items") or []:
@@ -101,7 +101,7 @@ def paused_nodes(kube: Kube, now: datetime.datetime) -> list[tuple[str, FreezeRe
 
 
 def print_status(
-    kube: Kube, *, namespace: str, name: str, now: datetime.datetime, out: IO[str], as_json: bool = False
+    kube: KubeApi, *, namespace: str, name: str, now: datetime.datetime, out: IO[str], as_json: bool = False
 ) -> int:
     """Print the freeze state; exit code 0 (1 when the ConfigMap does not parse)."""
     try:
@@ -128,7 +128,7 @@ def print_status(
     return 0
 
 
-def honouring(kube: Kube, *, namespace: str, name: str) -> tuple[int, int, dict[str, int]]:
+def honouring(kube: KubeApi, *, namespace: str, name: str) -> tuple[int, int, dict[str, int]]:
     """``(honouring, agents, others)``: the agents whose status says they read this ConfigMap, all agents
     that publish a status, and the other agents by their freeze state (``forbidden``, ``off``, …).
 

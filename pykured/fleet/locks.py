@@ -31,7 +31,7 @@ from pykured.lock.record import LockEntry, decode, format_go_time, ttl_expired
 from pykured.lock.registry import DAEMONSET, LEASE, LockPlace, open_read_only
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube
+    from pykured.kube.api import KubeApi
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ ALIASES: dict[str, str | None] = {"daemonset": "annotation", "both": None, "": N
 
 
 def open_backends(
-    kube: Kube,
+    kube: KubeApi,
     *,
     namespace: str,
     ds_name: str,
@@ -70,7 +70,7 @@ def as_lock(lock: AnnotationLock | LeaseLock) -> Lock:
     return lock
 
 
-def _node_exists(kube: Kube, name: str) -> str:
+def _node_exists(kube: KubeApi, name: str) -> str:
     try:
         kube.get_node(name)
     except NotFoundError:
@@ -80,7 +80,7 @@ def _node_exists(kube: Kube, name: str) -> str:
     return "yes"
 
 
-def _row(kube: Kube, backend: str, entry: LockEntry, now_ns: int) -> list[str]:
+def _row(kube: KubeApi, backend: str, entry: LockEntry, now_ns: int) -> list[str]:
     since = entry.created_raw or format_go_time(entry.created_ns)
     ttl = format_duration(entry.ttl_ns) if entry.ttl_ns else "never"
     expired = "yes" if ttl_expired(entry, now_ns) else "no"
@@ -95,7 +95,7 @@ def _table(rows: list[list[str]], out: TextIO) -> None:
 
 
 def lock_status(
-    kube: Kube,
+    kube: KubeApi,
     *,
     namespace: str,
     ds_name: str,
@@ -141,7 +141,7 @@ def lock_status(
 
 
 def lock_release(
-    kube: Kube,
+    kube: KubeApi,
     node: str,
     *,
     namespace: str,

@@ -26,7 +26,8 @@ from pykured.cycle.state import NodeState
 from pykured.fleet import rollout
 from pykured.fleet import view as fleetview
 from pykured.fleet.locks import open_backends
-from pykured.kube.client import JSON_PATCH, MERGE_PATCH, Kube, Obj
+from pykured.kube.api import KubeApi
+from pykured.kube.client import JSON_PATCH, MERGE_PATCH, Obj
 from pykured.lock.base import forbidden
 from pykured.lock.record import decode
 from pykured.requests import record as rebootrequest
@@ -45,7 +46,7 @@ class RequestError(errors.PykuredError):
 # -- who and what --------------------------------------------------------------------------------------------
 
 
-def whoami(kube: Kube) -> str:
+def whoami(kube: KubeApi) -> str:
     """The caller's user name (a SelfSubjectReview, ``authentication.k8s.io/v1``); ``unknown`` if refused."""
     body: Obj = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
     try:
@@ -57,7 +58,7 @@ def whoami(kube: Kube) -> str:
     return str(user) if user else "unknown"
 
 
-def may_patch(kube: Kube, node: str) -> bool | None:
+def may_patch(kube: KubeApi, node: str) -> bool | None:
     """Whether the caller may ``patch`` this Node (SelfSubjectAccessReview); ``None`` if the review failed."""
     body: Obj = {
         "apiVersion": "authorization.k8s.io/v1",
@@ -73,7 +74,7 @@ def may_patch(kube: Kube, node: str) -> bool | None:
 
 
 def nodes(
-    kube: Kube, *, names: Sequence[str] = (), selector: str = "", all_nodes: bool = False
+    kube: KubeApi, *, names: Sequence[str] = (), selector: str = "", all_nodes: bool = False
 ) -> list[NodeState]:
     """The Nodes named, or matching ``selector``, or all; a missing one or a refused read is an error."""
     if names:
@@ -109,7 +110,7 @@ def _message(exc: errors.KubeError) -> str:
     return text.removesuffix(f" (HTTP {exc.status})") if exc.status else text
 
 
-def _check_patch(kube: Kube, views: Sequence[NodeState]) -> None:
+def _check_patch(kube: KubeApi, views: Sequence[NodeState]) -> None:
     denied = [v.name for v in views if may_patch(kube, v.name) is False]
     if denied:
         who = whoami(kube)
@@ -141,7 +142,7 @@ def _existing(view: NodeState) -> rebootrequest.RebootRequest | None:
         return None
 
 
-def _write(kube: Kube, view: NodeState, req: rebootrequest.RebootRequest) -> None:
+def _write(kube: KubeApi, view: NodeState, req: rebootrequest.RebootRequest) -> None:
     patch = rebootrequest.bind_patch(req, has_annotations=bool(view.annotations))
     try:
         kube.patch_node(view.name, patch, patch_type=JSON_PATCH)
@@ -152,7 +153,7 @@ def _write(kube: Kube, view: NodeState, req: rebootrequest.RebootRequest) -> Non
 
 
 def request_reboot(
-    kube: Kube,
+    kube: KubeApi,
     views: Sequence[NodeState],
     *,
     reason: str,
@@ -194,7 +195,7 @@ def request_reboot(
     return out
 
 
-def cancel(kube: Kube, views: Sequence[NodeState]) -> list[Outcome]:
+def cancel(kube: KubeApi, views: Sequence[NodeState]) -> list[Outcome]:
     """Withdraw the request of every node of ``views`` (no call for a node without one)."""
     with_request = [v for v in views if rebootrequest.REQUEST_ANNOTATION in v.annotations]
     _check_patch(kube, with_request)
@@ -214,7 +215,7 @@ def cancel(kube: Kube, views: Sequence[NodeState]) -> list[Outcome]:
 # -- reading the fleet ---------------------------------------------------------------------------------------
 
 
-def all_nodes(kube: Kube, selector: str = "") -> list[NodeState]:
+def all_nodes(kube: KubeApi, selector: str = "") -> list[NodeState]:
     """LIST the Nodes (``list`` on nodes: not in kured's agent RBAC)."""
     try:
         items = kube.list_nodes(label_selector=selector or None).get("items", [])
@@ -228,7 +229,7 @@ def all_nodes(kube: Kube, selector: str = "") -> list[NodeState]:
 
 
 def lock_holders(
-    kube: Kube, *, namespace: str, ds_name: str, annotation: str, lease_prefix: str
+    kube: KubeApi, *, namespace: str, ds_name: str, annotation: str, lease_prefix: str
 ) -> list[fleetview.LockInfo]:
     """The holders of both lock backends; what the caller may not read is reported, not raised."""
     ann, lease = open_backends(
@@ -261,7 +262,7 @@ def _lock_error(exc: BaseException) -> str:
     return str(exc)
 
 
-def rollout_progress(kube: Kube, rollout_id: str = "", selector: str = "") -> rollout.RolloutProgress:
+def rollout_progress(kube: KubeApi, rollout_id: str = "", selector: str = "") -> rollout.RolloutProgress:
     """A rollout's progress (the newest rollout when ``rollout_id`` is empty)."""
     views = all_nodes(kube, selector)
     if not rollout_id:

@@ -32,7 +32,8 @@ from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION
 from pykured.fleetlock.appid import app_specific_id, normalize_id, read_machine_id
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube, Obj
+    from pykured.kube.api import KubeApi
+    from pykured.kube.client import Obj
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +139,7 @@ def zincati_id_of(node: Obj) -> str | None:
 class NodeIndex:
     """Central mode: a watched ``Zincati id → Node`` index over every Node."""
 
-    def __init__(self, kube: Kube, *, refresh_interval: float = 5.0, watch_timeout: int = 30) -> None:
+    def __init__(self, kube: KubeApi, *, refresh_interval: float = 5.0, watch_timeout: int = 30) -> None:
         self._kube = kube
         self._refresh_interval = refresh_interval
         self._watch_timeout = watch_timeout

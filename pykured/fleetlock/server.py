@@ -33,7 +33,7 @@ from pykured.cycle.steps import Behaviour
 from pykured.fleetlock import protocol as p
 from pykured.fleetlock.nodes import LocalResolver, NodeIndex, Resolver
 from pykured.fleetlock.service import Blockers, FleetLockService, HandsFactory
-from pykured.kube.client import Kube
+from pykured.kube.api import KubeApi
 from pykured.lock.base import Lock
 from pykured.metrics import Metrics
 from pykured.metrics.listener import BoundedHandler, BoundedHTTPServer
@@ -158,7 +158,7 @@ class FleetLockServer:
     def __init__(
         self,
         *,
-        kube: Kube,
+        kube: KubeApi,
         lock: Lock,
         host: str,
         port: int,

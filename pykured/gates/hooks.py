@@ -23,7 +23,7 @@ from pykured.core.model import Reason
 from pykured.core.times import parse_rfc3339
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube
+    from pykured.kube.api import KubeApi
 
 MERGE_PATCH = "application/merge-patch+json"
 PHASES = ("before", "after")
@@ -42,7 +42,7 @@ def phase_since(node: Mapping[str, Any], key: str) -> datetime.datetime | None:
 class RebootHook:
     """One phase's hooks on one Node (a :class:`pykured.gates.Gate`)."""
 
-    def __init__(self, kube: Kube, *, node: str, phase: str, annotations: Sequence[str]) -> None:
+    def __init__(self, kube: KubeApi, *, node: str, phase: str, annotations: Sequence[str]) -> None:
         if phase not in PHASES:
             raise ValueError(f"unknown hook phase {phase}")
         self._kube = kube

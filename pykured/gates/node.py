@@ -27,7 +27,7 @@ from pykured.gates.phase import Gate, GatePhase, GateResult, Verdict, evaluate
 from pykured.gates.settle import DRAINED_PDBS_ANNOTATION, record_drained_pdbs
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube
+    from pykured.kube.api import KubeApi
 
 SETTLE_SINCE_ANNOTATION = "pykured.dev/settle-since"
 _OPEN = GateResult(Verdict.OPEN)
@@ -38,7 +38,7 @@ class CycleGates:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeApi,
         *,
         node: str,
         before_annotations: Sequence[str] = (),

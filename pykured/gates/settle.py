@@ -29,7 +29,7 @@ from pykured.core.errors import NotFoundError
 from pykured.core.model import Reason
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube
+    from pykured.kube.api import KubeApi
 
 DRAINED_PDBS_ANNOTATION = "pykured.dev/drained-pdbs"
 _FINISHED = ("Succeeded", "Failed")
@@ -80,7 +80,7 @@ def covering_pdbs(pods: Iterable[Mapping[str, Any]], pdbs: Iterable[Mapping[str,
     return sorted(found)
 
 
-def _pods_on(kube: Kube, node: str, label_selector: str | None = None) -> list[Mapping[str, Any]]:
+def _pods_on(kube: KubeApi, node: str, label_selector: str | None = None) -> list[Mapping[str, Any]]:
     answer = kube.list_pods(field_selector=f"spec.nodeName={node}", label_selector=label_selector)
     return [p for p in answer.get("items") or [] if (p.get("status") or {}).get("phase") not in _FINISHED]
 
@@ -90,7 +90,7 @@ def _pdb_path(namespace: str, name: str | None = None) -> str:
     return f"{base}/{urllib.parse.quote(name, safe='')}" if name else base
 
 
-def record_drained_pdbs(kube: Kube, node: str) -> list[str]:
+def record_drained_pdbs(kube: KubeApi, node: str) -> list[str]:
     """Before the drain: note on the Node which PDBs cover its pods (the :class:`PdbGate` reads it)."""
     pods = _pods_on(kube, node)
     pdbs: list[Mapping[str, Any]] = []
@@ -107,7 +107,7 @@ class PodsReadyGate:
 
     name = "settle-pods"
 
-    def __init__(self, kube: Kube, *, node: str, selectors: Sequence[str]) -> None:
+    def __init__(self, kube: KubeApi, *, node: str, selectors: Sequence[str]) -> None:
         self._kube, self._node, self._selectors = kube, node, tuple(selectors)
 
     def check(self, node: Mapping[str, Any], now: datetime.datetime) -> Reason | None:
@@ -128,7 +128,7 @@ class NodesReadyGate:
 
     name = "settle-nodes"
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: KubeApi) -> None:
         self._kube = kube
 
     def check(self, node: Mapping[str, Any], now: datetime.datetime) -> Reason | None:
@@ -142,7 +142,7 @@ class PdbGate:
 
     name = "settle-pdbs"
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: KubeApi) -> None:
         self._kube = kube
 
     def check(self, node: Mapping[str, Any], now: datetime.datetime) -> Reason | None:

@@ -20,7 +20,8 @@ from typing import Final
 
 from pykured.core import errors
 from pykured.core.times import format_rfc3339
-from pykured.kube.client import Kube, Obj
+from pykured.kube.api import KubeApi
+from pykured.kube.client import Obj
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,13 @@ class EventRecorder:
     """Posts Events about one Node; never raises."""
 
     def __init__(
-        self, kube: Kube, *, node: str, node_uid: str = "", component: str = "pykured", enabled: bool = True
+        self,
+        kube: KubeApi,
+        *,
+        node: str,
+        node_uid: str = "",
+        component: str = "pykured",
+        enabled: bool = True,
     ) -> None:
         self._kube = kube
         self.node = node

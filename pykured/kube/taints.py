@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pykured.core import errors
-from pykured.kube.client import JSON_PATCH, Kube
+from pykured.kube.api import KubeApi
+from pykured.kube.client import JSON_PATCH
 from pykured.kube.node import NodeView
 
 logger = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def remove_taint_patch(
 class PreferNoScheduleTaint:
     """Adds and removes one PreferNoSchedule taint on one node."""
 
-    def __init__(self, kube: Kube, *, node: str, key: str, effect: str = PREFER_NO_SCHEDULE) -> None:
+    def __init__(self, kube: KubeApi, *, node: str, key: str, effect: str = PREFER_NO_SCHEDULE) -> None:
         self._kube = kube
         self.node = node
         self.key = key

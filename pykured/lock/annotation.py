@@ -60,7 +60,8 @@ loaded machine takes a few seconds; the write still carries the read's resourceV
 a 409, never a lost update)."""
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube, Obj
+    from pykured.kube.api import KubeApi
+    from pykured.kube.client import Obj
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class AnnotationLock:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeApi,
         *,
         namespace: str,
         ds_name: str,

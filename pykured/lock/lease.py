@@ -59,7 +59,8 @@ from pykured.lock.record import GO_ZERO_TIME_NS, LockEntry, find, live, parse_go
 from pykured.lock.retry import read_until_deadline
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube, Obj
+    from pykured.kube.api import KubeApi
+    from pykured.kube.client import Obj
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +179,7 @@ class LeaseLock:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeApi,
         *,
         namespace: str,
         prefix: str,

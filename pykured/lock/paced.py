@@ -32,7 +32,8 @@ from pykured.lock.lease import lease_body, lease_entry
 from pykured.lock.record import LockEntry
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube, Obj
+    from pykured.kube.api import KubeApi
+    from pykured.kube.client import Obj
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ RECHECK_MARGIN = 0.5
 """Seconds a wait after a refusal by the group lasts beyond its holder's grace (it is stale by then)."""
 
 
-def node_label_lookup(kube: Kube, label: str) -> Callable[[str], str | None]:
+def node_label_lookup(kube: KubeApi, label: str) -> Callable[[str], str | None]:
     """``group_of``: the node's value of ``label`` (None when unlabelled or the Node is gone)."""
 
     def group_of(node: str) -> str | None:
@@ -60,7 +61,7 @@ class GroupPacedLock:
     def __init__(
         self,
         inner: Lock,
-        kube: Kube,
+        kube: KubeApi,
         *,
         namespace: str,
         prefix: str,

@@ -32,7 +32,7 @@ from pykured.lock.paced import GroupPacedLock, node_label_lookup
 from pykured.lock.switch import GuardedLock
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube
+    from pykured.kube.api import KubeApi
 
 
 class LockConfig(Protocol):
@@ -83,11 +83,11 @@ class LockPlace:
 
 
 class Build(Protocol):
-    def __call__(self, cfg: LockConfig, kube: Kube, *, guard_only: bool, hooks: LockHooks) -> Lock: ...
+    def __call__(self, cfg: LockConfig, kube: KubeApi, *, guard_only: bool, hooks: LockHooks) -> Lock: ...
 
 
 class Open(Protocol):
-    def __call__(self, kube: Kube, place: LockPlace) -> LockView: ...
+    def __call__(self, kube: KubeApi, place: LockPlace) -> LockView: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -130,7 +130,7 @@ class LockRegistry:
         raise LockError(f"unknown lock backend {name!r} (choose from {', '.join(self.names)})")
 
 
-def node_exists_on(kube: Kube) -> Callable[[str], bool]:
+def node_exists_on(kube: KubeApi) -> Callable[[str], bool]:
     """Whether a Node exists (one GET; an API failure counts as existing: the guard then stays on)."""
 
     def node_exists(name: str) -> bool:
@@ -146,7 +146,7 @@ def node_exists_on(kube: Kube) -> Callable[[str], bool]:
 
 
 def build_lock(
-    cfg: LockConfig, kube: Kube, *, hooks: LockHooks | None = None, registry: LockRegistry | None = None
+    cfg: LockConfig, kube: KubeApi, *, hooks: LockHooks | None = None, registry: LockRegistry | None = None
 ) -> Lock:
     """The agent's lock: the ``cfg.lock_backend`` backend, guarded by every other one of ``registry``
     (:data:`BACKENDS` by default)."""
@@ -159,7 +159,7 @@ def build_lock(
 
 
 def open_read_only(
-    kube: Kube, place: LockPlace, *, registry: LockRegistry | None = None
+    kube: KubeApi, place: LockPlace, *, registry: LockRegistry | None = None
 ) -> dict[str, LockView]:
     """Every backend of ``registry`` (:data:`BACKENDS` by default) opened for inspection, by name: each acts
     for no node, takes no slot and gives up a read after a few seconds (an operator is waiting)."""
@@ -172,7 +172,7 @@ def open_read_only(
 _ZERO = Duration(0)
 
 
-def _build_annotation(cfg: LockConfig, kube: Kube, *, guard_only: bool, hooks: LockHooks) -> Lock:
+def _build_annotation(cfg: LockConfig, kube: KubeApi, *, guard_only: bool, hooks: LockHooks) -> Lock:
     return AnnotationLock(
         kube,
         namespace=cfg.ds_namespace,
@@ -189,7 +189,7 @@ def _build_annotation(cfg: LockConfig, kube: Kube, *, guard_only: bool, hooks: L
     )
 
 
-def _open_annotation(kube: Kube, place: LockPlace) -> LockView:
+def _open_annotation(kube: KubeApi, place: LockPlace) -> LockView:
     return AnnotationLock(
         kube,
         namespace=place.namespace,
@@ -203,7 +203,7 @@ def _open_annotation(kube: Kube, place: LockPlace) -> LockView:
     )
 
 
-def _build_lease(cfg: LockConfig, kube: Kube, *, guard_only: bool, hooks: LockHooks) -> Lock:
+def _build_lease(cfg: LockConfig, kube: KubeApi, *, guard_only: bool, hooks: LockHooks) -> Lock:
     lease = LeaseLock(
         kube,
         may_take=hooks.may_take,
@@ -228,7 +228,7 @@ def _build_lease(cfg: LockConfig, kube: Kube, *, guard_only: bool, hooks: LockHo
     )
 
 
-def _open_lease(kube: Kube, place: LockPlace) -> LockView:
+def _open_lease(kube: KubeApi, place: LockPlace) -> LockView:
     return LeaseLock(
         kube,
         namespace=place.lease_namespace or place.namespace,

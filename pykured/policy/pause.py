@@ -19,7 +19,7 @@ from pykured.kube.node import PYKURED_PREFIX
 from pykured.policy.freeze import FreezeError, FreezeRecord
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube
+    from pykured.kube.api import KubeApi
 
 PAUSED_ANNOTATION = PYKURED_PREFIX + "paused"
 MERGE_PATCH = "application/merge-patch+json"
@@ -43,7 +43,7 @@ def describe(record: FreezeRecord) -> str:
     return "paused" + record.describe().removeprefix("frozen")
 
 
-def set_pause(kube: Kube, node: str, record: FreezeRecord | None) -> None:
+def set_pause(kube: KubeApi, node: str, record: FreezeRecord | None) -> None:
     """Write (or, with None, remove) the pause on ``node`` (raises :class:`KubeError`)."""
     value = record.to_json() if record is not None else None
     kube.patch_node(node, {"metadata": {"annotations": {PAUSED_ANNOTATION: value}}}, patch_type=MERGE_PATCH)
@@ -55,7 +55,7 @@ class PauseBlocker:
     ``read`` reads the Node (the agent's own: its watched copy, or the GET its pass has just made); without
     it, a GET."""
 
-    def __init__(self, kube: Kube, node: str, *, read: Callable[[], dict[str, Any]] | None = None) -> None:
+    def __init__(self, kube: KubeApi, node: str, *, read: Callable[[], dict[str, Any]] | None = None) -> None:
         self._kube = kube
         self.node = node
         self._read = read

@@ -38,7 +38,7 @@ from pykured.policy.document import PolicyDoc, PolicyMapError, parse_policy_map
 from pykured.policy.maintenance import MaintenancePolicy
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube
+    from pykured.kube.api import KubeApi
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class PolicySource:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeApi,
         *,
         namespace: str,
         name: str,

@@ -17,12 +17,12 @@ from pykured.policy.freeze import FreezeRecord
 from pykured.policy.source import configmaps_path
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube
+    from pykured.kube.api import KubeApi
 
 MERGE_PATCH = "application/merge-patch+json"
 
 
-def write_freeze(kube: Kube, namespace: str, name: str, value: str | None) -> None:
+def write_freeze(kube: KubeApi, namespace: str, name: str, value: str | None) -> None:
     """Set the ``freeze`` key to ``value`` (``None``: remove it); a missing ConfigMap is created to set it."""
     patch = {"data": {FREEZE_KEY: value}}
     try:
@@ -44,7 +44,7 @@ def write_freeze(kube: Kube, namespace: str, name: str, value: str | None) -> No
 
 
 def set_unless_frozen(
-    kube: Kube, *, namespace: str, name: str, record: FreezeRecord, now: datetime.datetime
+    kube: KubeApi, *, namespace: str, name: str, record: FreezeRecord, now: datetime.datetime
 ) -> FreezeRecord | None:
     """Set ``record`` as the freeze unless an active one is there already (a halt is idempotent).
 

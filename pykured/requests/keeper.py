@@ -26,7 +26,8 @@ from typing import Any
 
 from pykured.core import errors
 from pykured.cycle.state import NodeState
-from pykured.kube.client import JSON_PATCH, Kube
+from pykured.kube.api import KubeApi
+from pykured.kube.client import JSON_PATCH
 from pykured.kube.events import EventRecorder
 from pykured.metrics import Metrics
 from pykured.notify import Notifier
@@ -68,7 +69,7 @@ class RequestKeeper:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeApi,
         *,
         node: str,
         events: EventRecorder,

@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterator
 
 from pykured.core import errors
 from pykured.cycle.nodecopy import NodeCopy
-from pykured.kube.client import Kube, Obj
+from pykured.kube.api import KubeApi
+from pykured.kube.client import Obj
 from pykured.requests.keeper import RequestKeeper
 
 logger = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class RequestWatch:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeApi,
         keeper: RequestKeeper,
         *,
         on_request: Callable[[], None],

@@ -30,7 +30,8 @@ from pykured.roll import rule as turns
 from pykured.roll.order import Member
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube, Obj
+    from pykured.kube.api import KubeApi
+    from pykured.kube.client import Obj
 
 logger = logging.getLogger(__name__)
 _NS = 1_000_000_000
@@ -52,7 +53,7 @@ class RollQueue:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeApi,
         *,
         namespace: str,
         prefix: str,

@@ -22,7 +22,8 @@ import threading
 
 from pykured.core import errors
 from pykured.cycle.state import NodeState
-from pykured.kube.client import MERGE_PATCH, Kube
+from pykured.kube.api import KubeApi
+from pykured.kube.client import MERGE_PATCH
 from pykured.roll import record as rollrecord
 from pykured.status import agent as agentstatus
 
@@ -32,7 +33,7 @@ logger = logging.getLogger(__name__)
 class StatusPublisher:
     """Writes one agent's status on its Node when it changed."""
 
-    def __init__(self, kube: Kube, *, node: str, version: str) -> None:
+    def __init__(self, kube: KubeApi, *, node: str, version: str) -> None:
         self._kube = kube
         self.node = node
         self.version = version

@@ -29,7 +29,8 @@ import time
 from collections.abc import Callable, Iterator
 
 from pykured.core import errors
-from pykured.kube.client import Kube, Obj
+from pykured.kube.api import KubeApi
+from pykured.kube.client import Obj
 from pykured.lock.record import decode
 
 logger = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class Observer:
     """Follows the API server and checks the invariants; see the module docstring."""
 
     def __init__(
-        self, kube: Kube, *, limit: int, namespace: str = "kube-system", ds_name: str = "kured"
+        self, kube: KubeApi, *, limit: int, namespace: str = "kube-system", ds_name: str = "kured"
     ) -> None:
         self._kube = kube
         self.limit = limit

@@ -47,10 +47,10 @@ def test_failures_count_a_completed_drain_resets_and_the_limit_halts() -> None:
     assert read(policy(kube)) == Streak(2, f"{b}: webhook denied")
     streak.drained(a, None)  # a drain completed: the failures are no longer consecutive
     assert read(policy(kube)) == Streak()
-    assert read_freeze(kube, namespace=NS, name="kured-policy") is None  # type: ignore[arg-type]
+    assert read_freeze(kube, namespace=NS, name="kured-policy") is None
     for node in (a, b, a):
         streak.drained(node, "PDB")
-    record = read_freeze(kube, namespace=NS, name="kured-policy")  # type: ignore[arg-type]
+    record = read_freeze(kube, namespace=NS, name="kured-policy")
     assert record is not None and record.halted == a and record.by == f"pykured on {a}"
     assert record.reason == f"3 consecutive drains failed (last: {a}: PDB)"
     assert read(policy(kube)) == Streak()  # the halt took the count back to zero

@@ -22,32 +22,12 @@ from pykured.kube.events import EventRecorder
 from pykured.lock.annotation import AnnotationLock
 from pykured.notify import Notifier
 from pykured.policy.weekly import TimeWindow
+from tests.fakes import FakeClock, RecordingRebooter
 from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.k8s
 LOCK = "weave.works/kured-node-lock"
 UTC = datetime.UTC
-
-
-class FakeClock:
-    def __init__(self, now: datetime.datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime.datetime:
-        return self.now
-
-
-class RecordingRebooter:
-    hands_off = False
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def reboot(self) -> None:
-        self.calls += 1
-
-    def withdraw(self) -> None:
-        pass
 
 
 MakeDaemon = Callable[[TimeWindow, FakeClock], tuple[Daemon, str, str, RecordingRebooter]]

@@ -36,13 +36,13 @@ def raw(kube: FakeKube, namespace: str) -> str | None:
 
 def status(kube: FakeKube, namespace: str) -> tuple[int, str]:
     out = io.StringIO()
-    code = lock_status(kube, namespace=namespace, out=out, now_ns=T_NS, **WHERE)  # type: ignore[arg-type]
+    code = lock_status(kube, namespace=namespace, out=out, now_ns=T_NS, **WHERE)
     return code, out.getvalue()
 
 
 def release(kube: FakeKube, namespace: str, node: str, **kw: Any) -> tuple[int, str]:
     out = io.StringIO()
-    code = lock_release(kube, node, namespace=namespace, out=out, **WHERE, **kw)  # type: ignore[arg-type]
+    code = lock_release(kube, node, namespace=namespace, out=out, **WHERE, **kw)
     return code, out.getvalue()
 
 

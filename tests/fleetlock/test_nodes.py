@@ -58,7 +58,7 @@ def test_the_central_index_admits_only_the_nodes_own_addresses() -> None:
     kube = FakeKube()
     for name, address in (("a", "10.0.0.1"), ("b", "10.0.0.2")):
         kube.add_node(name)["status"]["addresses"] = [{"type": "InternalIP", "address": address}]
-    index = nodes.NodeIndex(kube, refresh_interval=3600.0)  # type: ignore[arg-type]
+    index = nodes.NodeIndex(kube, refresh_interval=3600.0)
     index.relist()
     assert index.admits("a", "10.0.0.1")
     assert index.admits("a", "::ffff:10.0.0.1")
@@ -70,7 +70,7 @@ def test_the_central_index_admits_only_the_nodes_own_addresses() -> None:
 def test_the_central_index_relists_once_when_an_address_is_new() -> None:
     kube = FakeKube()
     kube.add_node("a")["status"]["addresses"] = [{"type": "InternalIP", "address": "10.0.0.1"}]
-    index = nodes.NodeIndex(kube, refresh_interval=0.0)  # type: ignore[arg-type]
+    index = nodes.NodeIndex(kube, refresh_interval=0.0)
     index.relist()
     kube.nodes["a"]["status"]["addresses"] = [{"type": "InternalIP", "address": "10.0.0.9"}]
     assert index.admits("a", "10.0.0.9")

@@ -75,7 +75,7 @@ class Rig:
         self.kube.add_daemonset("kube-system", "kured")
         self.clock = FakeClock(T0)
         self.lock = AnnotationLock(
-            self.kube,  # type: ignore[arg-type]
+            self.kube,
             namespace="kube-system", ds_name="kured", annotation="weave.works/kured-node-lock", node_id="",
             concurrency=1, ttl=Duration(0), liveness_interval=None, sleep=lambda _s: None,
         )  # fmt: skip
@@ -91,11 +91,11 @@ class Rig:
     def hands(self, node: str, cancel: threading.Event) -> Hands:
         kube = self.kube
         return Hands(
-            book=NodeBook(kube, node=node),  # type: ignore[arg-type]
-            drainer=Drainer(kube, node=node, cancel=cancel),  # type: ignore[arg-type]
+            book=NodeBook(kube, node=node),
+            drainer=Drainer(kube, node=node, cancel=cancel),
             lock=self.lock, rebooter=ZincatiGrant(),
-            notifier=self.notifier,  # type: ignore[arg-type]
-            events=EventRecorder(kube, node=node),  # type: ignore[arg-type]
+            notifier=self.notifier,
+            events=EventRecorder(kube, node=node),
             metrics=self.metrics,
         )  # fmt: skip
 
@@ -122,7 +122,7 @@ def test_a_whole_zincati_cycle_runs_the_daemons_steps() -> None:
     assert memory[state.IN_PROGRESS_ANNOTATION] == "2026-06-30T12:00:00Z"
     assert rig.kube.cordoned(NODE) and rig.holders() == [NODE]
     assert rig.kube.event_reasons() == ["LockAcquired", "Draining", "Rebooting"]
-    assert rig.notifier.sent == ["drain", "reboot"]
+    assert rig.notifier.kinds == ["drain", "reboot"]
     assert rig.sample("pykured_reboots_total", outcome="handoff") == 1
     assert rig.sample("pykured_drain_duration_seconds_count") == 1
     assert rig.sample("pykured_fleetlock_requests_total", api="cycle", kind="granted") == 1
@@ -134,7 +134,7 @@ def test_a_whole_zincati_cycle_runs_the_daemons_steps() -> None:
     assert not [k for k in rig.kube.annotations(NODE) if k.startswith(state.PYKURED_PREFIX)]
     assert state.IN_PROGRESS_ANNOTATION not in rig.kube.annotations(NODE)
     assert rig.kube.event_reasons()[3:] == ["Uncordoned", "LockReleased"]
-    assert rig.notifier.sent == ["drain", "reboot", "uncordon"]
+    assert rig.notifier.kinds == ["drain", "reboot", "uncordon"]
     assert rig.sample("pykured_reboots_total", outcome="completed") == 1
     assert rig.sample("pykured_fleetlock_requests_total", api="cycle", kind="rebooted") == 1
 
@@ -198,7 +198,7 @@ def test_the_release_delay_keeps_the_slot_until_a_reconcile_pass_after_it() -> N
 
 def serve_http(rig: Rig, **kw: object) -> FleetLockServer:
     return FleetLockServer(
-        kube=rig.kube, lock=rig.lock, host="127.0.0.1", port=0, mode="central", group="default",  # type: ignore[arg-type]
+        kube=rig.kube, lock=rig.lock, host="127.0.0.1", port=0, mode="central", group="default",
         node_id="", machine_id_file="", hands=rig.hands, policy=Policy(), behaviour=Behaviour(), blockers=(),
         window=ALWAYS, metrics=rig.metrics, long_poll_s=5.0, resolver=OneNode(), **kw,  # type: ignore[arg-type]
     ).start()  # fmt: skip

@@ -18,7 +18,7 @@ def test_before_reboot_hook_that_answers() -> None:
     kube, node = FakeKube(), "hook-1"
     kube.add_node(node)
     hook = RebootHook(
-        kube,  # type: ignore[arg-type]
+        kube,
         node=node,
         phase="before",
         annotations=("lb.example.com/drained", "db.example.com/ok"),
@@ -49,7 +49,7 @@ def test_before_reboot_hook_that_answers() -> None:
 def test_a_hook_that_never_answers_times_out() -> None:
     kube, node = FakeKube(), "hook-1"
     kube.add_node(node)
-    hook = RebootHook(kube, node=node, phase="after", annotations=("lb.example.com/ready",))  # type: ignore[arg-type]
+    hook = RebootHook(kube, node=node, phase="after", annotations=("lb.example.com/ready",))
     start = NOW
     since = hook.begin(start)
     phase = GatePhase("after-reboot", [hook], datetime.timedelta(minutes=10))

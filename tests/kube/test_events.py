@@ -4,20 +4,12 @@ real API server, with and without kured's RBAC: tests/e2e/kube/test_events.py)."
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
 from pykured.core.errors import KubeError
 from pykured.kube.events import EVENT_NAMESPACE, REBOOTING, EventRecorder, build_event
 from tests.fakes import FakeKube
 
 T0 = datetime.datetime(2026, 6, 30, 11, 29, 16, tzinfo=datetime.UTC)
-
-
-class _Unreachable:
-    """Stands in for a Kube whose server does not answer."""
-
-    def create_event(self, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
-        raise KubeError("POST events: connection refused")
 
 
 def test_build_event_body() -> None:
@@ -63,20 +55,23 @@ def test_build_event_without_uid_and_long_message() -> None:
 
 
 def test_unreachable_server_does_not_raise() -> None:
-    recorder = EventRecorder(_Unreachable(), node="n")  # type: ignore[arg-type]
+    kube = FakeKube()
+    kube.fail_next(lambda method, path, body: KubeError("POST events: connection refused"))
+    recorder = EventRecorder(kube, node="n")
     assert recorder.record(REBOOTING, "x") is False
+    assert kube.events == []
     assert recorder.enabled is True  # only a 403 turns events off
 
 
 def test_disabled_recorder_posts_nothing() -> None:
     kube = FakeKube()
-    assert EventRecorder(kube, node="n1", enabled=False).record(REBOOTING, "x") is False  # type: ignore[arg-type]
+    assert EventRecorder(kube, node="n1", enabled=False).record(REBOOTING, "x") is False
     assert kube.events == [] and kube.requests == []
 
 
 def test_enabled_recorder_posts_one_event_about_the_node() -> None:
     kube = FakeKube()
-    assert EventRecorder(kube, node="n1").record(REBOOTING, "Node n1 rebooting") is True  # type: ignore[arg-type]
+    assert EventRecorder(kube, node="n1").record(REBOOTING, "Node n1 rebooting") is True
     (event,) = kube.events
     assert event["involvedObject"]["name"] == "n1" and event["reason"] == REBOOTING
     assert kube.requests == [("POST", f"/api/v1/namespaces/{EVENT_NAMESPACE}/events")]

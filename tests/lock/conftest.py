@@ -16,6 +16,7 @@ import pytest
 
 from pykured.core.errors import KubeError
 from pykured.gocompat.goflags import Duration
+from pykured.kube.api import KubeApi
 from pykured.kube.client import Kube, Obj
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.base import Lock
@@ -192,10 +193,10 @@ def assert_one_turn_each(
 
 
 class FaultyKube:
-    """A ``Kube`` whose chosen methods fail: ``before`` the real call (nothing written) or ``after`` it
+    """A client whose chosen methods fail: ``before`` the real call (nothing written) or ``after`` it
     (the write landed, the answer was lost: the ambiguous case)."""
 
-    def __init__(self, kube: Kube | FakeKube) -> None:
+    def __init__(self, kube: KubeApi) -> None:
         self._kube = kube
         self.faults: dict[str, list[tuple[str, KubeError]]] = {}
         self.calls: dict[str, int] = {}

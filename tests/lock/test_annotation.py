@@ -1,5 +1,6 @@
 """The DaemonSet-annotation lock's logic on FakeKube with an injected clock: kured's format, TTLs, faults,
-liveness, waits (tests/e2e/lock/test_annotation.py: races, a real 409, an unreachable server, kured's RBAC).
+liveness, waits (tests/e2e/lock/test_annotation.py: a 409 on both API servers; races, an unreachable server,
+kured's RBAC on the real one).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pykured.core.errors import ConflictError, KubeError, LockError
+from pykured.core.errors import KubeError, LockError
 from pykured.gocompat.goflags import Duration
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.record import UNKNOWN_HOLDER
@@ -261,32 +262,6 @@ def test_a_wait_no_longer_than_the_poll_interval_reads_nothing(
     assert faulty.calls == {}
     assert 0 <= first <= 1.0
     assert second == pytest.approx(0.5)
-
-
-def test_a_conflict_is_retried_and_respected(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
-    """B writes between A's GET and A's PUT: A's PUT gets a 409, A re-reads and sees B (the real API
-    server's 409: tests/e2e/lock/test_annotation.py)."""
-    a, b = nodes(2)
-    faulty = FaultyKube(kube)
-    lock_b = make_annotation_lock(kube, lock_ns, b)
-    real_replace = kube.replace_daemonset
-    conflicts: list[KubeError] = []
-
-    def replace_after_b(namespace: str, name: str, obj: Any) -> Any:
-        if not conflicts:
-            assert lock_b.acquire(unschedulable=False, now_ns=T_NS).acquired
-            try:
-                return real_replace(namespace, name, obj)
-            except ConflictError as exc:
-                conflicts.append(exc)
-                raise
-        return real_replace(namespace, name, obj)
-
-    faulty.replaced["replace_daemonset"] = replace_after_b
-    result = make_annotation_lock(faulty, lock_ns, a).acquire(unschedulable=False, now_ns=T_NS)
-    assert len(conflicts) == 1 and conflicts[0].status == 409
-    assert not result.acquired and result.holder_names == b
-    assert (SINGLE_RE.fullmatch(raw(kube, lock_ns) or "") or {})["node"] == b  # type: ignore[index]
 
 
 def test_wait_for_change_returns_when_the_value_changes(kube: FakeKube, lock_ns: str, nodes: Any) -> None:

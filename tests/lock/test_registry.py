@@ -12,7 +12,7 @@ import pytest
 from pykured.config import Config
 from pykured.core.errors import LockError
 from pykured.gocompat.goflags import Duration
-from pykured.kube.client import Kube
+from pykured.kube.api import KubeApi
 from pykured.lock.base import Lock, LockView
 from pykured.lock.lease import LeaseLock
 from pykured.lock.paced import GroupPacedLock
@@ -42,11 +42,11 @@ def third_leases(kube: Any, node: str) -> LeaseLock:
     return LeaseLock(kube, namespace=NS, prefix="third-lock", node_id=node, concurrency=1, ttl=Duration(0))
 
 
-def _build_third(cfg: LockConfig, kube: Kube, *, guard_only: bool, hooks: LockHooks) -> Lock:
+def _build_third(cfg: LockConfig, kube: KubeApi, *, guard_only: bool, hooks: LockHooks) -> Lock:
     return third_leases(kube, cfg.node_id)
 
 
-def _open_third(kube: Kube, place: LockPlace) -> LockView:
+def _open_third(kube: KubeApi, place: LockPlace) -> LockView:
     return third_leases(kube, "")
 
 
@@ -102,7 +102,7 @@ def test_with_a_concurrency_label_the_lease_lock_is_paced_and_still_watched(kube
 
 
 def test_only_the_agents_own_backend_is_paced() -> None:
-    kube: Any = FakeKube()
+    kube = FakeKube()
     cfg = config("a1", "lease", concurrency_label=ZONE)
     assert isinstance(
         BACKENDS.get("lease").build(cfg, kube, guard_only=False, hooks=LockHooks()), GroupPacedLock
@@ -111,7 +111,7 @@ def test_only_the_agents_own_backend_is_paced() -> None:
 
 
 def test_the_annotation_as_the_guard_needs_no_daemonset() -> None:
-    kube: Any = FakeKube()  # no kured DaemonSet: a cluster served by the Leases alone
+    kube = FakeKube()  # no kured DaemonSet: a cluster served by the Leases alone
     kube.add_node("a1")
     assert build_lock(config("a1", "lease"), kube).acquire(unschedulable=False, now_ns=T_NS).acquired
 

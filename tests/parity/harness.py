@@ -35,6 +35,7 @@ from pykured.kube.client import Kube
 from pykured.requests import record as rebootrequest
 from pykured_dev.eventually import eventually
 from tests.e2e.fleetlock.conftest import give_address
+from tests.fakes import RecordingRebooter
 from tests.receivers import Receiver, serve_receiver
 from tests.testenv import TestEnv
 
@@ -43,21 +44,6 @@ FLEETLOCK_DRIVERS = ("fleetlock-central", "fleetlock-node-local")
 DRIVERS = (*DAEMON_DRIVERS, *FLEETLOCK_DRIVERS)
 
 CYCLE_KEYS = (*state.STATE_ANNOTATIONS, state.FLEETLOCK_ID_ANNOTATION)
-
-
-class RecordingRebooter:
-    """The daemon's reboot command, recorded instead of run."""
-
-    hands_off = False
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def reboot(self) -> None:
-        self.calls += 1
-
-    def withdraw(self) -> None:
-        return None
 
 
 def machine_id(node: str) -> str:

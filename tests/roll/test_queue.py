@@ -24,7 +24,7 @@ def queue(
     kube: FakeKube, clock: FakeClock, node: str, *, grace: float = 15.0, refresh: float = 60.0
 ) -> RollQueue:
     return RollQueue(
-        kube,  # type: ignore[arg-type]
+        kube,
         namespace=NS,
         prefix=PREFIX,
         node=node,

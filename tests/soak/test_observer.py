@@ -5,14 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from pykured_dev.soak.observer import Observer
-
-
-class _NoKube:
-    pass
+from tests.fakes import FakeKube
 
 
 def _observer(limit: int = 1) -> Observer:
-    return Observer(_NoKube(), limit=limit)  # type: ignore[arg-type]
+    return Observer(FakeKube(), limit=limit)  # the rules are judged on the events handed in: no API calls
 
 
 def _node(

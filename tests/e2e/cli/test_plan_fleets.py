@@ -44,6 +44,7 @@ from pykured.policy.source import FreezeBlocker, PolicySource, PolicyWindow
 from pykured.policy.weekly import TimeWindow
 from pykured.policy.writer import set_unless_frozen
 from pykured.status import agent as agentstatus
+from tests.fakes import RecordingRebooter
 from tests.testenv import TestEnv
 
 pytestmark = pytest.mark.k8s
@@ -66,21 +67,6 @@ def check_golden(name: str, text: str) -> None:
 
 class Stopped(Exception):
     """The agent was stopped: ends its background wait for the lock at its next poll."""
-
-
-class RecordingRebooter:
-    """The reboot command: counts (nothing reboots this machine)."""
-
-    hands_off = False
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def reboot(self) -> None:
-        self.calls += 1
-
-    def withdraw(self) -> None:
-        pass
 
 
 class Prometheus:

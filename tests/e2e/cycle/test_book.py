@@ -1,19 +1,22 @@
-"""The bookkeeping writes of pykured.cycle.book on a real Node with exactly kured's RBAC (the API server's
-strategic merge, JSON patches and authorization; the same logic on FakeKube: tests/cycle/test_book.py)."""
+"""The bookkeeping writes of pykured.cycle.book, each test on FakeKube and on a real Node with exactly kured's
+RBAC (the API server's strategic merge, JSON patches and authorization); its pure helpers:
+tests/cycle/test_book.py."""
 
 from __future__ import annotations
 
 import datetime
-from typing import Any
+import uuid
 
 import pytest
 
+from pykured.core.errors import NotFoundError
 from pykured.cycle.book import NodeBook
 from pykured.cycle.state import (
     IN_PROGRESS_ANNOTATION,
     MOST_RECENT_REBOOT_NEEDED_ANNOTATION,
     STATE_ANNOTATIONS,
 )
+from tests.apis import Api
 
 STATE_FIELDS = (
     "unschedulable_before",
@@ -27,20 +30,12 @@ T0 = datetime.datetime(2026, 6, 30, 11, 29, 16, 123456, tzinfo=datetime.UTC)
 
 
 @pytest.fixture
-def book(k8s: Any) -> NodeBook:
+def book(api: Api) -> NodeBook:
     """A NodeBook on a fresh node, acting with exactly kured's RBAC."""
-    node = k8s.unique("node")
-    k8s.add_nodes(node)
-    rbac_ns = k8s.new_namespace("kured")
-    k8s.apply_rbac_kured(rbac_ns)
-    kube = k8s.kube_as(
-        f"system:serviceaccount:{rbac_ns}:kured",
-        ("system:serviceaccounts", f"system:serviceaccounts:{rbac_ns}"),
-    )
-    return NodeBook(kube, node=node)
+    node = api.add_node()
+    return NodeBook(api.kured(), node=node)
 
 
-@pytest.mark.k8s
 def test_reboot_annotations_round_trip(book: NodeBook) -> None:
     book.add_reboot_annotations(T0)
     view = book.view()
@@ -54,7 +49,6 @@ def test_reboot_annotations_round_trip(book: NodeBook) -> None:
     assert book.remove_in_progress_annotation() is False
 
 
-@pytest.mark.k8s
 def test_labels_are_merged(book: NodeBook) -> None:
     book.apply_labels({"reboot": "pending", "zone": "a"})
     book.apply_labels({"reboot": "done"})
@@ -63,7 +57,6 @@ def test_labels_are_merged(book: NodeBook) -> None:
     assert (labels["reboot"], labels["zone"]) == ("done", "a")
 
 
-@pytest.mark.k8s
 def test_state_annotations_set_and_clear_in_one_call(book: NodeBook) -> None:
     boot_id = book.view().boot_id
     after = book.update_state(
@@ -82,3 +75,11 @@ def test_state_annotations_set_and_clear_in_one_call(book: NodeBook) -> None:
     book.update_state(**dict.fromkeys(STATE_FIELDS))
     assert set(STATE_ANNOTATIONS).isdisjoint(book.view().annotations)
     assert book.update_state() is None
+
+
+def test_writes_to_a_missing_node_raise_kube_errors(api: Api) -> None:
+    book = NodeBook(api.kured(), node=f"missing-{uuid.uuid4().hex[:8]}")
+    with pytest.raises(NotFoundError):
+        book.add_reboot_annotations(T0)
+    with pytest.raises(NotFoundError):
+        book.remove_in_progress_annotation()

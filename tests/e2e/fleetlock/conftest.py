@@ -29,6 +29,7 @@ from pykured.lock.annotation import AnnotationLock
 from pykured.metrics import Metrics
 from pykured.policy.weekly import TimeWindow
 from pykured_dev.eventually import eventually
+from tests.fakes import RecordingNotifier
 from tests.testenv import TestEnv
 
 ANNOTATION = "weave.works/kured-node-lock"
@@ -49,23 +50,6 @@ def give_address(kube: Kube, node: str, address: str = "127.0.0.1") -> None:
     strategic-merge status patches keep): central FleetLock answers a caller from that address for it."""
     patch = {"status": {"addresses": [{"type": "ExternalIP", "address": address}]}}
     kube.patch_node_status(node, patch)
-
-
-class RecordingNotifier:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, str]] = []
-
-    def notify_drain(self, node: str) -> bool:
-        self.sent.append(("drain", node))
-        return True
-
-    def notify_reboot(self, node: str) -> bool:
-        self.sent.append(("reboot", node))
-        return True
-
-    def notify_uncordon(self, node: str) -> bool:
-        self.sent.append(("uncordon", node))
-        return True
 
 
 def zincati(
@@ -123,7 +107,7 @@ class Rig:
             return Hands(
                 book=NodeBook(kube, node=name), drainer=drainer(name, cancel), lock=self.lock,
                 rebooter=ZincatiGrant(),
-                notifier=self.notifier,  # type: ignore[arg-type]
+                notifier=self.notifier,
                 events=EventRecorder(kube, node=name), metrics=self.metrics,
             )  # fmt: skip
 

@@ -1,5 +1,6 @@
-"""The DaemonSet-annotation lock on the real API server: races under optimistic concurrency, a real 409, an
-unreachable server, kured's RBAC (the lock's logic is tested in-process: tests/lock/test_annotation.py)."""
+"""The DaemonSet-annotation lock: a 409 between a read and a write on both API servers (FakeKube and the real
+one); on the real one only, races under optimistic concurrency, an unreachable server, kured's RBAC (the
+lock's logic is tested in-process: tests/lock/test_annotation.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import Any
 import pytest
 
 from pykured.core.errors import ConflictError, KubeError, LockError
-from pykured.kube.client import Kube
+from pykured.kube.api import KubeApi
 from pykured_dev.testenv.objects import ObjectHelpers
+from tests.apis import Api
 from tests.lock.conftest import (
     ANNOTATION,
     FaultyKube,
@@ -23,15 +25,13 @@ from tests.lock.conftest import (
 )
 from tests.testenv import TestEnv
 
-pytestmark = pytest.mark.k8s
-
 SINGLE_RE = re.compile(
     r'\{"nodeID":"(?P<node>[^"]+)","metadata":\{"unschedulable":(?P<u>true|false)\},'
     r'"created":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d*[1-9])?Z","TTL":(?P<ttl>\d+)\}'
 )
 
 
-def raw(kube: Kube, namespace: str) -> str | None:
+def raw(kube: KubeApi, namespace: str) -> str | None:
     annotations = kube.get_daemonset(namespace, "kured")["metadata"].get("annotations") or {}
     value = annotations.get(ANNOTATION)
     return None if value is None else str(value)
@@ -40,6 +40,7 @@ def raw(kube: Kube, namespace: str) -> str | None:
 # -- kured's behaviour ---------------------------------------------------------------------------
 
 
+@pytest.mark.k8s
 @pytest.mark.slow
 @pytest.mark.parametrize("concurrency", [1, 3], ids=["concurrency-1", "concurrency-3"])
 def test_race_of_20_never_exceeds_the_limit(k8s: TestEnv, lock_ns: str, nodes: Any, concurrency: int) -> None:
@@ -58,10 +59,10 @@ def test_race_of_20_never_exceeds_the_limit(k8s: TestEnv, lock_ns: str, nodes: A
     assert history.holders_seen == set(names)
 
 
-def test_real_conflict_is_retried_and_respected(k8s: TestEnv, lock_ns: str, nodes: Any) -> None:
-    """B writes between A's GET and A's PUT: A's PUT gets a real 409, A re-reads and sees B."""
-    kube = k8s.kube()
-    a, b = nodes(2)
+def test_a_conflict_is_retried_and_respected(api: Api) -> None:
+    """B writes between A's GET and A's PUT: A's PUT gets a 409, A re-reads and sees B."""
+    kube, lock_ns = api.kube, api.lock_namespace()
+    a, b = api.add_node(), api.add_node()
     faulty = FaultyKube(kube)
     lock_b = make_annotation_lock(kube, lock_ns, b)
     real_replace = kube.replace_daemonset
@@ -84,6 +85,7 @@ def test_real_conflict_is_retried_and_respected(k8s: TestEnv, lock_ns: str, node
     assert (SINGLE_RE.fullmatch(raw(kube, lock_ns) or "") or {})["node"] == b  # type: ignore[index]
 
 
+@pytest.mark.k8s
 def test_unreachable_api_server_gives_lock_error(k8s: TestEnv, lock_ns: str) -> None:
     dead = dead_kube(k8s)
     lock = make_annotation_lock(dead, lock_ns, "n", retry_timeout=1.0)
@@ -93,6 +95,7 @@ def test_unreachable_api_server_gives_lock_error(k8s: TestEnv, lock_ns: str) -> 
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.k8s
 def test_works_with_exactly_kureds_rbac(k8s: TestEnv, nodes: Any) -> None:
     namespace = k8s.new_namespace()
     k8s.create_daemonset(namespace, "kured")
