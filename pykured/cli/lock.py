@@ -11,6 +11,7 @@ import sys
 
 from pykured.cli import options
 from pykured.gocompat import logrus
+from pykured.lock.registry import BACKENDS
 
 
 def lock_main(argv: list[str]) -> int:
@@ -19,7 +20,7 @@ def lock_main(argv: list[str]) -> int:
     parser.add_argument("action", choices=["status", "release"])
     parser.add_argument("node", nargs="?", help="the holder to release (release only)")
     options.add(parser, options.CLUSTER, options.LOCK)
-    parser.add_argument("--lock-backend", choices=["daemonset", "lease", "both"], default="both")
+    parser.add_argument("--lock-backend", choices=[*BACKENDS.names, "both"], default="both")
     opts = parser.parse_args(argv)
     logrus.configure("text", "warning")
     from pykured.fleet import locks as admin

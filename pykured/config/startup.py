@@ -46,6 +46,7 @@ from pykured.config.settings import REBOOT_METHODS, Config, typed
 from pykured.core.errors import ConfigError
 from pykured.gocompat import goshlex
 from pykured.gocompat.goflags import GoValueError
+from pykured.lock.registry import BACKENDS as LOCK_BACKENDS
 from pykured.policy.blackout import BlackoutError, parse_blackouts
 from pykured.policy.maintenance import MaintenancePolicy
 from pykured.policy.recurrence import CalendarWindow, WindowError
@@ -122,7 +123,7 @@ def _checker(cfg: Config, log: Log) -> None:
 
 def _extensions(cfg: Config) -> list[str]:
     """pykured's own checks (fatal) and warnings, after kured's start-up checks."""
-    checks.check_choice(cfg.lock_backend, ("daemonset", "lease"), flag="lock-backend")
+    checks.check_choice(cfg.lock_backend, LOCK_BACKENDS.names, flag="lock-backend")
     checks.check_choice(cfg.log_level, ("debug", "info", "warning", "error"), flag="log-level")
     checks.check_choice(cfg.fleetlock_mode, ("node-local", "central"), flag="fleetlock-mode")
     if cfg.concurrency_label and cfg.lock_backend != "lease":
