@@ -27,7 +27,7 @@ from pykured import __version__
 from pykured.blockers import Blocker, first_block
 from pykured.core import errors
 from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import Action, Driver, Observation, Policy, Step, decide, needs_blockers
+from pykured.cycle.decide import Action, CyclePolicy, Driver, Observation, Step, decide, needs_blockers
 from pykured.cycle.run import CycleRunner
 from pykured.cycle.state import NodeState, unix_ns
 from pykured.cycle.steps import Behaviour, Hands
@@ -84,7 +84,7 @@ class Settings:
     node: str
     period: float = 3600.0
     behaviour: Behaviour = dataclasses.field(default_factory=Behaviour)
-    policy: Policy = dataclasses.field(default_factory=Policy)
+    policy: CyclePolicy = dataclasses.field(default_factory=CyclePolicy)
 
 
 @dataclasses.dataclass

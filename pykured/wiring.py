@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
 from pykured.config import Config
 from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import Policy
+from pykured.cycle.decide import CyclePolicy
 from pykured.cycle.halt import HaltWatch
 from pykured.cycle.nodecopy import NodeCopy
 from pykured.cycle.steps import Behaviour, Hands
@@ -212,9 +212,9 @@ def build_rebooter(cfg: Config) -> Rebooter:
     return CommandRebooter(cfg.reboot_command_argv, nsenter=os.environ.get(NSENTER_ENV, NSENTER))
 
 
-def build_policy(cfg: Config) -> Policy:
+def build_policy(cfg: Config) -> CyclePolicy:
     """The decisions' configuration, built once for every driver (the daemon and FleetLock)."""
-    return Policy(
+    return CyclePolicy(
         annotate_nodes=cfg.annotate_nodes,
         taint=bool(cfg.prefer_no_schedule_taint),
         taint_early=cfg.prefer_no_schedule_early,
@@ -441,7 +441,7 @@ def build_fleetlock(
     metrics: Metrics,
     window: Window,
     blockers: Callable[[str], Sequence[Blocker]],
-    policy: Policy,
+    policy: CyclePolicy,
     behaviour: Behaviour,
     streak: DrainStreak | None = None,
 ) -> FleetLockServer:

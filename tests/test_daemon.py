@@ -21,7 +21,7 @@ from pykured.core import errors
 from pykured.core.model import Reason
 from pykured.cycle import state
 from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import Policy, Step
+from pykured.cycle.decide import CyclePolicy, Step
 from pykured.cycle.steps import Behaviour
 from pykured.daemon import LOCK_WAIT_SLACK, Daemon, Parts, Settings
 from pykured.drain import Drainer
@@ -155,7 +155,7 @@ class Rig:
 
 
 def make_rig(
-    *, policy: Policy | None = None, behaviour: Behaviour | None = None, rebooter: Rebooter | None = None
+    *, policy: CyclePolicy | None = None, behaviour: Behaviour | None = None, rebooter: Rebooter | None = None
 ) -> Rig:
     kube = FakeKube()
     kube.add_node(NODE)
@@ -188,7 +188,7 @@ def make_rig(
         node=NODE,
         period=PERIOD,
         behaviour=behaviour or Behaviour(),
-        policy=policy or Policy(taint=True, reboot_retry_delay=10 * MIN, sentinel_loop_backoff=60 * MIN),
+        policy=policy or CyclePolicy(taint=True, reboot_retry_delay=10 * MIN, sentinel_loop_backoff=60 * MIN),
     )
     daemon = Daemon(parts, settings, clock=clock)
     return Rig(kube, clock, sentinel, rebooter, notifier, blocker, metrics, lock, daemon)
@@ -513,7 +513,7 @@ def test_a_failed_drain_releases_uncordons_and_retries_after_a_period(rig: Rig) 
 
 
 def test_force_reboot_reboots_after_a_failed_drain() -> None:
-    rig = make_rig(policy=Policy(force_reboot=True))
+    rig = make_rig(policy=CyclePolicy(force_reboot=True))
     rig.hold()
     rig.kube.fail_next(
         lambda m, p, body: errors.KubeError("boom") if m == "PATCH" and "spec" in body else None
@@ -533,7 +533,7 @@ def test_a_failed_reboot_is_logged_counted_and_retried_later(rig: Rig) -> None:
 
 
 def test_annotate_nodes_annotates_first_and_removes_after_the_reboot() -> None:
-    rig = make_rig(policy=Policy(annotate_nodes=True))
+    rig = make_rig(policy=CyclePolicy(annotate_nodes=True))
     rig.daemon.run_once()
     assert rig.step() is Step.ANNOTATE
     assert rig.kube.annotations(NODE)[state.IN_PROGRESS_ANNOTATION] == "2026-06-30T12:00:00Z"
@@ -558,7 +558,7 @@ def test_a_hand_off_is_counted_and_withdrawn_when_the_node_is_back() -> None:
 
 
 def test_release_delay_is_kept_on_the_node() -> None:
-    rig = make_rig(policy=Policy(release_delay=5 * MIN))
+    rig = make_rig(policy=CyclePolicy(release_delay=5 * MIN))
     rebooted(rig)
     rig.daemon.run_once()
     assert rig.memory()[state.RELEASE_AFTER_ANNOTATION] == "2026-06-30T12:05:00Z"

@@ -29,10 +29,10 @@ from collections.abc import Callable
 from pykured.core.times import format_rfc3339
 from pykured.cycle.decide import (
     Action,
+    CyclePolicy,
     DrainOutcome,
     Driver,
     Observation,
-    Policy,
     Step,
     decide,
     drain_outcome,
@@ -103,7 +103,7 @@ class CycleRunner:
         node: str,
         hands: Hands,
         behaviour: Behaviour,
-        policy: Policy,
+        policy: CyclePolicy,
         *,
         driver: Driver = Driver.DAEMON,
         cancel: threading.Event,

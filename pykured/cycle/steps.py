@@ -46,7 +46,8 @@ logger = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Behaviour:
-    """kured's flags that shape what the steps do (the decisions: :class:`~pykured.cycle.decide.Policy`)."""
+    """kured's flags that shape what the steps do (the decisions:
+    :class:`~pykured.cycle.decide.CyclePolicy`)."""
 
     drain_delay_s: float = 0.0
     reboot_delay_s: float = 0.0

@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from pykured.core import errors
-from pykured.cycle.decide import Policy
+from pykured.cycle.decide import CyclePolicy
 from pykured.cycle.steps import Behaviour
 from pykured.fleetlock import protocol as p
 from pykured.fleetlock.nodes import LocalResolver, NodeIndex, Resolver
@@ -155,7 +155,7 @@ class FleetLockServer:
         node_id: str,
         machine_id_file: str,
         hands: HandsFactory,
-        policy: Policy,
+        policy: CyclePolicy,
         behaviour: Behaviour,
         blockers: Blockers,
         window: Window,

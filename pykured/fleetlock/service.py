@@ -31,7 +31,16 @@ from collections.abc import Callable, Sequence
 
 from pykured.blockers import Blocker, first_block
 from pykured.core import errors
-from pykured.cycle.decide import Action, DrainOutcome, Driver, Hold, Observation, Policy, Step, needs_blockers
+from pykured.cycle.decide import (
+    Action,
+    CyclePolicy,
+    DrainOutcome,
+    Driver,
+    Hold,
+    Observation,
+    Step,
+    needs_blockers,
+)
 from pykured.cycle.run import CycleRunner
 from pykured.cycle.state import unix_ns
 from pykured.cycle.steps import Behaviour, Hands
@@ -89,7 +98,7 @@ class FleetLockService:
         *,
         hands: HandsFactory,
         lock: Lock,
-        policy: Policy,
+        policy: CyclePolicy,
         behaviour: Behaviour,
         resolver: Resolver,
         window: Window,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import Policy
+from pykured.cycle.decide import CyclePolicy
 from pykured.daemon import Daemon, Parts, Settings
 from pykured.drain import Drainer
 from pykured.gocompat.goflags import Duration
@@ -84,7 +84,7 @@ def daemon_for(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeDaemon]:
             notifier=Notifier(),
             events=EventRecorder(kube, node=node, enabled=False),
         )
-        daemon = Daemon(parts, Settings(node=node, period=3600.0, policy=Policy()), clock=clock)
+        daemon = Daemon(parts, Settings(node=node, period=3600.0, policy=CyclePolicy()), clock=clock)
         made.append(daemon)
         return daemon, ns, node, rebooter
 

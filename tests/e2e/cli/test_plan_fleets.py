@@ -28,7 +28,7 @@ from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
 from pykured.cli import requests as requestcli
 from pykured.core.errors import NotFoundError
 from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import Policy
+from pykured.cycle.decide import CyclePolicy
 from pykured.daemon import Daemon, Parts, Settings
 from pykured.drain import Drainer
 from pykured.fleet import freeze as policycmd
@@ -187,7 +187,7 @@ class Site:
             freeze_state=(lambda: source.honours) if source is not None else (lambda: "off"),
             policy_where=source.where if source is not None else "",
         )  # fmt: skip
-        daemon = Daemon(parts, Settings(node=node, period=3600.0, policy=Policy()), clock=lambda: NOW,
+        daemon = Daemon(parts, Settings(node=node, period=3600.0, policy=CyclePolicy()), clock=lambda: NOW,
                         stopping=stopping)  # fmt: skip
         self.daemons.append(daemon)
         return daemon
