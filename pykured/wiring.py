@@ -20,7 +20,7 @@ from pykured.cycle.halt import HaltWatch
 from pykured.cycle.nodecopy import NodeCopy
 from pykured.cycle.steps import Behaviour, Hands
 from pykured.cycle.streak import DrainStreak
-from pykured.daemon import Daemon, Parts, Settings
+from pykured.daemon import Daemon, Senses, Settings
 from pykured.drain import Drainer
 from pykured.fleetlock import FleetLockServer
 from pykured.fleetlock.service import ZincatiGrant
@@ -353,21 +353,11 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         cfg, kube, node, cancel, lock=lock, rebooter=build_rebooter(cfg), notifier=notifier, metrics=metrics,
         copy=copy, streak=streak,
     )  # fmt: skip
-    parts = Parts(
+    senses = Senses(
         kube=kube,
-        lock=lock,
-        book=hands.book,
-        drainer=hands.drainer,
-        rebooter=hands.rebooter,
         sentinel=sentinel,
         window=window,
-        notifier=notifier,
-        events=hands.events,
-        metrics=metrics,
-        taint=hands.taint,
         blockers=blockers_for(node),
-        gates=hands.gates,
-        streak=hands.streak,
         queue=RollQueue(
             kube,
             namespace=cfg.ds_namespace,
@@ -381,7 +371,7 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         policy_where=maintenance.where if maintenance is not None else "",
     )
     settings = Settings(node=node, period=cfg.period.seconds, behaviour=behaviour, policy=policy)
-    daemon = Daemon(parts, settings, stopping=cancel, wake=wake)
+    daemon = Daemon(hands, senses, settings=settings, stopping=cancel, wake=wake)
     return Agent(
         daemon=daemon, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance,
         halt=halt,

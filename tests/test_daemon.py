@@ -22,8 +22,8 @@ from pykured.core.model import Reason
 from pykured.cycle import state
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy, Step
-from pykured.cycle.steps import Behaviour
-from pykured.daemon import LOCK_WAIT_SLACK, Daemon, Parts, Settings
+from pykured.cycle.steps import Behaviour, Hands
+from pykured.daemon import LOCK_WAIT_SLACK, Daemon, Senses, Settings
 from pykured.drain import Drainer
 from pykured.gocompat.goflags import Duration
 from pykured.kube.events import EventRecorder
@@ -170,18 +170,20 @@ def make_rig(
     sentinel, notifier, blocker = Sentinel(), RecordingNotifier(), Blocker()
     rebooter = rebooter or Rebooter()
     metrics = Metrics(process_collectors=False)
-    parts = Parts(
-        kube=kube,  # type: ignore[arg-type]
-        lock=lock,
+    hands = Hands(
         book=NodeBook(kube, node=NODE),  # type: ignore[arg-type]
         drainer=Drainer(kube, node=NODE, poll_interval=0.0),  # type: ignore[arg-type]
+        lock=lock,
         rebooter=rebooter,
-        sentinel=sentinel,
-        window=TimeWindow.parse(["su", "mo", "tu", "we", "th", "fr", "sa"], "0:00", "23:59:59", "UTC"),
         notifier=notifier,  # type: ignore[arg-type]
         events=EventRecorder(kube, node=NODE),  # type: ignore[arg-type]
         metrics=metrics,
         taint=PreferNoScheduleTaint(kube, node=NODE, key=TAINT),  # type: ignore[arg-type]
+    )
+    senses = Senses(
+        kube=kube,  # type: ignore[arg-type]
+        sentinel=sentinel,
+        window=TimeWindow.parse(["su", "mo", "tu", "we", "th", "fr", "sa"], "0:00", "23:59:59", "UTC"),
         blockers=[blocker],
     )
     settings = Settings(
@@ -190,7 +192,7 @@ def make_rig(
         behaviour=behaviour or Behaviour(),
         policy=policy or CyclePolicy(taint=True, reboot_retry_delay=10 * MIN, sentinel_loop_backoff=60 * MIN),
     )
-    daemon = Daemon(parts, settings, clock=clock)
+    daemon = Daemon(hands, senses, settings=settings, clock=clock)
     return Rig(kube, clock, sentinel, rebooter, notifier, blocker, metrics, lock, daemon)
 
 

@@ -165,10 +165,10 @@ class FleetLockService:
         """The node as the decision sees it: the Node, its lock entry, the window, a drain here, blockers."""
         runner = self._node(node).runner
         entry = self.lock.holding(now_ns=unix_ns(now), honour_ttl=False, node_id=node)
-        view = runner.h.book.view(entry)
+        view = runner.hands.book.view(entry)
         in_window = self.window.contains(now)
         failed = self._failures.get(node)
-        taint = runner.h.taint
+        taint = runner.hands.taint
         obs = Observation(
             required=required, in_window=in_window, node=view, driver=Driver.FLEETLOCK,
             next_window=None if in_window else self.window.next_open(now),
