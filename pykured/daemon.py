@@ -38,7 +38,7 @@ from pykured.requests.record import REQUEST_ANNOTATION, Classified
 from pykured.requests.watch import RequestWatch
 from pykured.roll.queue import RollQueue
 from pykured.roll.turns import RollTurns
-from pykured.status.agent import reported_boot_ids
+from pykured.status.agent import AgentStatus, reported_boot_ids
 from pykured.status.publisher import StatusPublisher
 
 logger = logging.getLogger(__name__)
@@ -250,12 +250,11 @@ class Daemon:
 
     def _publish_status(self, obs: Observation, action: Action, now: datetime.datetime) -> None:
         """Publish ``pykured.dev/status`` for ``pykured status``, only when it changed."""
-        self.status.publish(
-            obs.node,
-            request=self.requests.pending.reason if self.requests.pending else None,
+        status = AgentStatus(
             step=action.step.value,
             reason=action.reason,
             sentinel=self._sentinel,
+            request=self.requests.pending.reason if self.requests.pending else None,
             blocked=action.blocked.kind if action.blocked else "",
             blocked_by=action.blocked.message if action.blocked else "",
             window_opens=None if obs.in_window else obs.next_window,
@@ -264,8 +263,8 @@ class Daemon:
             freeze=self.senses.freeze_state(),
             policy=self.senses.policy_where,
             last_cycle_s=self._last_cycle_s,
-            now=now,
         )
+        self.status.publish(obs.node, status, now=now)
 
     def _log_decision(self, action: Action) -> None:
         key = f"{action.step.value}:{action.reason}"
