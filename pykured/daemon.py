@@ -26,29 +26,19 @@ from collections.abc import Callable, Sequence
 from pykured import __version__
 from pykured.blockers import Blocker, first_block
 from pykured.core import errors
-from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import Action, Driver, Observation, Policy, Step, decide, needs_blockers
+from pykured.cycle.decide import Action, CyclePolicy, Driver, Observation, Step, decide, needs_blockers
 from pykured.cycle.run import CycleRunner
 from pykured.cycle.state import NodeState, unix_ns
 from pykured.cycle.steps import Behaviour, Hands
-from pykured.cycle.streak import DrainStreak
-from pykured.drain import Drainer
-from pykured.gates.node import CycleGates
-from pykured.host.reboot import Rebooter
 from pykured.host.sentinel import Sentinel
 from pykured.kube.api import KubeApi
-from pykured.kube.events import EventRecorder
-from pykured.kube.taints import PreferNoScheduleTaint
-from pykured.lock.base import Lock
-from pykured.metrics import Metrics, NullMetrics
-from pykured.notify import Notifier
 from pykured.policy.maintenance import Window
 from pykured.requests.keeper import RequestKeeper
 from pykured.requests.record import REQUEST_ANNOTATION, Classified
 from pykured.requests.watch import RequestWatch
 from pykured.roll.queue import RollQueue
 from pykured.roll.turns import RollTurns
-from pykured.status.agent import reported_boot_ids
+from pykured.status.agent import AgentStatus, reported_boot_ids
 from pykured.status.publisher import StatusPublisher
 
 logger = logging.getLogger(__name__)
@@ -84,35 +74,25 @@ class Settings:
     node: str
     period: float = 3600.0
     behaviour: Behaviour = dataclasses.field(default_factory=Behaviour)
-    policy: Policy = dataclasses.field(default_factory=Policy)
+    policy: CyclePolicy = dataclasses.field(default_factory=CyclePolicy)
 
 
-@dataclasses.dataclass
-class Parts:
-    """The adapters the loop drives."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class Senses:
+    """What only the daemon has, beside the :class:`~pykured.cycle.steps.Hands` every driver's cycle acts
+    through: how it learns that a reboot is needed and may start, and what it reports about itself."""
 
     kube: KubeApi
-    lock: Lock
-    book: NodeBook
-    drainer: Drainer
-    rebooter: Rebooter
+    """The API the reboot requests are watched and the status is published through."""
     sentinel: Sentinel
     window: Window
-    notifier: Notifier
-    events: EventRecorder
-    metrics: Metrics = dataclasses.field(default_factory=NullMetrics)
-    taint: PreferNoScheduleTaint | None = None
     blockers: Sequence[Blocker] = ()
-    gates: CycleGates | None = None
-    """Reboot hooks and settle gates (:mod:`pykured.gates.node`); None or empty = kured's cycle."""
     queue: RollQueue | None = None
     """The lock queue of ``--resume-rolls`` (:mod:`pykured.roll.queue`); None = kured's race for the lock."""
     freeze_state: Callable[[], str] = lambda: "off"
     """Whether the agent honours the freeze, as published in its status (``on``, ``forbidden``, ``off``…)."""
     policy_where: str = ""
     """The policy ConfigMap watched, ``namespace/name`` ("" when none), published with ``freeze_state``."""
-    streak: DrainStreak | None = None
-    """``--max-failed-drains``: the fleet-wide count of failed drains (pykured.cycle.streak)."""
 
 
 class Daemon:
@@ -120,15 +100,19 @@ class Daemon:
 
     def __init__(
         self,
-        parts: Parts,
-        settings: Settings,
+        hands: Hands,
+        senses: Senses,
         *,
+        settings: Settings,
         clock: Callable[[], datetime.datetime] = _utcnow,
         stopping: threading.Event | None = None,
         wake: threading.Event | None = None,
     ) -> None:
-        self.p = parts
-        self.s = settings
+        self.hands = hands
+        """What the cycle acts through (the same object the runner's steps use)."""
+        self.senses = senses
+        self.settings = settings
+        self.node = settings.node
         self._clock = clock
         self.wake = wake or threading.Event()
         """Set to start a pass now: by the sentinel's change callback, the end of a lock wait, or a stop."""
@@ -136,18 +120,14 @@ class Daemon:
         """Set by :meth:`stop`; also the drainer's cancel event, so a stop interrupts a blocked drain."""
         self.runner = CycleRunner(
             settings.node,
-            Hands(
-                book=parts.book, drainer=parts.drainer, lock=parts.lock, rebooter=parts.rebooter,
-                notifier=parts.notifier, events=parts.events, metrics=parts.metrics, taint=parts.taint,
-                gates=parts.gates, streak=parts.streak,
-            ),
+            hands,
             settings.behaviour,
             settings.policy,
             driver=Driver.DAEMON,
             cancel=self.stopping,
             period_s=settings.period,
             clock=clock,
-        )  # fmt: skip
+        )
         """The decision and the steps, as every driver runs them (pykured.cycle.run)."""
         self._last_reason = ""
         self.last_action: Action | None = None
@@ -156,18 +136,18 @@ class Daemon:
         self._lock_waiter: threading.Thread | None = None
         self.passes = 0
         self.requests = RequestKeeper(
-            parts.kube,
+            senses.kube,
             node=settings.node,
-            events=parts.events,
-            notifier=parts.notifier,
-            metrics=parts.metrics,
+            events=hands.events,
+            notifier=hands.notifier,
+            metrics=hands.metrics,
             reported_boots=reported_boot_ids,
         )
         """Reboot requests bound to a boot (pykured.requests.keeper)."""
-        self.status = StatusPublisher(parts.kube, node=settings.node, version=__version__)
+        self.status = StatusPublisher(senses.kube, node=settings.node, version=__version__)
         """The status published on the Node for ``pykured status`` (pykured.status.publisher)."""
-        parts.drainer.on_blocked = self.status.drain_blocked  # the drain's blocker, published as it happens
-        self._turns = RollTurns(parts.queue, parts.lock, settings.node) if parts.queue else None
+        hands.drainer.on_blocked = self.status.drain_blocked  # the drain's blocker, published as it happens
+        self._turns = RollTurns(senses.queue, hands.lock, settings.node) if senses.queue else None
         """``--resume-rolls``: the node's turn in the roll (pykured.roll.turns)."""
         self._sentinel = False
         self._waiting_for_lock = False
@@ -191,18 +171,18 @@ class Daemon:
         metric_thread = threading.Thread(target=self._metric_loop, name="reboot-required-metric", daemon=True)
         metric_thread.start()
         watch = RequestWatch(
-            self.p.kube,
+            self.senses.kube,
             self.requests,
             on_request=self.wake.set,
             clock=self._clock,
-            poll_seconds=self.s.period,
-            copy=self.p.book.copy,
+            poll_seconds=self.settings.period,
+            copy=self.hands.book.copy,
         )
         threading.Thread(
             target=watch.run, args=(self.stopping,), name="reboot-request-watch", daemon=True
         ).start()
         try:
-            self.p.sentinel.start()
+            self.senses.sentinel.start()
         except errors.PykuredError as exc:
             logger.warning("sentinel watch unavailable, checking every period instead: %s", exc)
         try:
@@ -212,7 +192,7 @@ class Daemon:
                     self.wake.wait(pause)
                     self.wake.clear()
         finally:
-            self.p.sentinel.stop()
+            self.senses.sentinel.stop()
 
     def stop(self) -> None:
         """Ask the loop to end after the current step (a wait for the lock or a delay ends at once)."""
@@ -227,12 +207,12 @@ class Daemon:
     def _refresh_metric(self) -> bool:
         """Check the sentinel; ``kured_reboot_required`` is 1 for the sentinel or a pending request."""
         required = self._required()
-        self.p.metrics.set_reboot_required(self.s.node, required or self.requests.pending is not None)
+        self.hands.metrics.set_reboot_required(self.node, required or self.requests.pending is not None)
         return required
 
     def _required(self) -> bool:
         try:
-            return self.p.sentinel.required()
+            return self.senses.sentinel.required()
         except errors.PykuredError as exc:
             logger.error("Error checking the reboot sentinel: %s", exc)
             return False
@@ -244,12 +224,12 @@ class Daemon:
         try:
             obs = self.observe(now)
         except errors.PykuredError as exc:
-            logger.warning("Cannot observe node %s, will retry: %s", self.s.node, exc)
+            logger.warning("Cannot observe node %s, will retry: %s", self.node, exc)
             return ERROR_BACKOFF
         try:
             action, obs = self.runner.decide(obs, now)
         except errors.PykuredError as exc:
-            logger.warning("Cannot evaluate the gates of node %s, will retry: %s", self.s.node, exc)
+            logger.warning("Cannot evaluate the gates of node %s, will retry: %s", self.node, exc)
             return ERROR_BACKOFF
         self.last_action = action
         self._log_decision(action)
@@ -258,7 +238,7 @@ class Daemon:
         try:
             pause = self.execute(action, obs, now)
         except errors.PykuredError as exc:
-            logger.error("Step %s failed for node %s, will retry: %s", action.step.value, self.s.node, exc)
+            logger.error("Step %s failed for node %s, will retry: %s", action.step.value, self.node, exc)
             pause = ERROR_BACKOFF
         if self._request is not None:  # the writes the request's classification asks for, as a step
             self.requests.tidy(obs.node, self._request, now, in_cycle=obs.node.reboot_boot_id is not None)
@@ -270,22 +250,21 @@ class Daemon:
 
     def _publish_status(self, obs: Observation, action: Action, now: datetime.datetime) -> None:
         """Publish ``pykured.dev/status`` for ``pykured status``, only when it changed."""
-        self.status.publish(
-            obs.node,
-            request=self.requests.pending.reason if self.requests.pending else None,
+        status = AgentStatus(
             step=action.step.value,
             reason=action.reason,
             sentinel=self._sentinel,
+            request=self.requests.pending.reason if self.requests.pending else None,
             blocked=action.blocked.kind if action.blocked else "",
             blocked_by=action.blocked.message if action.blocked else "",
             window_opens=None if obs.in_window else obs.next_window,
             lock_wait=self._waiting_for_lock and action.step is Step.ACQUIRE,
             resume_rolls=self._turns is not None,
-            freeze=self.p.freeze_state(),
-            policy=self.p.policy_where,
+            freeze=self.senses.freeze_state(),
+            policy=self.senses.policy_where,
             last_cycle_s=self._last_cycle_s,
-            now=now,
         )
+        self.status.publish(obs.node, status, now=now)
 
     def _log_decision(self, action: Action) -> None:
         key = f"{action.step.value}:{action.reason}"
@@ -302,29 +281,30 @@ class Daemon:
     def observe(self, now: datetime.datetime) -> Observation:
         """Read the sentinel, the window, the Node and the lock (and the blockers when they matter)."""
         required = self._sentinel = self._refresh_metric()
-        node = self.p.book.view()
+        node = self.hands.book.view()
         if self._lock_clear and not required and not _cycle_marks(node):
             entry = None  # nothing asks for a reboot; the lock was clear at the last read since a write
         else:
-            entry = self.p.lock.holding(now_ns=unix_ns(now), honour_ttl=False)
+            entry = self.hands.lock.holding(now_ns=unix_ns(now), honour_ttl=False)
             self._lock_clear = entry is None
             node = node.with_entry(entry)
         self._held_since_ns = entry.created_ns if entry is not None else None
         request = self._request = self.requests.observe(node, now)
         if request.pending:  # a reboot request for the current boot counts as the sentinel does
             required = True
-            self.p.metrics.set_reboot_required(self.s.node, True)
-        in_window = self.p.window.contains(now)
+            self.hands.metrics.set_reboot_required(self.node, True)
+        in_window = self.senses.window.contains(now)
+        taint = self.hands.taint
         obs = Observation(
             required=required,
             in_window=in_window,
             node=node,
-            next_window=None if in_window else self.p.window.next_open(now),
-            has_taint=self.p.taint is not None and node.has_taint(self.p.taint.key, "PreferNoSchedule"),
+            next_window=None if in_window else self.senses.window.next_open(now),
+            has_taint=taint is not None and node.has_taint(taint.key, "PreferNoSchedule"),
             retry_at=self._retry_at,
         )
         if needs_blockers(obs, now=now):
-            obs = dataclasses.replace(obs, blocked=first_block(self.p.blockers, now=now))
+            obs = dataclasses.replace(obs, blocked=first_block(self.senses.blockers, now=now))
         return obs
 
     # -- execution: the runner carries out the step; the daemon waits its own way ---------------------------
@@ -342,7 +322,7 @@ class Daemon:
             held = (unix_ns(now) - self._held_since_ns) // 1_000_000_000
             self._last_cycle_s = held if held < 7 * 24 * 3600 else None  # kured's entries carry no real time
         if outcome.retry:
-            self._retry_at = self._clock() + datetime.timedelta(seconds=self.s.period)
+            self._retry_at = self._clock() + datetime.timedelta(seconds=self.settings.period)
         if action.step is Step.POST_REBOOT or (action.step is Step.CLEANUP and action.post_reboot):
             self.requests.settle(obs.node, self._clock())  # the reboot satisfied a request for the old boot
         return outcome.pause
@@ -351,17 +331,17 @@ class Daemon:
         # The pass saw the window open, but observing may have taken long enough (a slow API server) for it
         # to close: decide again on the window as it is now; no slot is taken outside it.
         later = self._clock()
-        again = dataclasses.replace(obs, in_window=self.p.window.contains(later))
-        if decide(again, policy=self.s.policy, now=later).step is not Step.ACQUIRE:
+        again = dataclasses.replace(obs, in_window=self.senses.window.contains(later))
+        if decide(again, policy=self.settings.policy, now=later).step is not Step.ACQUIRE:
             logger.info("Not taking the lock: the maintenance window closed during this pass")
             return 0
         logger.info("Reboot required")
-        self.p.metrics.set_blocked(None)
+        self.hands.metrics.set_blocked(None)
         if self._turns is not None:
             turn = self._turns.take(obs.node, now)
             if not turn.go:
-                self.p.metrics.lock_waiting(True)
-                self.p.metrics.set_blocked("lock")
+                self.hands.metrics.lock_waiting(True)
+                self.hands.metrics.set_blocked("lock")
                 self._waiting_for_lock = True
                 return self._wait_for_lock(turn.wait_s)
         outcome = self.runner.execute(action, obs, now)
@@ -379,7 +359,8 @@ class Daemon:
         ``--period`` (as kured polls its lock); a polled one (kured's annotation) at least every minute.
         Returns the loop's own pause: :data:`LOCK_WAIT_SLACK` longer than the wait, whose end wakes the loop,
         so each wait is followed by one pass (one read of the lock and of the Node), not two."""
-        timeout = min(self.s.period, self.s.period if self.p.lock.watched else LOCK_WAIT_MAX)
+        period = self.settings.period
+        timeout = min(period, period if self.hands.lock.watched else LOCK_WAIT_MAX)
         if at_most is not None:
             timeout = min(timeout, at_most)
         if self._lock_waiter is None or not self._lock_waiter.is_alive():
@@ -391,7 +372,7 @@ class Daemon:
 
     def _lock_wait(self, timeout: float) -> None:
         try:
-            self.p.lock.wait_for_change(timeout)
+            self.hands.lock.wait_for_change(timeout)
         except Exception as exc:  # a wait never ends the agent: the next pass looks again
             logger.debug("waiting for the lock failed: %s", exc)
         finally:

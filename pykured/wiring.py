@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
 from pykured.config import Config
 from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import Policy
+from pykured.cycle.decide import CyclePolicy
 from pykured.cycle.halt import HaltWatch
 from pykured.cycle.nodecopy import NodeCopy
 from pykured.cycle.steps import Behaviour, Hands
 from pykured.cycle.streak import DrainStreak
-from pykured.daemon import Daemon, Parts, Settings
+from pykured.daemon import Daemon, Senses, Settings
 from pykured.drain import Drainer
 from pykured.fleetlock import FleetLockServer
 from pykured.fleetlock.service import ZincatiGrant
@@ -212,9 +212,9 @@ def build_rebooter(cfg: Config) -> Rebooter:
     return CommandRebooter(cfg.reboot_command_argv, nsenter=os.environ.get(NSENTER_ENV, NSENTER))
 
 
-def build_policy(cfg: Config) -> Policy:
+def build_policy(cfg: Config) -> CyclePolicy:
     """The decisions' configuration, built once for every driver (the daemon and FleetLock)."""
-    return Policy(
+    return CyclePolicy(
         annotate_nodes=cfg.annotate_nodes,
         taint=bool(cfg.prefer_no_schedule_taint),
         taint_early=cfg.prefer_no_schedule_early,
@@ -353,21 +353,11 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         cfg, kube, node, cancel, lock=lock, rebooter=build_rebooter(cfg), notifier=notifier, metrics=metrics,
         copy=copy, streak=streak,
     )  # fmt: skip
-    parts = Parts(
+    senses = Senses(
         kube=kube,
-        lock=lock,
-        book=hands.book,
-        drainer=hands.drainer,
-        rebooter=hands.rebooter,
         sentinel=sentinel,
         window=window,
-        notifier=notifier,
-        events=hands.events,
-        metrics=metrics,
-        taint=hands.taint,
         blockers=blockers_for(node),
-        gates=hands.gates,
-        streak=hands.streak,
         queue=RollQueue(
             kube,
             namespace=cfg.ds_namespace,
@@ -381,7 +371,7 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         policy_where=maintenance.where if maintenance is not None else "",
     )
     settings = Settings(node=node, period=cfg.period.seconds, behaviour=behaviour, policy=policy)
-    daemon = Daemon(parts, settings, stopping=cancel, wake=wake)
+    daemon = Daemon(hands, senses, settings=settings, stopping=cancel, wake=wake)
     return Agent(
         daemon=daemon, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance,
         halt=halt,
@@ -441,7 +431,7 @@ def build_fleetlock(
     metrics: Metrics,
     window: Window,
     blockers: Callable[[str], Sequence[Blocker]],
-    policy: Policy,
+    policy: CyclePolicy,
     behaviour: Behaviour,
     streak: DrainStreak | None = None,
 ) -> FleetLockServer:

@@ -21,9 +21,9 @@ from pykured.core import errors
 from pykured.core.model import Reason
 from pykured.cycle import state
 from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import Policy, Step
-from pykured.cycle.steps import Behaviour
-from pykured.daemon import LOCK_WAIT_SLACK, Daemon, Parts, Settings
+from pykured.cycle.decide import CyclePolicy, Step
+from pykured.cycle.steps import Behaviour, Hands
+from pykured.daemon import LOCK_WAIT_SLACK, Daemon, Senses, Settings
 from pykured.drain import Drainer
 from pykured.gocompat.goflags import Duration
 from pykured.kube.events import EventRecorder
@@ -140,7 +140,7 @@ class Rig:
 
 def make_rig(
     *,
-    policy: Policy | None = None,
+    policy: CyclePolicy | None = None,
     behaviour: Behaviour | None = None,
     rebooter: RecordingRebooter | None = None,
 ) -> Rig:
@@ -157,27 +157,29 @@ def make_rig(
     sentinel, notifier, blocker = Sentinel(), RecordingNotifier(), Blocker()
     rebooter = rebooter or RecordingRebooter()
     metrics = Metrics(process_collectors=False)
-    parts = Parts(
-        kube=kube,
-        lock=lock,
+    hands = Hands(
         book=NodeBook(kube, node=NODE),
         drainer=Drainer(kube, node=NODE, poll_interval=0.0),
+        lock=lock,
         rebooter=rebooter,
-        sentinel=sentinel,
-        window=TimeWindow.parse(["su", "mo", "tu", "we", "th", "fr", "sa"], "0:00", "23:59:59", "UTC"),
         notifier=notifier,
         events=EventRecorder(kube, node=NODE),
         metrics=metrics,
         taint=PreferNoScheduleTaint(kube, node=NODE, key=TAINT),
+    )
+    senses = Senses(
+        kube=kube,
+        sentinel=sentinel,
+        window=TimeWindow.parse(["su", "mo", "tu", "we", "th", "fr", "sa"], "0:00", "23:59:59", "UTC"),
         blockers=[blocker],
     )
     settings = Settings(
         node=NODE,
         period=PERIOD,
         behaviour=behaviour or Behaviour(),
-        policy=policy or Policy(taint=True, reboot_retry_delay=10 * MIN, sentinel_loop_backoff=60 * MIN),
+        policy=policy or CyclePolicy(taint=True, reboot_retry_delay=10 * MIN, sentinel_loop_backoff=60 * MIN),
     )
-    daemon = Daemon(parts, settings, clock=clock)
+    daemon = Daemon(hands, senses, settings=settings, clock=clock)
     return Rig(kube, clock, sentinel, rebooter, notifier, blocker, metrics, lock, daemon)
 
 
@@ -500,7 +502,7 @@ def test_a_failed_drain_releases_uncordons_and_retries_after_a_period(rig: Rig) 
 
 
 def test_force_reboot_reboots_after_a_failed_drain() -> None:
-    rig = make_rig(policy=Policy(force_reboot=True))
+    rig = make_rig(policy=CyclePolicy(force_reboot=True))
     rig.hold()
     rig.kube.fail_next(
         lambda m, p, body: errors.KubeError("boom") if m == "PATCH" and "spec" in body else None
@@ -520,7 +522,7 @@ def test_a_failed_reboot_is_logged_counted_and_retried_later(rig: Rig) -> None:
 
 
 def test_annotate_nodes_annotates_first_and_removes_after_the_reboot() -> None:
-    rig = make_rig(policy=Policy(annotate_nodes=True))
+    rig = make_rig(policy=CyclePolicy(annotate_nodes=True))
     rig.daemon.run_once()
     assert rig.step() is Step.ANNOTATE
     assert rig.kube.annotations(NODE)[state.IN_PROGRESS_ANNOTATION] == "2026-06-30T12:00:00Z"
@@ -545,7 +547,7 @@ def test_a_hand_off_is_counted_and_withdrawn_when_the_node_is_back() -> None:
 
 
 def test_release_delay_is_kept_on_the_node() -> None:
-    rig = make_rig(policy=Policy(release_delay=5 * MIN))
+    rig = make_rig(policy=CyclePolicy(release_delay=5 * MIN))
     rebooted(rig)
     rig.daemon.run_once()
     assert rig.memory()[state.RELEASE_AFTER_ANNOTATION] == "2026-06-30T12:05:00Z"

@@ -131,7 +131,8 @@ class Config:
     max_failed_drains: int = 0
     # derived at parse time
     time_window: TimeWindow = _DEFAULT_WINDOW
-    """The reboot window built from reboot_days, start_time, end_time and time_zone by :func:`parse`."""
+    """The reboot window built from reboot_days, start_time, end_time and time_zone by
+    :func:`~pykured.config.startup.parse`."""
     maintenance: MaintenancePolicy = _DEFAULT_POLICY
     """kured's window, calendar windows and ``--blackout`` flags (:mod:`pykured.policy.maintenance`)."""
     warnings: tuple[str, ...] = dataclasses.field(default=(), compare=False)

@@ -168,7 +168,7 @@ class Observation:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Policy:
+class CyclePolicy:
     """The configuration the decisions depend on."""
 
     annotate_nodes: bool = False
@@ -283,7 +283,7 @@ class DrainOutcome(enum.Enum):
     up."""
 
 
-def drain_outcome(failure: str | None, *, holding: bool, policy: Policy) -> DrainOutcome:
+def drain_outcome(failure: str | None, *, holding: bool, policy: CyclePolicy) -> DrainOutcome:
     """The decision after a drain, the same for every driver."""
     if not holding:
         return DrainOutcome.LOST
@@ -292,12 +292,12 @@ def drain_outcome(failure: str | None, *, holding: bool, policy: Policy) -> Drai
     return DrainOutcome.REBOOT_ANYWAY if policy.force_reboot else DrainOutcome.RELEASE
 
 
-def _retry_due(node: NodeState, policy: Policy) -> datetime.datetime:
+def _retry_due(node: NodeState, policy: CyclePolicy) -> datetime.datetime:
     started = node.reboot_triggered_at or datetime.datetime.min.replace(tzinfo=datetime.UTC)
     return started + policy.reboot_retry_delay
 
 
-def _remove_in_progress(obs: Observation, policy: Policy) -> bool:
+def _remove_in_progress(obs: Observation, policy: CyclePolicy) -> bool:
     return policy.annotate_nodes and not obs.required and obs.node.in_progress
 
 
@@ -320,7 +320,7 @@ def _with_gate(obs: Observation, action: Action, now: datetime.datetime) -> Acti
     )
 
 
-def _release(obs: Observation, policy: Policy, now: datetime.datetime) -> Action:
+def _release(obs: Observation, policy: CyclePolicy, now: datetime.datetime) -> Action:
     node = obs.node
     assert node.release_after is not None
     if now < node.release_after:
@@ -332,7 +332,7 @@ def _release(obs: Observation, policy: Policy, now: datetime.datetime) -> Action
     return _with_gate(obs, Action(Step.RELEASE, "lock release delay passed", backoff_until=backoff), now)
 
 
-def _decide_granted(obs: Observation, policy: Policy, now: datetime.datetime) -> Action:
+def _decide_granted(obs: Observation, policy: CyclePolicy, now: datetime.datetime) -> Action:
     """FleetLock: granted, and the node still runs the boot it was granted in."""
     node = obs.node
     if obs.required is True:
@@ -350,7 +350,7 @@ def _decide_granted(obs: Observation, policy: Policy, now: datetime.datetime) ->
     return Action(Step.WAIT, "granted; Zincati reboots", hold=Hold.GRANTED)
 
 
-def _post_reboot(obs: Observation, policy: Policy, now: datetime.datetime) -> Action:
+def _post_reboot(obs: Observation, policy: CyclePolicy, now: datetime.datetime) -> Action:
     node = obs.node
     no_steady_state = False
     if obs.driver is Driver.FLEETLOCK and obs.required is None:
@@ -365,7 +365,7 @@ def _post_reboot(obs: Observation, policy: Policy, now: datetime.datetime) -> Ac
     )  # fmt: skip
 
 
-def _drain(obs: Observation, policy: Policy, now: datetime.datetime) -> Action:
+def _drain(obs: Observation, policy: CyclePolicy, now: datetime.datetime) -> Action:
     node = obs.node
     record = unschedulable_to_record(node)
     action = Action(
@@ -376,7 +376,7 @@ def _drain(obs: Observation, policy: Policy, now: datetime.datetime) -> Action:
     return _with_gate(obs, action, now)
 
 
-def _decide_holding(obs: Observation, policy: Policy, now: datetime.datetime) -> Action:
+def _decide_holding(obs: Observation, policy: CyclePolicy, now: datetime.datetime) -> Action:
     node = obs.node
     ours = cordon_was_ours(node)
     fleetlock = obs.driver is Driver.FLEETLOCK
@@ -409,7 +409,7 @@ def _decide_holding(obs: Observation, policy: Policy, now: datetime.datetime) ->
     return Action(Step.ABORT, why, uncordon=ours)
 
 
-def _decide_lost(obs: Observation, policy: Policy, now: datetime.datetime) -> Action:
+def _decide_lost(obs: Observation, policy: CyclePolicy, now: datetime.datetime) -> Action:
     """The cycle's memory is on the Node but its slot is gone."""
     node = obs.node
     if obs.draining:
@@ -428,7 +428,7 @@ def _decide_lost(obs: Observation, policy: Policy, now: datetime.datetime) -> Ac
     )  # fmt: skip
 
 
-def decide(obs: Observation, *, policy: Policy, now: datetime.datetime) -> Action:
+def decide(obs: Observation, *, policy: CyclePolicy, now: datetime.datetime) -> Action:
     """The next step of the reboot cycle, for every driver. Pure: everything it needs is passed in."""
     node = obs.node
     if _foreign(obs):
@@ -442,7 +442,7 @@ def decide(obs: Observation, *, policy: Policy, now: datetime.datetime) -> Actio
     return _decide_idle(obs, policy, now)
 
 
-def _decide_idle(obs: Observation, policy: Policy, now: datetime.datetime) -> Action:
+def _decide_idle(obs: Observation, policy: CyclePolicy, now: datetime.datetime) -> Action:
     """No cycle runs on the node: wait, taint or untaint, annotate, blocked, or take the lock."""
     node = obs.node
     early = policy.taint and policy.taint_early

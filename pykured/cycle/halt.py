@@ -2,10 +2,11 @@
 
 A node that does not come back from its reboot cannot say so itself, so each agent (and a central FleetLock
 server) looks, every few seconds, at the lock holders and their Nodes' ``pykured.dev/*`` memory
-(:func:`pykured.policy.halt.overdue`). The first to see a holder past ``--reboot-deadline`` sets the freeze
-(:func:`pykured.policy.writer.set_unless_frozen`: conditional, so exactly one agent does), logs it, posts a
-``RebootHalted`` Event on that node and sends a notification. The freeze stops every new reboot on every path
-(the agents, FleetLock) until ``pykured unfreeze``. ``pykured_halted`` shows it.
+(:func:`pykured.policy.halt.overdue`). The first to see a holder past ``--reboot-deadline`` halts the fleet
+(:class:`pykured.cycle.fleethalt.FleetHalt`: the freeze set as a halt, conditionally, so exactly one agent
+does; it logs it, marks that node ``pykured.dev/halted-for``, posts a ``RebootHalted`` Event on it and sends
+a notification). The freeze stops every new reboot on every path (the agents, FleetLock) until
+``pykured unfreeze``. ``pykured_halted`` shows it.
 
 Nothing happens while the freeze is already in force, or while the policy ConfigMap cannot be read (the
 agent said so at start-up: the halt needs ``update`` on it).
@@ -19,6 +20,7 @@ import threading
 from collections.abc import Callable
 
 from pykured.core import errors
+from pykured.cycle.fleethalt import FleetHalt
 from pykured.cycle.state import REBOOT_TRIGGERED_AT_ANNOTATION, NodeState
 from pykured.kube.api import KubeApi
 from pykured.kube.events import EventRecorder
@@ -26,7 +28,6 @@ from pykured.lock.base import Lock
 from pykured.lock.record import UNKNOWN_HOLDER
 from pykured.notify import Notifier
 from pykured.policy import halt as rules
-from pykured.policy import writer
 from pykured.policy.document import PolicyMapError
 from pykured.policy.source import PolicySource
 
@@ -62,12 +63,15 @@ class HaltWatch:
         self._kube = kube
         self._lock = lock
         self._source = source
-        self._namespace = namespace
-        self._configmap = configmap
-        self._me = me
         self.deadline = deadline
-        self._notifier = notifier
-        self._events_for = events_for
+        self._halt = FleetHalt(
+            kube=kube,
+            namespace=namespace,
+            configmap=configmap,
+            me=me,
+            notifier=notifier,
+            events_for=events_for,
+        )
         self._clock = clock
         self._last_error = ""
 
@@ -115,22 +119,15 @@ class HaltWatch:
         found = self.find(now)
         if found is None:
             return None
-        by = f"pykured on {self._me or 'the FleetLock server'}"
-        record = rules.halt_record(found, deadline=self.deadline, by=by, now=now)
-        where = {"namespace": self._namespace, "name": self._configmap}
-        current = writer.set_unless_frozen(self._kube, record=record, now=now, **where)
-        if current is not None:
-            return None
+        record = rules.halt_record(found, deadline=self.deadline, by=self._halt.by, now=now)
         began_text = found.began.astimezone(datetime.UTC).isoformat(timespec="seconds")
         began = began_text.replace("+00:00", "Z")
         message = (
             f"{record.reason} (reboot began {began}; {found.what}): no new reboot starts until "
             "`pykured unfreeze`"
         )
-        logger.error("Halting the fleet: %s", message)
-        self._mark(found.node)
-        self._events_for(found.node).record("RebootHalted", message, warning=True, now=now)
-        self._notifier.send(f"pykured halted the fleet: {message}", title="pykured: fleet halted")
+        if not self._halt.halt(record, node=found.node, message=message, now=now, mark=self._mark):
+            return None
         return found
 
     def _mark(self, node: str) -> None:

@@ -3,8 +3,8 @@
 The reboot-request watch (:mod:`pykured.requests.watch`) already follows the agent's Node
 (``fieldSelector=metadata.name=<node>``); every copy it sees — the GET it starts from, then each event — is
 offered here, and so is the answer to each of the agent's own writes of its Node
-(:meth:`Kube.on_node_written`), so that a pass right after a write never reads a copy older than the write,
-whatever the watch's lag.
+(:meth:`~pykured.kube.client.Kube.on_node_written`), so that a pass right after a write never reads a copy
+older than the write, whatever the watch's lag.
 
 Invariants:
 * A copy is served only while the watch is live (:meth:`set_live`); when it ends, fails, gets 410 Gone or
@@ -59,7 +59,7 @@ class NodeCopy:
                 self._obj, self._version, self._at = obj, version, time.monotonic()
 
     def written(self, name: str, obj: Obj) -> None:
-        """The answer to a write of a Node (:meth:`Kube.on_node_written`)."""
+        """The answer to a write of a Node (:meth:`~pykured.kube.client.Kube.on_node_written`)."""
         if name == self.node:
             self.offer(obj)
 

@@ -29,10 +29,10 @@ from collections.abc import Callable
 from pykured.core.times import format_rfc3339
 from pykured.cycle.decide import (
     Action,
+    CyclePolicy,
     DrainOutcome,
     Driver,
     Observation,
-    Policy,
     Step,
     decide,
     drain_outcome,
@@ -103,7 +103,7 @@ class CycleRunner:
         node: str,
         hands: Hands,
         behaviour: Behaviour,
-        policy: Policy,
+        policy: CyclePolicy,
         *,
         driver: Driver = Driver.DAEMON,
         cancel: threading.Event,
@@ -112,7 +112,7 @@ class CycleRunner:
         clock: Callable[[], datetime.datetime] = _utcnow,
     ) -> None:
         self.node = node
-        self.h = hands
+        self.hands = hands
         self.policy = policy
         self.driver = driver
         self.period_s = period_s
@@ -145,9 +145,9 @@ class CycleRunner:
         """:func:`~pykured.cycle.decide.decide`, with the verdict of the gate the step would pass first."""
         action = decide(obs, policy=self.policy, now=now)
         point = gate_point(action)
-        if point is None or not self.h.gates or obs.gate is not None:
+        if point is None or not self.hands.gates or obs.gate is not None:
             return action, obs
-        gates = self.h.gates
+        gates = self.hands.gates
         gate = gates.before_drain(now) if point == "before-drain" else gates.before_release(now)
         obs = dataclasses.replace(obs, gate=gate)
         return decide(obs, policy=self.policy, now=now), obs
@@ -159,7 +159,7 @@ class CycleRunner:
     ) -> Outcome:
         """Carry out one step. ``mark``: FleetLock's Zincati id, set on the Node before the lock is taken."""
         if action.step not in (Step.BLOCKED, Step.WAIT, Step.HOLD):
-            self.h.metrics.set_blocked(None)
+            self.hands.metrics.set_blocked(None)
         if action.step is Step.ACQUIRE:
             return self._acquire(action, obs, now, mark=mark)
         return self._dispatch[action.step](action, obs, now)
@@ -171,13 +171,13 @@ class CycleRunner:
         return Outcome(pause=pause)
 
     def _sync_taint(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
-        if self.h.taint:
-            self.h.taint.disable()
+        if self.hands.taint:
+            self.hands.taint.disable()
         return Outcome()
 
     def _taint(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
-        if self.h.taint:
-            self.h.taint.enable()
+        if self.hands.taint:
+            self.hands.taint.enable()
         return Outcome()
 
     def _annotate(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
@@ -186,30 +186,30 @@ class CycleRunner:
 
     def _blocked(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
         logger.info("Reboot blocked: %s", action.reason)
-        self.h.metrics.set_blocked(action.blocked.kind if action.blocked else "unknown")
-        self.h.events.record("RebootBlocked", f"Reboot blocked: {action.reason}", warning=True)
+        self.hands.metrics.set_blocked(action.blocked.kind if action.blocked else "unknown")
+        self.hands.events.record("RebootBlocked", f"Reboot blocked: {action.reason}", warning=True)
         return Outcome(pause=self.period_s)
 
     def _acquire(
         self, action: Action, obs: Observation, now: datetime.datetime, *, mark: str | None = None
     ) -> Outcome:
         if mark is not None:
-            self.h.book.mark(mark)
+            self.hands.book.mark(mark)
         unschedulable = obs.node.unschedulable
-        result = self.h.lock.acquire(unschedulable=unschedulable, now_ns=unix_ns(now), node_id=self.node)
-        self.h.metrics.lock_waiting(not result.acquired)
-        self.h.metrics.lock_holders(self.h.lock.backend, len(result.holders))
+        result = self.hands.lock.acquire(unschedulable=unschedulable, now_ns=unix_ns(now), node_id=self.node)
+        self.hands.metrics.lock_waiting(not result.acquired)
+        self.hands.metrics.lock_holders(self.hands.lock.backend, len(result.holders))
         if not result.acquired:
             if mark is not None:
-                self.h.book.mark(None)
+                self.hands.book.mark(None)
             logger.warning("Lock already held: %s", result.holder_names)
-            self.h.metrics.set_blocked("lock")
-            if self.h.taint:
-                self.h.taint.enable()
+            self.hands.metrics.set_blocked("lock")
+            if self.hands.taint:
+                self.hands.taint.enable()
             return Outcome(acquired=False, holders=result.holder_names or "?")
-        logger.info("Acquired reboot lock for node %s (%s)", self.node, self.h.lock.backend)
+        logger.info("Acquired reboot lock for node %s (%s)", self.node, self.hands.lock.backend)
         self.steps.begin(unschedulable_before=obs.node.unschedulable)
-        self.h.events.record("LockAcquired", f"acquired the reboot lock ({self.h.lock.backend})")
+        self.hands.events.record("LockAcquired", f"acquired the reboot lock ({self.hands.lock.backend})")
         return Outcome(acquired=True)
 
     def _drain_and_reboot(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
@@ -217,16 +217,16 @@ class CycleRunner:
             self.steps.begin(unschedulable_before=action.unschedulable_before)
         if obs.gate is not None:
             self._gate_passed()
-            if self.h.gates:
-                self.h.gates.note_drain()
+            if self.hands.gates:
+                self.hands.gates.note_drain()
         failure = self.steps.drain(event=self.texts.drain_event)
         if self.steps.cancel.is_set():
             logger.info("Stopped while draining node %s: the next pass resumes the cycle", self.node)
             return Outcome(failure=failure)
-        if self.h.streak is not None:
-            self.h.streak.drained(self.node, failure)
+        if self.hands.streak is not None:
+            self.hands.streak.drained(self.node, failure)
         with self._after_drain():
-            view = self.h.book.view(self._holding(now))
+            view = self.hands.book.view(self._holding(now))
             outcome = drain_outcome(failure, holding=view.holding, policy=self.policy)
             if outcome is DrainOutcome.LOST:
                 logger.warning("Node %s lost its reboot slot while draining", self.node)
@@ -240,11 +240,11 @@ class CycleRunner:
                     "Unable to cordon or drain %s: %s; rebooting anyway (--force-reboot)", self.node, failure
                 )
             self.steps.pause_before_reboot()
-            self._reboot(self.h.book.view(), self._clock())
+            self._reboot(self.hands.book.view(), self._clock())
             return Outcome(drain=outcome, failure=failure)
 
     def _holding(self, now: datetime.datetime) -> LockEntry | None:
-        return self.h.lock.holding(now_ns=unix_ns(now), honour_ttl=False, node_id=self.node)
+        return self.hands.lock.holding(now_ns=unix_ns(now), honour_ttl=False, node_id=self.node)
 
     def _drain_failed(self, failure: str, view: NodeState, *, ours: bool) -> None:
         logger.error(
@@ -253,7 +253,7 @@ class CycleRunner:
             self.node,
             failure,
         )
-        self.h.events.record("DrainFailed", failure, warning=True)
+        self.hands.events.record("DrainFailed", failure, warning=True)
         logger.info("Performing a best-effort uncordon after failed cordon and drain")
         self.steps.end(view, ours=ours, backoff_until=None)
 
@@ -263,7 +263,9 @@ class CycleRunner:
             self.node,
             format_rfc3339(obs.node.reboot_triggered_at or now),
         )
-        self.h.events.record("RebootRetry", "bootID unchanged after the reboot: retrying once", warning=True)
+        self.hands.events.record(
+            "RebootRetry", "bootID unchanged after the reboot: retrying once", warning=True
+        )
         self._reboot(obs.node, now)
         return Outcome()
 
@@ -282,8 +284,8 @@ class CycleRunner:
             obs.node.reboot_attempts,
             int(self.policy.sentinel_loop_backoff.total_seconds()),
         )
-        self.h.events.record("RebootLoopBackoff", action.reason, warning=True)
-        self.h.metrics.reboot("failed")
+        self.hands.events.record("RebootLoopBackoff", action.reason, warning=True)
+        self.hands.metrics.reboot("failed")
         self.steps.end(obs.node, ours=action.uncordon, backoff_until=action.backoff_until)
         return Outcome()
 
@@ -292,18 +294,18 @@ class CycleRunner:
             logger.warning(
                 "Node %s rebooted and is Ready, but Zincati sent no steady-state: releasing", self.node
             )
-            self.h.events.record(
+            self.hands.events.record(
                 "FleetLockNoSteadyState", "rebooted and Ready without a steady-state call", warning=True
             )
         self.finish(action, obs)
-        self.h.book.update_state(release_after=action.release_after or now)
+        self.hands.book.update_state(release_after=action.release_after or now)
         return Outcome()
 
     def finish(self, action: Action, obs: Observation) -> None:
         """The node is back: uncordon if ours, labels, untaint, notify (the post-reboot work)."""
         node = obs.node
         logger.info("Node %s rebooted (bootID %s -> %s)", self.node, node.reboot_boot_id, node.boot_id)
-        self.h.metrics.reboot("completed")
+        self.hands.metrics.reboot("completed")
         self.steps.finish(obs.node, uncordon=action.uncordon, remove_in_progress=action.remove_in_progress)
 
     def _release(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
@@ -318,7 +320,7 @@ class CycleRunner:
                 "before %s (kured #976)",
                 format_rfc3339(action.backoff_until),
             )
-            self.h.events.record("RebootLoopBackoff", "sentinel still present after reboot", warning=True)
+            self.hands.events.record("RebootLoopBackoff", "sentinel still present after reboot", warning=True)
         self.steps.forget(backoff_until=action.backoff_until)
         return Outcome()
 
@@ -330,7 +332,7 @@ class CycleRunner:
             logger.info("Releasing the lock without rebooting: %s", action.reason)
         if obs.node.reboot_boot_id is not None:  # granted, and Zincati reported no reboot
             logger.warning("Released the slot of node %s without a reboot (bootID unchanged)", self.node)
-            self.h.events.record("LockReleased", action.reason, warning=True)
+            self.hands.events.record("LockReleased", action.reason, warning=True)
         self.steps.end(obs.node, ours=action.uncordon, backoff_until=None)
         return Outcome(retry=action.retry, pause=self.period_s if action.retry else 0.0)
 
@@ -349,7 +351,7 @@ class CycleRunner:
             self.node,
             format_rfc3339(obs.node.reboot_triggered_at or now),
         )
-        self.h.events.record("FleetLockStuck", action.reason, warning=True)
+        self.hands.events.record("FleetLockStuck", action.reason, warning=True)
         return Outcome(pause=self.period_s)
 
     # -- reboot hooks and settle gates (pykured.gates) -----------------------------------------------------
@@ -358,27 +360,27 @@ class CycleRunner:
         """Keep the lock while a hook or settle gate is closed; log each new reason once. A phase that has
         not begun is begun here (the hooks are asked, the settle start stamped), then looked at at once."""
         gate = action.gate
-        if gate is not None and gate.start and self.h.gates:
-            self.h.gates.start(gate.start, now)
+        if gate is not None and gate.start and self.hands.gates:
+            self.hands.gates.start(gate.start, now)
             return Outcome(pause=0.0)
         reason = str(gate.reason) if gate else action.reason
         deadline = gate.deadline if gate else None
         if reason != self._last_gate:
             until = f" (until {format_rfc3339(deadline)})" if deadline else ""
             logger.info("Holding the reboot lock: %s%s", reason, until)
-            self.h.events.record("HoldingLock", reason)
+            self.hands.events.record("HoldingLock", reason)
             self._last_gate = reason
-        self.h.metrics.set_holding_gate(gate.reason.kind if gate and gate.reason else "unknown")
+        self.hands.metrics.set_holding_gate(gate.reason.kind if gate and gate.reason else "unknown")
         pause = GATE_POLL if deadline is None else (deadline - now).total_seconds()
         return Outcome(pause=max(min(GATE_POLL, self.period_s, pause), 0.05))
 
     def _gate_passed(self) -> None:
         self._last_gate = ""
-        self.h.metrics.set_holding_gate(None)
+        self.hands.metrics.set_holding_gate(None)
 
     def _gate_timed_out(self, gate: GateResult, *, releasing: bool) -> None:
         kind = gate.reason.kind if gate.reason else ""
         event = "RebootHookTimeout" if kind.endswith("-reboot-hooks") else "SettleTimeout"
         what = "releasing the lock anyway" if releasing else "not rebooting, releasing the lock"
         logger.warning("Timed out waiting: %s; %s", gate.reason, what)
-        self.h.events.record(event, f"timed out: {gate.reason}; {what}", warning=True)
+        self.hands.events.record(event, f"timed out: {gate.reason}; {what}", warning=True)

@@ -46,7 +46,8 @@ logger = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Behaviour:
-    """kured's flags that shape what the steps do (the decisions: :class:`~pykured.cycle.decide.Policy`)."""
+    """kured's flags that shape what the steps do (the decisions:
+    :class:`~pykured.cycle.decide.CyclePolicy`)."""
 
     drain_delay_s: float = 0.0
     reboot_delay_s: float = 0.0
@@ -85,44 +86,44 @@ class Steps:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.node = node
-        self.h = hands
-        self.b = behaviour
+        self.hands = hands
+        self.behaviour = behaviour
         self.cancel = cancel
         self._monotonic = monotonic
 
     def begin(self, *, unschedulable_before: bool) -> None:
         """The slot is ours: remember whether the node was cordoned already (before any cordon of ours)."""
-        self.h.book.update_state(
+        self.hands.book.update_state(
             unschedulable_before=unschedulable_before, reboot_boot_id=None, reboot_triggered_at=None,
             release_after=None,
         )  # fmt: skip
 
     def annotate(self, now: datetime.datetime) -> None:
         """kured's ``--annotate-nodes``: reboot in progress, most recent reboot needed."""
-        self.h.book.add_reboot_annotations(now)
+        self.hands.book.add_reboot_annotations(now)
 
     def drain(self, *, event: str) -> str | None:
         """Pre-reboot labels, ``--drain-delay``, drain notification, cordon and drain; the failure, if any."""
-        self.h.book.apply_labels(self.b.pre_labels)
-        self._sleep(self.b.drain_delay_s)
+        self.hands.book.apply_labels(self.behaviour.pre_labels)
+        self._sleep(self.behaviour.drain_delay_s)
         if self.cancel.is_set():
             return "cancelled before the drain"
         logger.info("Draining node %s", self.node)
-        self.h.notifier.notify_drain(self.node)
-        self.h.events.record("Draining", event)
+        self.hands.notifier.notify_drain(self.node)
+        self.hands.events.record("Draining", event)
         started = self._monotonic()
         try:
-            self.h.drainer.cordon()
-            self.h.drainer.drain()
+            self.hands.drainer.cordon()
+            self.hands.drainer.drain()
         except errors.PykuredError as exc:
             return str(exc) or type(exc).__name__
         finally:
-            self.h.metrics.observe_drain(self._monotonic() - started)
+            self.hands.metrics.observe_drain(self._monotonic() - started)
         return None
 
     def pause_before_reboot(self) -> None:
         """``--reboot-delay`` between the drain and the reboot (or the grant)."""
-        self._sleep(self.b.reboot_delay_s)
+        self._sleep(self.behaviour.reboot_delay_s)
 
     def reboot(
         self,
@@ -134,38 +135,38 @@ class Steps:
         announce: str,
     ) -> bool:
         """Record the bootID the node reboots out of, notify, reboot or hand off; ``False`` on failure."""
-        self.h.book.update_state(
+        self.hands.book.update_state(
             reboot_boot_id=node.boot_id, reboot_triggered_at=now, reboot_attempts=attempts
         )
-        self.h.notifier.notify_reboot(self.node)
-        self.h.events.record("Rebooting", event)
+        self.hands.notifier.notify_reboot(self.node)
+        self.hands.events.record("Rebooting", event)
         logger.info("%s", announce)
         try:
-            self.h.rebooter.reboot()
+            self.hands.rebooter.reboot()
         except errors.PykuredError as exc:
             logger.error("Error rebooting node %s: %s", self.node, exc)
-            self.h.events.record("RebootFailed", str(exc), warning=True)
-            self.h.metrics.reboot("failed")
+            self.hands.events.record("RebootFailed", str(exc), warning=True)
+            self.hands.metrics.reboot("failed")
             return False
-        handoff = self.h.rebooter.hands_off
-        self.h.metrics.reboot("handoff" if handoff else "triggered")
+        handoff = self.hands.rebooter.hands_off
+        self.hands.metrics.reboot("handoff" if handoff else "triggered")
         if handoff:
-            self.h.metrics.set_handoff("allowed")
+            self.hands.metrics.set_handoff("allowed")
         return True
 
     def finish(self, node: NodeState, *, uncordon: bool, remove_in_progress: bool) -> bool:
         """The node is back: withdraw a hand-off, uncordon if ours, labels, untaint, notify; uncordoned?"""
-        if self.h.rebooter.hands_off:
-            self.h.rebooter.withdraw()
-            self.h.metrics.set_handoff(None)
+        if self.hands.rebooter.hands_off:
+            self.hands.rebooter.withdraw()
+            self.hands.metrics.set_handoff(None)
         uncordoned = self.uncordon(node, ours=uncordon)
-        if self.h.taint:
-            self.h.taint.disable()
+        if self.hands.taint:
+            self.hands.taint.disable()
         if remove_in_progress:
-            self.h.book.remove_in_progress_annotation()
+            self.hands.book.remove_in_progress_annotation()
         if uncordoned:
-            self.h.notifier.notify_uncordon(self.node)
-            self.h.events.record("Uncordoned", "node rebooted and uncordoned")
+            self.hands.notifier.notify_uncordon(self.node)
+            self.hands.events.record("Uncordoned", "node rebooted and uncordoned")
         return uncordoned
 
     def uncordon(self, node: NodeState, *, ours: bool) -> bool:
@@ -177,19 +178,19 @@ class Steps:
                 )
             return False
         if node.unschedulable:
-            self.h.drainer.uncordon()
+            self.hands.drainer.uncordon()
             logger.info("Uncordoned node %s", self.node)
-        self.h.book.apply_labels(self.b.post_labels)
+        self.hands.book.apply_labels(self.behaviour.post_labels)
         return True
 
     def release(self, *, event: str = "") -> bool:
         """Free the node's slot (an Event with ``event`` as its message, when given); was one held?"""
-        released = self.h.lock.release(node_id=self.node)
+        released = self.hands.lock.release(node_id=self.node)
         if released:
             logger.info("Released the reboot lock of node %s", self.node)
             if event:
-                self.h.events.record("LockReleased", event)
-        self.h.metrics.lock_waiting(False)
+                self.hands.events.record("LockReleased", event)
+        self.hands.metrics.lock_waiting(False)
         return released
 
     def end(
@@ -210,9 +211,9 @@ class Steps:
     ) -> None:
         """Clear the cycle's memory from the Node, FleetLock's mark with it (and set or clear the
         back-off)."""
-        if self.h.gates:
-            self.h.gates.clear()
-        self.h.book.forget(backoff_until=backoff_until, fleetlock_id=fleetlock_id)
+        if self.hands.gates:
+            self.hands.gates.clear()
+        self.hands.book.forget(backoff_until=backoff_until, fleetlock_id=fleetlock_id)
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0:

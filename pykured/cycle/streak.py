@@ -3,11 +3,11 @@
 Concept: the count lives where every agent (and a central FleetLock server) sees it and may write it — the
 ``pykured.dev/failed-drains`` annotation of the policy ConfigMap (``{"count":2,"last":"node-3: …"}``), next
 to the freeze that a halt sets. A failed drain (any path: the steps of :mod:`pykured.cycle.run`) adds one; a
-drain that completes sets it back to zero. When the count reaches the limit, the agent that counted it sets
-the freeze as a halt (:func:`pykured.policy.writer.set_unless_frozen`, as ``--reboot-deadline`` does),
-with the reason ``N consecutive drains failed (last: node X: …)``, posts ``RebootHalted`` on the node and
-sends a notification. The halt takes the count back to zero (the freeze's reason keeps it), so after
-``pykured unfreeze`` the fleet again has ``limit`` failures to go.
+drain that completes sets it back to zero. When the count reaches the limit, the agent that counted it halts
+the fleet as ``--reboot-deadline`` does (:class:`pykured.cycle.fleethalt.FleetHalt`: the freeze set as a halt,
+then the log line, ``RebootHalted`` on the node and a notification), with the reason
+``N consecutive drains failed (last: node X: …)``. The halt takes the count back to zero (the freeze's
+reason keeps it), so after ``pykured unfreeze`` the fleet again has ``limit`` failures to go.
 
 Invariants:
 * Each write is conditional (the ``resourceVersion`` read), retried on a conflict: two agents failing at
@@ -26,11 +26,11 @@ from typing import Any
 
 from pykured.core import errors
 from pykured.core.times import format_rfc3339
+from pykured.cycle.fleethalt import FleetHalt
 from pykured.kube.api import KubeApi
 from pykured.kube.events import EventRecorder
 from pykured.kube.node import PYKURED_PREFIX
 from pykured.notify import Notifier
-from pykured.policy import writer
 from pykured.policy.document import PolicyMapError
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.source import configmaps_path
@@ -95,10 +95,15 @@ class DrainStreak:
         self._kube = kube
         self._namespace = namespace
         self._configmap = configmap
-        self._me = me
         self.limit = limit
-        self._notifier = notifier
-        self._events_for = events_for
+        self._halt = FleetHalt(
+            kube=kube,
+            namespace=namespace,
+            configmap=configmap,
+            me=me,
+            notifier=notifier,
+            events_for=events_for,
+        )
         self._clock = clock
 
     def drained(self, node: str, failure: str | None) -> None:
@@ -106,7 +111,7 @@ class DrainStreak:
         try:
             streak = self._count(node, failure)
             if failure is not None and streak is not None and streak.count >= self.limit:
-                self._halt(node, streak)
+                self._halt_at_limit(node, streak)
         except (errors.KubeError, PolicyMapError) as exc:
             logger.warning("Could not count the drain of node %s toward --max-failed-drains: %s", node, exc)
 
@@ -141,18 +146,12 @@ class DrainStreak:
             return streak
         raise errors.KubeError(f"policy ConfigMap {self._namespace}/{self._configmap} kept changing")
 
-    def _halt(self, node: str, streak: Streak) -> None:
+    def _halt_at_limit(self, node: str, streak: Streak) -> None:
         now = self._clock()
         reason = f"{streak.count} consecutive drains failed (last: {streak.last})"
-        by = f"pykured on {self._me or 'the FleetLock server'}"
-        record = FreezeRecord(reason=reason, by=by, at=now, halted=node)
-        where = {"namespace": self._namespace, "name": self._configmap}
-        if writer.set_unless_frozen(self._kube, record=record, now=now, **where) is not None:
-            return  # already frozen or halted
+        record = FreezeRecord(reason=reason, by=self._halt.by, at=now, halted=node)
         message = (
             f"{reason} (--max-failed-drains={self.limit}, at {format_rfc3339(now)}): no new reboot starts "
             "until `pykured unfreeze`"
         )
-        logger.error("Halting the fleet: %s", message)
-        self._events_for(node).record("RebootHalted", message, warning=True, now=now)
-        self._notifier.send(f"pykured halted the fleet: {message}", title="pykured: fleet halted")
+        self._halt.halt(record, node=node, message=message, now=now)

@@ -204,7 +204,8 @@ class Drainer:
         return missing, failed
 
     def drain(self) -> DrainResult:
-        """Evict (or delete) the node's pods and wait until they are gone; raises :class:`DrainError`."""
+        """Evict (or delete) the node's pods and wait until they are gone; raises
+        :class:`~pykured.core.errors.DrainError`."""
         start = self._clock()
         self._denials.clear()
         self._blocker = ""

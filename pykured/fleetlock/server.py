@@ -28,7 +28,7 @@ import threading
 from typing import Any
 
 from pykured.core import errors
-from pykured.cycle.decide import Policy
+from pykured.cycle.decide import CyclePolicy
 from pykured.cycle.steps import Behaviour
 from pykured.fleetlock import protocol as p
 from pykured.fleetlock.nodes import LocalResolver, NodeIndex, Resolver
@@ -167,7 +167,7 @@ class FleetLockServer:
         node_id: str,
         machine_id_file: str,
         hands: HandsFactory,
-        policy: Policy,
+        policy: CyclePolicy,
         behaviour: Behaviour,
         blockers: Blockers,
         window: Window,

@@ -33,7 +33,16 @@ from collections.abc import Callable, Sequence
 
 from pykured.blockers import Blocker, first_block
 from pykured.core import errors
-from pykured.cycle.decide import Action, DrainOutcome, Driver, Hold, Observation, Policy, Step, needs_blockers
+from pykured.cycle.decide import (
+    Action,
+    CyclePolicy,
+    DrainOutcome,
+    Driver,
+    Hold,
+    Observation,
+    Step,
+    needs_blockers,
+)
 from pykured.cycle.run import CycleRunner
 from pykured.cycle.state import unix_ns
 from pykured.cycle.steps import Behaviour, Hands
@@ -91,7 +100,7 @@ class FleetLockService:
         *,
         hands: HandsFactory,
         lock: Lock,
-        policy: Policy,
+        policy: CyclePolicy,
         behaviour: Behaviour,
         resolver: Resolver,
         window: Window,
@@ -158,10 +167,10 @@ class FleetLockService:
         """The node as the decision sees it: the Node, its lock entry, the window, a drain here, blockers."""
         runner = self._node(node).runner
         entry = self.lock.holding(now_ns=unix_ns(now), honour_ttl=False, node_id=node)
-        view = runner.h.book.view(entry)
+        view = runner.hands.book.view(entry)
         in_window = self.window.contains(now)
         failed = self._failures.get(node)
-        taint = runner.h.taint
+        taint = runner.hands.taint
         obs = Observation(
             required=required, in_window=in_window, node=view, driver=Driver.FLEETLOCK,
             next_window=None if in_window else self.window.next_open(now),

@@ -40,7 +40,7 @@ def phase_since(node: Mapping[str, Any], key: str) -> datetime.datetime | None:
 
 
 class RebootHook:
-    """One phase's hooks on one Node (a :class:`pykured.gates.Gate`)."""
+    """One phase's hooks on one Node (a :class:`~pykured.gates.phase.Gate`)."""
 
     def __init__(self, kube: KubeApi, *, node: str, phase: str, annotations: Sequence[str]) -> None:
         if phase not in PHASES:

@@ -84,7 +84,8 @@ class PreferNoScheduleTaint:
         return self.set(False)
 
     def set(self, present: bool) -> bool:
-        """Bring the taint to the wanted state; raises :class:`KubeError` when that fails."""
+        """Bring the taint to the wanted state; raises :class:`~pykured.core.errors.KubeError` when that
+        fails."""
         for attempt in range(1, _ATTEMPTS + 1):
             spec = NodeView.from_obj(self._kube.get_node(self.node)).spec
             build = add_taint_patch if present else remove_taint_patch

@@ -101,7 +101,8 @@ class Lock(Protocol):
         ...
 
     def holders(self, *, now_ns: int) -> tuple[LockEntry, ...]:
-        """The unexpired holders (an unreadable value counts as one :data:`UNKNOWN_HOLDER`)."""
+        """The unexpired holders (an unreadable value counts as one
+        :data:`~pykured.lock.record.UNKNOWN_HOLDER`)."""
         ...
 
     @property

@@ -50,7 +50,8 @@ def set_unless_frozen(
 
     Returns None when this call set it, else the freeze in force. The write is conditional (PUT with the
     resourceVersion read, or POST of a missing ConfigMap), so of several agents halting at once exactly one
-    sets it. Raises :class:`KubeError` (and :class:`PolicyMapError` for a ConfigMap that does not parse).
+    sets it. Raises :class:`KubeError` (and :class:`~pykured.policy.document.PolicyMapError` for a ConfigMap
+    that does not parse).
     """
     for _ in range(5):
         try:

@@ -2,8 +2,7 @@
 
 With ``--resume-rolls`` every agent whose node needs a reboot keeps an *entry* in the lock queue (a Lease
 per node, :mod:`pykured.roll.queue`): its place in the roll (:func:`pykured.roll.order.order_key`: least
-recently
-rebooted first, then longest waiting) and its state:
+recently rebooted first, then longest waiting) and its state:
 
 * ``waiting``: it is trying to take a slot now;
 * ``window``: it waits for its maintenance window to open (it will contend as soon as it does);
@@ -91,7 +90,7 @@ def contenders(
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Turn:
-    """The outcome of :func:`decide`."""
+    """The outcome of :func:`may_go`."""
 
     go: bool
     ahead: tuple[str, ...] = ()

@@ -45,7 +45,10 @@ STATUS_ANNOTATION = PYKURED_PREFIX + "status"
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AgentStatus:
-    """What one agent says about its node."""
+    """What one agent says about its node.
+
+    The daemon builds it once per pass with what the pass found; the publisher adds its version, the Node's
+    bootID and the drain's blocker, and :func:`build` what carries over from the published status."""
 
     version: str = ""
     boot_id: str = ""
@@ -159,60 +162,31 @@ def reported_boot_ids(annotations: Mapping[str, str]) -> tuple[str, ...]:
     return (status.boot_id, status.last_boot_id) if status is not None else ()
 
 
-def build(
-    previous: AgentStatus | None,
-    *,
-    version: str,
-    boot_id: str,
-    step: str,
-    reason: str,
-    sentinel: bool,
-    request: str | None,
-    blocked: str = "",
-    blocked_by: str = "",
-    window_opens: datetime.datetime | None = None,
-    lock_wait: bool = False,
-    resume_rolls: bool = False,
-    freeze: str = "",
-    policy: str = "",
-    last_cycle_s: int | None = None,
-    drain_blocked_by: str = "",
-    now: datetime.datetime,
-) -> AgentStatus:
-    """The next status: the facts of this pass, plus the last reboot carried over or detected now.
+def build(previous: AgentStatus | None, current: AgentStatus, *, now: datetime.datetime) -> AgentStatus:
+    """The status to publish: this pass's ``current`` with what carries over from the ``previous`` one (its
+    ``last_reboot``, ``last_boot_id`` and ``waiting_since`` are set here, and a ``last_cycle_s`` of None
+    keeps the previous one).
 
     A bootID change is detected when the previous status named another (non-empty) bootID; its time is
     ``now``, i.e. when the agent first saw the new boot. ``waiting_since`` is carried over while the node
     needs a reboot on the same boot, and starts at ``now`` when it begins to need one.
     """
+    boot_id = current.boot_id
     last_reboot = previous.last_reboot if previous else None
     last_boot_id = previous.last_boot_id if previous else ""
     if previous is not None and previous.boot_id and boot_id and previous.boot_id != boot_id:
         last_reboot = now.astimezone(datetime.UTC).replace(microsecond=0)
         last_boot_id = previous.boot_id
-    needs = sentinel or request is not None
     waiting_since = None
-    if needs:
+    if current.needs_reboot:
         same_boot = previous is not None and previous.boot_id == boot_id
         carried = previous.waiting_since if previous is not None and same_boot else None
         waiting_since = carried or now.astimezone(datetime.UTC).replace(microsecond=0)
-    return AgentStatus(
-        version=version,
-        boot_id=boot_id,
-        step=step,
-        reason=reason,
-        sentinel=sentinel,
-        request=request,
-        blocked=blocked,
-        blocked_by=blocked_by,
-        window_opens=window_opens,
-        lock_wait=lock_wait,
+    last_cycle_s = current.last_cycle_s
+    return dataclasses.replace(
+        current,
         last_reboot=last_reboot,
         last_boot_id=last_boot_id,
         waiting_since=waiting_since,
-        resume_rolls=resume_rolls,
-        freeze=freeze,
-        policy=policy,
         last_cycle_s=last_cycle_s if last_cycle_s is not None or previous is None else previous.last_cycle_s,
-        drain_blocked_by=drain_blocked_by,
     )

@@ -60,53 +60,22 @@ class StatusPublisher:
                 return False
             return self._write(dataclasses.replace(self._status, drain_blocked_by=text), self._published)
 
-    def publish(
-        self,
-        view: NodeState,
-        *,
-        step: str,
-        reason: str,
-        sentinel: bool,
-        request: str | None = None,
-        blocked: str = "",
-        blocked_by: str = "",
-        window_opens: datetime.datetime | None = None,
-        lock_wait: bool = False,
-        resume_rolls: bool = False,
-        freeze: str = "",
-        policy: str = "",
-        last_cycle_s: int | None = None,
-        now: datetime.datetime,
-    ) -> bool:
+    def publish(self, view: NodeState, status: agentstatus.AgentStatus, *, now: datetime.datetime) -> bool:
         """Write ``pykured.dev/status`` if it differs from what the Node carries; ``True`` if written.
 
-        The drain blocker is carried over while the node needs a reboot and dropped when it needs none."""
+        ``status`` is what this pass says; the publisher adds its version, the Node's bootID and the drain
+        blocker, and :func:`~pykured.status.agent.build` what carries over from the published status. The
+        drain blocker is carried over while the node needs a reboot and dropped when it needs none."""
         with self._lock:
             current = self._published
             if current is None:
                 current = view.annotations.get(agentstatus.STATUS_ANNOTATION)
-            if not (sentinel or request is not None):
+            if not status.needs_reboot:
                 self._drain_blocked_by = ""
-            status = agentstatus.build(
-                agentstatus.decode(current),
-                version=self.version,
-                boot_id=view.boot_id,
-                step=step,
-                reason=reason,
-                sentinel=sentinel,
-                request=request,
-                blocked=blocked,
-                blocked_by=blocked_by,
-                window_opens=window_opens,
-                lock_wait=lock_wait,
-                resume_rolls=resume_rolls,
-                freeze=freeze,
-                policy=policy,
-                last_cycle_s=last_cycle_s,
-                drain_blocked_by=self._drain_blocked_by,
-                now=now,
+            facts = dataclasses.replace(
+                status, version=self.version, boot_id=view.boot_id, drain_blocked_by=self._drain_blocked_by
             )
-            return self._write(status, current)
+            return self._write(agentstatus.build(agentstatus.decode(current), facts, now=now), current)
 
     def _carried(self) -> agentstatus.AgentStatus | None:
         """The status the Node carries (one GET; None when it carries none or cannot be read)."""

@@ -11,9 +11,9 @@ import pytest
 from pykured.core.model import Reason
 from pykured.cycle import state
 from pykured.cycle.decide import (
+    CyclePolicy,
     Driver,
     Observation,
-    Policy,
     Step,
     cordon_was_ours,
     decide,
@@ -25,7 +25,7 @@ from pykured.cycle.state import NodeState
 
 NOW = datetime.datetime(2026, 6, 30, 12, 0, 0, tzinfo=datetime.UTC)
 MIN = datetime.timedelta(minutes=1)
-POLICY = Policy(annotate_nodes=True, taint=True, reboot_retry_delay=10 * MIN, max_attempts=2)
+POLICY = CyclePolicy(annotate_nodes=True, taint=True, reboot_retry_delay=10 * MIN, max_attempts=2)
 BLOCK = Reason("prometheus", "1 active alerts: [Down]")
 
 
@@ -97,7 +97,7 @@ CASES = [
     (
         "idle: taint ignored when the flag is off",
         obs(required=False, has_taint=True),
-        Policy(),
+        CyclePolicy(),
         Step.WAIT,
         "Reboot not required",
     ),
@@ -125,7 +125,7 @@ CASES = [
     (
         "idle: no annotation without the flag",
         obs(in_progress_annotation=False),
-        Policy(),
+        CyclePolicy(),
         Step.ACQUIRE,
         "Reboot required",
     ),
@@ -303,7 +303,7 @@ CASES = [
 @pytest.mark.parametrize(
     ("observation", "policy", "step", "reason"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
-def test_decide(observation: Observation, policy: Policy, step: Step, reason: str) -> None:
+def test_decide(observation: Observation, policy: CyclePolicy, step: Step, reason: str) -> None:
     action = decide(observation, policy=policy, now=NOW)
     assert action.step is step
     assert action.reason == reason
@@ -402,7 +402,7 @@ def test_whose_cordon(node: NodeState, ours: bool, record: bool | None) -> None:
     assert unschedulable_to_record(node) == record
 
 
-FULL = Policy(
+FULL = CyclePolicy(
     annotate_nodes=True,
     release_delay=5 * MIN,
     sentinel_loop_backoff=60 * MIN,
@@ -506,7 +506,9 @@ EARLY = dataclasses.replace(POLICY, taint_early=True)
         (obs(holding=True, cycle_started=True, has_taint=False), EARLY, Step.DRAIN_AND_REBOOT),  # a cycle
     ],
 )
-def test_the_early_prefer_no_schedule_taint(observation: Observation, policy: Policy, step: Step) -> None:
+def test_the_early_prefer_no_schedule_taint(
+    observation: Observation, policy: CyclePolicy, step: Step
+) -> None:
     assert decide(observation, policy=policy, now=NOW).step is step
 
 

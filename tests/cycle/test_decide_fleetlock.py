@@ -9,12 +9,12 @@ import datetime
 import pytest
 
 from pykured.cycle import state
-from pykured.cycle.decide import Driver, Hold, Observation, Policy, Step, decide
+from pykured.cycle.decide import CyclePolicy, Driver, Hold, Observation, Step, decide
 from pykured.cycle.state import NodeState
 
 NOW = datetime.datetime(2026, 11, 30, 12, 0, tzinfo=datetime.UTC)
 MIN = datetime.timedelta(minutes=1)
-POLICY = Policy(ready_grace=10 * MIN, stuck_after=60 * MIN)
+POLICY = CyclePolicy(ready_grace=10 * MIN, stuck_after=60 * MIN)
 
 
 @dataclasses.dataclass(frozen=True)

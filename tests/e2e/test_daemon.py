@@ -39,11 +39,14 @@ def node_obj(k8s: TestEnv, node: str) -> dict[str, Any]:
 
 
 def pykured_annotations(k8s: TestEnv, node: str) -> dict[str, str]:
+    """The cycle's memory on the Node (not the simulated node's mark, the agent's status or the roll's record,
+    which stay after a cycle)."""
     annotations = node_obj(k8s, node)["metadata"].get("annotations", {})
     return {
         k: v
         for k, v in annotations.items()
-        if k.startswith("pykured.dev/") and k not in ("pykured.dev/simulated", "pykured.dev/status")
+        if k.startswith("pykured.dev/")
+        and k not in ("pykured.dev/simulated", "pykured.dev/status", "pykured.dev/roll")
     }
 
 

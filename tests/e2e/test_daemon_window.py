@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import Policy
-from pykured.daemon import Daemon, Parts, Settings
+from pykured.cycle.decide import CyclePolicy
+from pykured.cycle.steps import Hands
+from pykured.daemon import Daemon, Senses, Settings
 from pykured.drain import Drainer
 from pykured.gocompat.goflags import Duration
 from pykured.host.sentinel import FileSentinel
@@ -45,8 +46,9 @@ def daemon_for(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeDaemon]:
         sentinel_path = tmp_path / node
         sentinel_path.touch()
         rebooter = RecordingRebooter()
-        parts = Parts(
-            kube=kube,
+        hands = Hands(
+            book=NodeBook(kube, node=node),
+            drainer=Drainer(kube, node=node),
             lock=AnnotationLock(
                 kube,
                 namespace=ns,
@@ -56,15 +58,13 @@ def daemon_for(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeDaemon]:
                 concurrency=1,
                 ttl=Duration(0),
             ),
-            book=NodeBook(kube, node=node),
-            drainer=Drainer(kube, node=node),
             rebooter=rebooter,
-            sentinel=FileSentinel(str(sentinel_path)),
-            window=window,
             notifier=Notifier(),
             events=EventRecorder(kube, node=node, enabled=False),
         )
-        daemon = Daemon(parts, Settings(node=node, period=3600.0, policy=Policy()), clock=clock)
+        senses = Senses(kube=kube, sentinel=FileSentinel(str(sentinel_path)), window=window)
+        settings = Settings(node=node, period=3600.0, policy=CyclePolicy())
+        daemon = Daemon(hands, senses, settings=settings, clock=clock)
         made.append(daemon)
         return daemon, ns, node, rebooter
 

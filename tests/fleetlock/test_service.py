@@ -21,7 +21,7 @@ import pytest
 from pykured.core.errors import KubeError
 from pykured.cycle import state
 from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import Policy
+from pykured.cycle.decide import CyclePolicy
 from pykured.cycle.steps import Behaviour, Hands
 from pykured.drain import Drainer
 from pykured.fleetlock import protocol as p
@@ -69,7 +69,7 @@ class RecordingEvent(threading.Event):
 
 
 class Rig:
-    def __init__(self, policy: Policy | None = None, behaviour: Behaviour | None = None) -> None:
+    def __init__(self, policy: CyclePolicy | None = None, behaviour: Behaviour | None = None) -> None:
         self.kube = FakeKube()
         self.kube.add_node(NODE)
         self.kube.add_daemonset("kube-system", "kured")
@@ -83,9 +83,9 @@ class Rig:
         self.notifier = RecordingNotifier()
         self.cancels: list[RecordingEvent] = []
         self.service = FleetLockService(
-            hands=self.hands, lock=self.lock, policy=policy or Policy(), behaviour=behaviour or Behaviour(),
-            resolver=OneNode(), window=ALWAYS, metrics=self.metrics, long_poll_s=5.0, drain_retry_s=300.0,
-            clock=self.clock,
+            hands=self.hands, lock=self.lock, policy=policy or CyclePolicy(),
+            behaviour=behaviour or Behaviour(), resolver=OneNode(), window=ALWAYS, metrics=self.metrics,
+            long_poll_s=5.0, drain_retry_s=300.0, clock=self.clock,
         )  # fmt: skip
 
     def hands(self, node: str, cancel: threading.Event) -> Hands:
@@ -113,7 +113,7 @@ class Rig:
 
 
 def test_a_whole_zincati_cycle_runs_the_daemons_steps() -> None:
-    rig = Rig(policy=Policy(annotate_nodes=True))
+    rig = Rig(policy=CyclePolicy(annotate_nodes=True))
     reply = rig.pre_reboot()
     assert reply.ok, reply
     memory = rig.kube.annotations(NODE)
@@ -165,7 +165,7 @@ def test_a_failed_drain_releases_uncordons_and_answers_drain_failed_until_the_re
 
 
 def test_a_failed_drain_with_force_reboot_grants() -> None:
-    rig = Rig(policy=Policy(force_reboot=True))
+    rig = Rig(policy=CyclePolicy(force_reboot=True))
     rig.kube.fail_next(lambda m, path, body: KubeError("boom") if m == "PATCH" and "spec" in body else None)
     assert rig.pre_reboot().ok
     assert rig.holders() == [NODE]
@@ -183,7 +183,7 @@ def test_steady_state_without_a_reboot_keeps_an_administrators_cordon() -> None:
 
 
 def test_the_release_delay_keeps_the_slot_until_a_reconcile_pass_after_it() -> None:
-    rig = Rig(policy=Policy(release_delay=datetime.timedelta(minutes=5)))
+    rig = Rig(policy=CyclePolicy(release_delay=datetime.timedelta(minutes=5)))
     assert rig.pre_reboot().ok
     rig.kube.reboot(NODE, "boot-2")
     assert rig.steady_state().ok
@@ -199,8 +199,8 @@ def test_the_release_delay_keeps_the_slot_until_a_reconcile_pass_after_it() -> N
 def serve_http(rig: Rig, **kw: object) -> FleetLockServer:
     return FleetLockServer(
         kube=rig.kube, lock=rig.lock, host="127.0.0.1", port=0, mode="central", group="default",
-        node_id="", machine_id_file="", hands=rig.hands, policy=Policy(), behaviour=Behaviour(), blockers=(),
-        window=ALWAYS, metrics=rig.metrics, long_poll_s=5.0, resolver=OneNode(), **kw,  # type: ignore[arg-type]
+        node_id="", machine_id_file="", hands=rig.hands, policy=CyclePolicy(), behaviour=Behaviour(),
+        blockers=(), window=ALWAYS, metrics=rig.metrics, long_poll_s=5.0, resolver=OneNode(), **kw,  # type: ignore[arg-type]
     ).start()  # fmt: skip
 
 

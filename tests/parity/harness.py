@@ -202,7 +202,7 @@ class Run:
 
     def agent_lock(self) -> Any:
         if self.agent.daemon is not None:
-            return self.agent.daemon.p.lock
+            return self.agent.daemon.hands.lock
         assert self.agent.fleetlock is not None
         return self.agent.fleetlock.service.lock
 
@@ -282,8 +282,7 @@ class Bench:
         agent = wiring.build(cfg, kube=kube)
         rebooter = RecordingRebooter()
         if agent.daemon is not None and driver != "zincati-marker":
-            agent.daemon.p.rebooter = rebooter
-            agent.daemon.runner.h.rebooter = rebooter
+            agent.daemon.hands.rebooter = rebooter  # the hands the daemon's runner acts through
         if agent.policy is not None:
             agent.policy.start()
             eventually(lambda: agent.policy is not None and agent.policy.doc is not None)

@@ -21,7 +21,7 @@ def build(previous: st.AgentStatus | None = None, **kw: object) -> st.AgentStatu
         "request": None,
     }
     fields.update(kw)
-    return st.build(previous, now=NOW, **fields)  # type: ignore[arg-type]
+    return st.build(previous, st.AgentStatus(**fields), now=NOW)  # type: ignore[arg-type]
 
 
 def test_round_trip_and_compact() -> None:
@@ -48,27 +48,9 @@ def test_idle_status_is_small_and_stable() -> None:
 def test_a_boot_id_change_is_recorded_as_the_last_reboot() -> None:
     first = build()
     later = NOW + datetime.timedelta(hours=1)
-    second = st.build(
-        first,
-        version="0.1.0",
-        boot_id="boot-b",
-        step="wait",
-        reason="",
-        sentinel=False,
-        request=None,
-        now=later,
-    )
+    second = st.build(first, st.AgentStatus(version="0.1.0", boot_id="boot-b", step="wait"), now=later)
     assert second.last_reboot == later and second.last_boot_id == "boot-a"
-    third = st.build(
-        second,
-        version="0.1.0",
-        boot_id="boot-b",
-        step="wait",
-        reason="",
-        sentinel=False,
-        request=None,
-        now=NOW,
-    )
+    third = st.build(second, st.AgentStatus(version="0.1.0", boot_id="boot-b", step="wait"), now=NOW)
     assert third.last_reboot == later, "carried over, not moved by time"
 
 
@@ -89,44 +71,50 @@ def test_waiting_since_starts_when_a_reboot_is_needed_and_is_kept_until_the_boot
     t0 = datetime.datetime(2026, 11, 30, 21, 40, 5, 123, tzinfo=datetime.UTC)
     later = t0 + datetime.timedelta(minutes=5)
     args: dict[str, Any] = {"version": "v", "step": "acquire", "reason": "", "request": None}
-    idle = st.build(None, boot_id="b1", sentinel=False, now=t0, **args)
+    idle = st.build(None, st.AgentStatus(boot_id="b1", sentinel=False, **args), now=t0)
     assert idle.waiting_since is None and "waitingSince" not in st.encode(idle)
-    first = st.build(idle, boot_id="b1", sentinel=True, now=t0, **args)
+    first = st.build(idle, st.AgentStatus(boot_id="b1", sentinel=True, **args), now=t0)
     assert first.waiting_since == t0.replace(microsecond=0)
-    kept = st.build(st.decode(st.encode(first)), boot_id="b1", sentinel=True,
-                             now=later, **args)  # fmt: skip
+    kept = st.build(
+        st.decode(st.encode(first)), st.AgentStatus(boot_id="b1", sentinel=True, **args), now=later
+    )
     assert kept.waiting_since == first.waiting_since and st.encode(kept) == st.encode(first)
-    again = st.build(kept, boot_id="b2", sentinel=True, now=later, **args)  # rebooted, still needs
+    # rebooted, and still needs a reboot
+    again = st.build(kept, st.AgentStatus(boot_id="b2", sentinel=True, **args), now=later)
     assert again.waiting_since == later.replace(microsecond=0) and again.last_boot_id == "b1"
-    done = st.build(again, boot_id="b2", sentinel=False, now=later, **args)
+    done = st.build(again, st.AgentStatus(boot_id="b2", sentinel=False, **args), now=later)
     assert done.waiting_since is None
 
 
 def test_an_agent_that_follows_the_rolls_order_says_so() -> None:
     now = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
-    status = st.build(None, version="v", boot_id="b", step="wait", reason="", sentinel=False, request=None,
-                      resume_rolls=True, now=now)  # fmt: skip
+    status = st.build(None, st.AgentStatus(version="v", boot_id="b", step="wait", resume_rolls=True), now=now)
     assert '"resumeRolls":true' in st.encode(status) and st.decode(st.encode(status)) == status
-    plain = st.build(
-        None, version="v", boot_id="b", step="wait", reason="", sentinel=False, request=None, now=now
-    )
+    plain = st.build(None, st.AgentStatus(version="v", boot_id="b", step="wait"), now=now)
     assert "resumeRolls" not in st.encode(plain) and not plain.resume_rolls
 
 
 def test_freeze_state_policy_and_last_cycle_round_trip_and_carry_over() -> None:
     now = datetime.datetime(2026, 12, 1, 3, 0, tzinfo=datetime.UTC)
     first = st.build(
-        None, version="0.1.0", boot_id="b1", step="wait", reason="", sentinel=False, request=None,
-        freeze="on", policy="kube-system/kured-policy", last_cycle_s=610, now=now,
-    )  # fmt: skip
+        None,
+        st.AgentStatus(
+            version="0.1.0",
+            boot_id="b1",
+            step="wait",
+            freeze="on",
+            policy="kube-system/kured-policy",
+            last_cycle_s=610,
+        ),
+        now=now,
+    )
     text = st.encode(first)
     assert '"freeze":"on"' in text and '"policy":"kube-system/kured-policy"' in text
     assert '"lastCycle":610' in text
     assert st.decode(text) == first
     later = st.build(
-        first, version="0.1.0", boot_id="b2", step="wait", reason="", sentinel=False, request=None,
-        freeze="forbidden", now=now,
-    )  # fmt: skip
+        first, st.AgentStatus(version="0.1.0", boot_id="b2", step="wait", freeze="forbidden"), now=now
+    )
     assert later.last_cycle_s == 610 and later.freeze == "forbidden" and later.policy == ""
     odd = st.decode('{"v":"0.0.9","bootID":"b","step":"wait","lastCycle":true}')
     assert odd is not None and odd.last_cycle_s is None

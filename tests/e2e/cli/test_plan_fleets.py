@@ -28,8 +28,9 @@ from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
 from pykured.cli import requests as requestcli
 from pykured.core.errors import NotFoundError
 from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import Policy
-from pykured.daemon import Daemon, Parts, Settings
+from pykured.cycle.decide import CyclePolicy
+from pykured.cycle.steps import Hands
+from pykured.daemon import Daemon, Senses, Settings
 from pykured.drain import Drainer
 from pykured.fleet import freeze as policycmd
 from pykured.gocompat.goflags import Duration
@@ -157,24 +158,26 @@ class Site:
             if stopping.wait(seconds):
                 raise Stopped(node)
 
-        parts = Parts(
-            kube=self.kube,
-            lock=AnnotationLock(self.kube, namespace=self.ns, ds_name="kured", annotation=LOCK, node_id=node,
-                                concurrency=1, ttl=Duration(0), sleep=sleep),
+        hands = Hands(
             book=NodeBook(self.kube, node=node),
             drainer=Drainer(self.kube, node=node, cancel=stopping, retry_delay=0.2, max_retry_delay=0.5,
                             poll_interval=0.2),
+            lock=AnnotationLock(self.kube, namespace=self.ns, ds_name="kured", annotation=LOCK, node_id=node,
+                                concurrency=1, ttl=Duration(0), sleep=sleep),
             rebooter=RecordingRebooter(),
-            sentinel=FileSentinel(str(path)),
-            window=window,
             notifier=Notifier(),
             events=EventRecorder(self.kube, node=node, enabled=False),
+        )  # fmt: skip
+        senses = Senses(
+            kube=self.kube,
+            sentinel=FileSentinel(str(path)),
+            window=window,
             blockers=list(blockers),
             freeze_state=(lambda: source.honours) if source is not None else (lambda: "off"),
             policy_where=source.where if source is not None else "",
-        )  # fmt: skip
-        daemon = Daemon(parts, Settings(node=node, period=3600.0, policy=Policy()), clock=lambda: NOW,
-                        stopping=stopping)  # fmt: skip
+        )
+        daemon = Daemon(hands, senses, settings=Settings(node=node, period=3600.0, policy=CyclePolicy()),
+                        clock=lambda: NOW, stopping=stopping)  # fmt: skip
         self.daemons.append(daemon)
         return daemon
 
@@ -349,9 +352,9 @@ def lock_held(site: Site) -> None:
     second = site.agent(b)
     for _ in range(4):
         second.run_once()
-        if second.p.rebooter.calls:  # type: ignore[attr-defined]
+        if second.hands.rebooter.calls:  # type: ignore[attr-defined]
             break
-    assert second.p.rebooter.calls == 1  # type: ignore[attr-defined]
+    assert second.hands.rebooter.calls == 1  # type: ignore[attr-defined]
     site.agent(a).run_once()
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import Policy
+from pykured.cycle.decide import CyclePolicy
 from pykured.cycle.steps import Behaviour, Hands
 from pykured.drain import Drainer
 from pykured.fleetlock import FleetLockServer
@@ -96,7 +96,7 @@ class Rig:
                 retry_delay=0.2, max_retry_delay=0.5,
             )  # fmt: skip
 
-        policy = Policy(
+        policy = CyclePolicy(
             force_reboot=overrides.pop("force_reboot", False),
             release_delay=datetime.timedelta(seconds=overrides.pop("release_delay_s", 0.0)),
             ready_grace=overrides.pop("ready_grace", datetime.timedelta(minutes=10)),

@@ -11,6 +11,7 @@ import pytest
 from pykured.cycle.state import NodeState
 from pykured.roll import record as rollrecord
 from pykured.status import agent as agentstatus
+from pykured.status.agent import AgentStatus
 from pykured.status.publisher import StatusPublisher
 
 pytestmark = pytest.mark.k8s
@@ -31,16 +32,16 @@ def test_the_drains_blocker_is_published_at_once_kept_and_dropped_when_no_reboot
     publisher = StatusPublisher(kube, node=node, version="0.1.0")
     assert publisher.drain_blocked("too early") is False  # nothing published on the Node yet: only kept
     publisher.drain_blocked("")
-    assert publisher.publish(view(), step="drain-and-reboot", reason="", sentinel=True, now=NOW)
+    assert publisher.publish(view(), AgentStatus(step="drain-and-reboot", sentinel=True), now=NOW)
     assert publisher.drain_blocked("eviction of pod a/b refused: no (HTTP 429)")
     status = published()
     assert status is not None and status.drain_blocked_by == "eviction of pod a/b refused: no (HTTP 429)"
     assert status.step == "drain-and-reboot" and status.sentinel
     assert not publisher.drain_blocked("eviction of pod a/b refused: no (HTTP 429)")  # unchanged: no write
-    publisher.publish(view(), step="wait", reason="", sentinel=True, now=NOW)  # a failed drain: kept
+    publisher.publish(view(), AgentStatus(step="wait", sentinel=True), now=NOW)  # a failed drain: kept
     status = published()
     assert status is not None and status.step == "wait" and status.drain_blocked_by.endswith("(HTTP 429)")
-    assert publisher.publish(view(), step="wait", reason="", sentinel=False, now=NOW)  # no reboot needed
+    assert publisher.publish(view(), AgentStatus(step="wait", sentinel=False), now=NOW)  # no reboot needed
     status = published()
     assert status is not None and status.drain_blocked_by == "" and publisher.drain_blocked_by == ""
 
@@ -57,10 +58,10 @@ def test_the_rolls_record_is_written_with_the_status_and_only_when_it_changes(k8
         return rollrecord.decode(view().annotations.get(rollrecord.ROLL_ANNOTATION))
 
     publisher = StatusPublisher(kube, node=node, version="0.1.0")
-    assert publisher.publish(view(), step="acquire", reason="", sentinel=True, now=NOW)
+    assert publisher.publish(view(), AgentStatus(step="acquire", sentinel=True), now=NOW)
     assert place() == rollrecord.Place(waiting_since=NOW)
     later = NOW + datetime.timedelta(hours=1)
-    assert not publisher.publish(view(), step="acquire", reason="", sentinel=True, now=later)  # no change
+    assert not publisher.publish(view(), AgentStatus(step="acquire", sentinel=True), now=later)  # no change
     assert place() == rollrecord.Place(waiting_since=NOW)
-    assert publisher.publish(view(), step="wait", reason="", sentinel=False, now=later)
+    assert publisher.publish(view(), AgentStatus(step="wait", sentinel=False), now=later)
     assert place() == rollrecord.Place()
