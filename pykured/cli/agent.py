@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pykured import __version__
+from pykured.cli.output import safe_stdio
 from pykured.config import Config, usage
 from pykured.config.reader import log_format_hint, read_flags
 from pykured.config.startup import lock_records, settle
@@ -47,7 +48,8 @@ def main(argv: Sequence[str], *, prog: str = "kured") -> int:
     args = list(argv)
     subcommand = _SUBCOMMANDS.get(args[0]) if args else None
     if subcommand is not None:
-        return subcommand(args[1:])
+        with safe_stdio():  # a command prints values read from the cluster: terminal-safe
+            return subcommand(args[1:])
     return _agent(args, os.environ, prog=prog)
 
 
@@ -128,7 +130,7 @@ def _request_command(argv: list[str], name: str) -> int:
         "rollout": requestcli.rollout_main,
         "plan": requestcli.plan_main,
     }
-    return commands.get(name, requestcli.status_main)(argv)
+    return commands.get(name, requestcli.status_main)(argv, out=sys.stdout, err=sys.stderr)
 
 
 def run_agent(cfg: Config) -> int:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from pykured.cli.output import control
 from pykured.core import errors
 from pykured.fleet import canary, plan, requester, rollout
 from pykured.fleet import view as fleetview
@@ -331,8 +332,10 @@ def _freeze_in_force(kube: Kube, namespace: str, name: str, now: datetime.dateti
     """The active freeze of the policy ConfigMap (None: none, or the caller may not read it)."""
     try:
         record = read_freeze(kube, namespace=namespace, name=name)
-    except (errors.KubeError, PolicyMapError):
+    except errors.KubeError:
         return None
+    except PolicyMapError as exc:  # refused whole, but the agents honour the freeze it sets
+        record = exc.freeze
     return record if record is not None and record.active(now) else None
 
 
@@ -401,7 +404,7 @@ def status_main(
                 out.write(json.dumps(data, sort_keys=True) + "\n")
             else:
                 if opts.watch:
-                    out.write("\x1b[H\x1b[2J")
+                    control(out, "\x1b[H\x1b[2J")  # the screen clear is meant; the values below are not
                 if frozen is not None:
                     out.write(_freeze_line(frozen))
                 out.write(fleetview.render_table(table, locks, now=moment))

@@ -588,6 +588,13 @@ class LeaseLock:
                     if pause < 0:
                         return
                     continue
+                except Exception as exc:  # the watch never dies of a surprise: it says so and goes on
+                    logger.error("The watch of the lock leases %s failed unexpectedly; starting it again",
+                                 self.where, exc_info=exc)  # fmt: skip
+                    pause = self._failed(LockError(f"{type(exc).__name__}: {exc}"), quiet=False, pause=pause)
+                    if pause < 0:
+                        return
+                    continue
                 pause = 0.0
                 if self._stopped():
                     return
