@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from pykured.cli.output import control
 from pykured.core import errors
+from pykured.core.printable import one_line
 from pykured.fleet import canary, plan, requester, rollout
 from pykured.fleet import view as fleetview
 from pykured.fleet.freeze import read_freeze, read_policy
@@ -342,8 +343,8 @@ def _freeze_in_force(kube: Kube, namespace: str, name: str, now: datetime.dateti
 def _freeze_line(record: FreezeRecord) -> str:
     """The first line of ``pykured status`` while the fleet is frozen or halted."""
     if record.halted:
-        return f"HALTED: {record.describe()}; no reboot starts until `pykured unfreeze`\n"
-    return f"FROZEN: {record.describe()}; no new reboot starts\n"
+        return f"HALTED: {one_line(record.describe())}; no reboot starts until `pykured unfreeze`\n"
+    return f"FROZEN: {one_line(record.describe())}; no new reboot starts\n"
 
 
 def _fleet(kube: Kube, opts: argparse.Namespace) -> tuple[list[NodeState], list[fleetview.LockInfo]]:

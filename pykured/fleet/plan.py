@@ -213,19 +213,15 @@ def render_table(plan: Plan) -> str:
     lines = []
     if plan.freeze is not None:
         word = "HALTED" if plan.freeze.halted else "FROZEN"
-        lines.append(f"{word}: {plan.freeze.describe()}; no reboot starts until `pykured unfreeze`")
+        lines.append(f"{word}: {one_line(plan.freeze.describe())}; no reboot starts until `pykured unfreeze`")
     cells = [HEADER, *(r.cells() for r in plan.rows)]
     widths = [max(len(c[i]) for c in cells) for i in range(len(HEADER))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
     if not plan.rows:
         lines.append("(no nodes)")
     lines.append(_estimate_line(plan.estimate))
-    for info in plan.locks:
-        if info.error:
-            lines.append(f"lock ({info.backend}): cannot read: {info.error}")
-        else:
-            lines.append(f"lock ({info.backend}): {', '.join(info.holders) if info.holders else 'free'}")
-    lines += [f"cannot read: {what}" for what in plan.unreadable]
+    lines += fleetview.lock_lines(plan.locks)
+    lines += [f"cannot read: {one_line(what)}" for what in plan.unreadable]
     return "\n".join(lines) + "\n"
 
 

@@ -223,11 +223,12 @@ def _roll_line(table: Sequence[Row], current: roll.Roll) -> str:
     )
 
 
-def _lock_lines(locks: Sequence[LockInfo]) -> list[str]:
+def lock_lines(locks: Sequence[LockInfo]) -> list[str]:
+    """One line per lock backend: its holders, ``free``, or why it could not be read."""
     out = []
     for info in locks:
         if info.error:
-            out.append(f"lock ({info.backend}): cannot read: {info.error}")
+            out.append(f"lock ({info.backend}): cannot read: {one_line(info.error)}")
         else:
             held = ", ".join(one_line(h) for h in info.holders) if info.holders else "free"
             out.append(f"lock ({info.backend}): {held}")
@@ -241,7 +242,7 @@ def render_table(table: Sequence[Row], locks: Sequence[LockInfo], *, now: dateti
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
     if not table:
         lines.append("(no nodes)")
-    return "\n".join([*lines, _roll_line(table, current_roll(table)), *_lock_lines(locks)]) + "\n"
+    return "\n".join([*lines, _roll_line(table, current_roll(table)), *lock_lines(locks)]) + "\n"
 
 
 def _roll_json(table: Sequence[Row], current: roll.Roll) -> dict[str, Any] | None:
