@@ -65,7 +65,8 @@ class Row:
 
     def cells(self, now: datetime.datetime) -> tuple[str, ...]:
         last = rebootrequest.ago(now, self.last_reboot, future="0s ago") if self.last_reboot else "-"
-        reason = f"UNREADABLE: {self.unreadable}" if self.unreadable else self.reason or "-"
+        unreadable = f"UNREADABLE: {self.unreadable}" if self.unreadable else ""
+        reason = "; ".join(filter(None, [unreadable, self.reason])) or "-"
         cells = (self.node, self.needs_reboot, reason, self.blocked_by or "-", self.cordoned, self.step, last,
                  self.roll or "-", self.agent)  # fmt: skip
         return tuple(one_line(cell) for cell in cells)
