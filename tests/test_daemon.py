@@ -691,7 +691,7 @@ def test_an_idle_agent_reads_its_lock_at_start_up_and_again_only_when_asked_to_r
     ids=["deep-request", "deep-status", "deep-roll", "surrogate-request", "huge-status"],
 )
 def test_a_hostile_record_on_the_node_neither_crashes_nor_blinds_the_pass(
-    annotation: str, value: str
+    annotation: str, value: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     rig = make_rig()
     rig.kube.patch_node(NODE, {"metadata": {"annotations": {annotation: value}}})
@@ -702,6 +702,13 @@ def test_a_hostile_record_on_the_node_neither_crashes_nor_blinds_the_pass(
     assert rig.step() is Step.DRAIN_AND_REBOOT and rig.rebooter.reboots == 1
     status = agentstatus.decode(rig.kube.annotations(NODE)[agentstatus.STATUS_ANNOTATION])
     assert status is not None and status.sentinel  # the agent's own status replaced a garbled one
+    said = {
+        REQUEST_ANNOTATION: "Ignoring and removing the reboot request of node n1: unreadable reboot request",
+        agentstatus.STATUS_ANNOTATION: "The status on node n1 cannot be read (unreadable status record: ",
+        rollrecord.ROLL_ANNOTATION: "",  # the agent's own roll record replaces it (written with its status)
+    }
+    assert said[annotation] in caplog.text
+    assert rig.kube.annotations(NODE).get(annotation) != value
 
 
 def test_an_unexpected_error_ends_the_pass_not_the_agent(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:

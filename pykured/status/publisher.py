@@ -87,7 +87,7 @@ class StatusPublisher:
             if not (sentinel or request is not None):
                 self._drain_blocked_by = ""
             status = agentstatus.build(
-                agentstatus.decode(current),
+                self._previous(current),
                 version=self.version,
                 boot_id=view.boot_id,
                 step=step,
@@ -106,6 +106,18 @@ class StatusPublisher:
                 now=now,
             )
             return self._write(status, current)
+
+    def _previous(self, text: str | None) -> agentstatus.AgentStatus | None:
+        """The status the Node carries; one warning when it cannot be read (the fresh one replaces it)."""
+        if not text:
+            return None
+        try:
+            return agentstatus.parse(text)
+        except ValueError as exc:
+            logger.warning(
+                "The status on node %s cannot be read (%s): publishing a fresh one", self.node, exc
+            )
+            return None
 
     def _carried(self) -> agentstatus.AgentStatus | None:
         """The status the Node carries (one GET; None when it carries none or cannot be read)."""
