@@ -274,7 +274,7 @@ def to_json(table: Sequence[Row], locks: Sequence[LockInfo]) -> dict[str, Any]:
                 "waitingSince": format_rfc3339(r.waiting_since) if r.waiting_since else None,
                 "roll": r.roll or None,
                 "drainBlockedBy": r.drain_blocked_by or None,
-                "unreadable": r.unreadable or None,
+                **({"unreadable": r.unreadable} if r.unreadable else {}),
             }
             for r in table
         ],

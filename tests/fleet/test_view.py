@@ -213,7 +213,7 @@ def test_a_garbled_status_is_one_unreadable_row_and_the_others_are_shown() -> No
     text = fleetview.render_table(table, [], now=NOW)
     assert text.count("UNREADABLE:") == 2 and len(text.splitlines()) == 1 + 3 + 1
     nodes = fleetview.to_json(table, [])["nodes"]
-    assert [n["unreadable"] is not None for n in nodes] == [True, False, True]
+    assert ["unreadable" in n for n in nodes] == [True, False, True]  # present only when something is
 
 
 def test_a_row_that_cannot_be_built_says_so(monkeypatch: Any) -> None:
