@@ -276,8 +276,8 @@ def read_answer(response: Any, status: int) -> bytes:
 
 def _decode(status: int, body: bytes) -> tuple[str, Any]:
     try:
-        answer = boundedjson.loads(body, max_bytes=MAX_ANSWER, max_depth=MAX_DEPTH)
-    except boundedjson.JsonError as exc:
+        answer = boundedjson.loads(body, max_chars=MAX_ANSWER, max_depth=MAX_DEPTH)
+    except boundedjson.UnreadableJSON as exc:
         raise PromQueryError(f"cannot decode Prometheus answer (HTTP {status}): {exc}") from None
     if not isinstance(answer, dict):
         raise PromQueryError(f"unexpected Prometheus answer (HTTP {status})")

@@ -6,7 +6,9 @@ Node, the lock and the sentinel, so a pod restart at any step resumes where the 
 A pass starts when the sentinel changes (inotify), when the lock changes (a Lease watch), when a wait ends,
 or every ``--period`` as a safety net. Nothing here exits the process: API outages, notification failures
 and reboot failures are logged and retried; none of them may reboot a node or leave one cordoned that
-pykured did not cordon.
+pykured did not cordon. Nor does anything else: a pass that raises any other exception (a bug, or a value
+no parser foresaw) is logged with its traceback (once while it repeats), counted in
+``pykured_pass_errors_total`` and followed, after a back-off, by a fresh pass.
 
 The daemon drives the cycle for the sentinel, a reboot request and the Zincati marker hand-off: it observes,
 and :class:`~pykured.cycle.run.CycleRunner` (shared with FleetLock) decides and carries out the step. What is
@@ -45,6 +47,9 @@ logger = logging.getLogger(__name__)
 
 METRIC_REFRESH = 60.0
 ERROR_BACKOFF = 5.0
+PASS_ERROR_BACKOFF_MAX = 300.0
+"""The longest back-off after passes that keep ending in an unexpected error (it doubles from
+:data:`ERROR_BACKOFF`)."""
 LOCK_WAIT_MAX = 60.0
 """The longest single wait for the lock to change before the next pass looks again."""
 LOCK_WAIT_SLACK = 30.0
@@ -135,6 +140,11 @@ class Daemon:
         self._retry_at: datetime.datetime | None = None
         self._lock_waiter: threading.Thread | None = None
         self.passes = 0
+        self.pass_errors = 0
+        """Passes that ended in an unexpected error (also ``pykured_pass_errors_total``)."""
+        self._failing: tuple[str, int] | None = None
+        """The unexpected error the latest passes ended in (its text) and how many in a row; None after a
+        pass that ended normally."""
         self.requests = RequestKeeper(
             senses.kube,
             node=settings.node,
@@ -202,7 +212,10 @@ class Daemon:
     def _metric_loop(self) -> None:
         """kured refreshes ``kured_reboot_required`` every minute, whatever the loop is doing."""
         while not self.stopping.wait(METRIC_REFRESH):
-            self._refresh_metric()
+            try:
+                self._refresh_metric()
+            except Exception:  # the refresh never dies: the next minute looks again
+                logger.exception("Refreshing kured_reboot_required failed")
 
     def _refresh_metric(self) -> bool:
         """Check the sentinel; ``kured_reboot_required`` is 1 for the sentinel or a pending request."""
@@ -218,7 +231,39 @@ class Daemon:
             return False
 
     def run_once(self) -> float:
-        """One pass: observe, decide, execute. Returns how long to wait before the next pass (seconds)."""
+        """One pass: observe, decide, execute. Returns how long to wait before the next pass (seconds).
+
+        Never raises: an unexpected error ends the pass (see :meth:`_pass_failed`)."""
+        try:
+            pause = self._pass()
+        except Exception as exc:
+            return self._pass_failed(exc)
+        if self._failing is not None:
+            logger.info("Node %s: a pass completed again after %d that failed", self.node, self._failing[1])
+            self._failing = None
+        return pause
+
+    def _pass_failed(self, exc: Exception) -> float:
+        """Log the error (with its traceback the first time in a row, one line while it repeats), count it,
+        and return the back-off: :data:`ERROR_BACKOFF`, doubled for each failure in a row up to
+        :data:`PASS_ERROR_BACKOFF_MAX`."""
+        self.pass_errors += 1
+        self.hands.metrics.pass_error()
+        text = f"{type(exc).__name__}: {exc}"[:500]
+        same = self._failing is not None and self._failing[0] == text
+        count = self._failing[1] + 1 if self._failing is not None else 1
+        self._failing = (text, count)
+        backoff = min(ERROR_BACKOFF * (1 << min(count - 1, 16)), PASS_ERROR_BACKOFF_MAX)
+        if same:
+            logger.error("Pass for node %s failed again (%d in a row), retrying in %gs: %s",
+                         self.node, count, backoff, text)  # fmt: skip
+        else:
+            logger.error("Pass for node %s failed unexpectedly, retrying in %gs: %s",
+                         self.node, backoff, text, exc_info=exc)  # fmt: skip
+        self._request = None
+        return backoff
+
+    def _pass(self) -> float:
         self.passes += 1
         now = self._clock()
         try:

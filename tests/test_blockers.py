@@ -415,7 +415,7 @@ def test_no_failure_message_carries_the_password(prom: PromStub, scene: str) -> 
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        (b"[" * 17 + b"]" * 17, "nested deeper than 16 levels"),
+        (b"[" * 17 + b"]" * 17, "nested deeper than 16"),
         (b'{"status": "success", "data": {"resultType": "vector", "result": [NaN]}}', "NaN is not JSON"),
         (b"\xff", "not UTF-8"),
         (json.dumps(vector({"metric": {"alertname": ["A"]}, "value": [0, "1"]})).encode(),

@@ -663,3 +663,67 @@ def test_an_idle_agent_reads_its_lock_at_start_up_and_again_only_when_asked_to_r
     before = idle.kube.calls("GET", lock_reads)
     idle.daemon.run_once()
     assert idle.kube.calls("GET", lock_reads) == before + 1
+
+
+# -- hostile values and unexpected errors: the loop goes on -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value"),
+    [
+        (REQUEST_ANNOTATION, "[" * 2000),
+        (agentstatus.STATUS_ANNOTATION, "{" * 5000),
+        (rollrecord.ROLL_ANNOTATION, '{"a":' * 3000),
+        (REQUEST_ANNOTATION, '"\\ud800"'),
+        (agentstatus.STATUS_ANNOTATION, "x" * 200_000),
+    ],
+    ids=["deep-request", "deep-status", "deep-roll", "surrogate-request", "huge-status"],
+)
+def test_a_hostile_record_on_the_node_neither_crashes_nor_blinds_the_pass(
+    annotation: str, value: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    rig = make_rig()
+    rig.kube.patch_node(NODE, {"metadata": {"annotations": {annotation: value}}})
+    rig.daemon.run_once()  # the sentinel is there: the pass takes the lock as if the record were absent
+    assert rig.step() is Step.ACQUIRE and rig.holders() == [NODE]
+    assert rig.daemon.pass_errors == 0
+    rig.daemon.run_once()
+    assert rig.step() is Step.DRAIN_AND_REBOOT and rig.rebooter.calls == 1
+    status = agentstatus.decode(rig.kube.annotations(NODE)[agentstatus.STATUS_ANNOTATION])
+    assert status is not None and status.sentinel  # the agent's own status replaced a garbled one
+    said = {
+        REQUEST_ANNOTATION: "Ignoring and removing the reboot request of node n1: unreadable reboot request",
+        agentstatus.STATUS_ANNOTATION: "The status on node n1 cannot be read (unreadable status record: ",
+        rollrecord.ROLL_ANNOTATION: "",  # the agent's own roll record replaces it (written with its status)
+    }
+    assert said[annotation] in caplog.text
+    assert rig.kube.annotations(NODE).get(annotation) != value
+
+
+def test_an_unexpected_error_ends_the_pass_not_the_agent(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+    class Broken:
+        def check(self, *, now: datetime.datetime) -> Reason | None:
+            raise RuntimeError("a bug")
+
+    rig.daemon.senses = dataclasses.replace(rig.daemon.senses, blockers=[Broken()])
+    caplog.set_level("ERROR", logger="pykured.daemon")
+    pauses = [rig.daemon.run_once() for _ in range(3)]
+    assert pauses == [5.0, 10.0, 20.0]  # backed off, doubling
+    assert rig.daemon.pass_errors == 3 and rig.sample("pykured_pass_errors_total") == 3
+    tracebacks = [r for r in caplog.records if r.exc_info is not None]
+    assert len(tracebacks) == 1 and "RuntimeError: a bug" in tracebacks[0].getMessage()
+    assert "failed again (3 in a row)" in caplog.records[-1].getMessage()
+    rig.daemon.senses = dataclasses.replace(rig.daemon.senses, blockers=[rig.blocker])
+    rig.daemon.run_once()
+    assert rig.step() is Step.ACQUIRE and rig.holders() == [NODE]
+    assert rig.daemon.run_once() == 0 and rig.rebooter.calls == 1
+    assert rig.daemon.pass_errors == 3
+
+
+def test_the_back_off_after_unexpected_errors_is_bounded(rig: Rig) -> None:
+    def broken(now: datetime.datetime) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    rig.daemon.observe = broken  # type: ignore[assignment,method-assign]
+    pauses = [rig.daemon.run_once() for _ in range(12)]
+    assert max(pauses) == 300.0 and pauses[-1] == 300.0

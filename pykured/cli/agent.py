@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 
 from pykured import __version__
 from pykured.cli import commands
+from pykured.cli.output import safe_stdio
 from pykured.config import Config, usage
 from pykured.config.reader import log_format_hint, read_flags
 from pykured.config.startup import lock_records, settle
@@ -36,7 +37,8 @@ def main(argv: Sequence[str], *, prog: str = "kured") -> int:
     args = list(argv)
     subcommand = _SUBCOMMANDS.get(args[0]) if args else None
     if subcommand is not None:
-        return subcommand(args[1:])
+        with safe_stdio():  # a command prints values read from the cluster: terminal-safe
+            return subcommand(args[1:])
     return _agent(args, os.environ, prog=prog)
 
 

@@ -17,7 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from pykured.cli import options
+from pykured.cli.output import control
 from pykured.core import errors
+from pykured.core.printable import one_line
 from pykured.fleet import canary, plan, requester, rollout
 from pykured.fleet import view as fleetview
 from pykured.fleet.freeze import read_freeze, read_policy
@@ -312,16 +314,18 @@ def _freeze_in_force(kube: Kube, namespace: str, name: str, now: datetime.dateti
     """The active freeze of the policy ConfigMap (None: none, or the caller may not read it)."""
     try:
         record = read_freeze(kube, namespace=namespace, name=name)
-    except (errors.KubeError, PolicyMapError):
+    except errors.KubeError:
         return None
+    except PolicyMapError as exc:  # refused whole, but the agents honour the freeze it sets
+        record = exc.freeze
     return record if record is not None and record.active(now) else None
 
 
 def _freeze_line(record: FreezeRecord) -> str:
     """The first line of ``pykured status`` while the fleet is frozen or halted."""
     if record.halted:
-        return f"HALTED: {record.describe()}; no reboot starts until `pykured unfreeze`\n"
-    return f"FROZEN: {record.describe()}; no new reboot starts\n"
+        return f"HALTED: {one_line(record.describe())}; no reboot starts until `pykured unfreeze`\n"
+    return f"FROZEN: {one_line(record.describe())}; no new reboot starts\n"
 
 
 def _fleet(kube: Kube, opts: argparse.Namespace) -> tuple[list[NodeState], list[fleetview.LockInfo]]:
@@ -373,7 +377,7 @@ def status_main(
                 out.write(json.dumps(data, sort_keys=True) + "\n")
             else:
                 if opts.watch:
-                    out.write("\x1b[H\x1b[2J")
+                    control(out, "\x1b[H\x1b[2J")  # the screen clear is meant; the values below are not
                 if frozen is not None:
                     out.write(_freeze_line(frozen))
                 out.write(fleetview.render_table(table, locks, now=moment))

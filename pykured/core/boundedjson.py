@@ -1,58 +1,109 @@
-"""JSON from the network, decoded within bounds: a size, a nesting depth, and a total parse.
+"""JSON from the cluster or the network, read within bounds: the one decoder of every record pykured reads
+from an object and of every JSON body a peer sends (a Prometheus answer, a FleetLock request).
 
-Concept: a peer (Prometheus, a FleetLock client) decides what bytes arrive, so the decoder must not let it
-decide how much memory or recursion pykured spends. :func:`loads` refuses a document larger than
-``max_bytes`` or nested deeper than ``max_depth`` *before* ``json.loads`` builds anything, and refuses what
-Go's ``encoding/json`` refuses too (invalid UTF-8 text, ``NaN``/``Infinity``). Every failure is one
-:class:`JsonError` with a short reason that never echoes the document. Standard library only, no I/O.
+Every value a Node, ConfigMap or Lease carries was written by someone else and is hostile until parsed. The
+standard library's :func:`json.loads` recurses once per nesting level, so a few kilobytes of ``[`` raise
+:class:`RecursionError` (not :class:`ValueError`) out of any parser that trusts it; a huge value costs time
+and memory in proportion. :func:`loads` checks the size and the nesting depth *before* decoding, and is
+total: any input that is not JSON within the bounds raises :class:`UnreadableJSON` (a :class:`ValueError`),
+never anything else.
+
+* Size: the text's length in characters (an annotation is at most 256 KiB on the API server; a record
+  pykured writes is far below :data:`MAX_CHARS`); bytes from the network are counted before they are decoded
+  (and must be UTF-8).
+* Depth: counted without recursion. String literals are removed first (a bracket inside a string does not
+  nest), then everything but brackets; each pass removes every innermost ``[]`` and ``{}`` pair (one scan, so
+  exactly one level a pass), so a value nested ``d`` deep is empty after ``d`` passes. Text still left after
+  ``max_depth`` passes is nested deeper than allowed (or its brackets do not match, which is not JSON).
+  Each pass runs at C speed over the bracket text alone.
+* Text: a lone surrogate (raw, or a ``\\uD800`` escape decoded) cannot be written back as UTF-8 or printed;
+  such a value is refused. ``NaN`` and ``Infinity`` are not JSON (Go's ``encoding/json`` refuses them) and
+  are refused too.
+
+Pure, standard library only.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any
 
-from pykured.core.errors import PykuredError
+MAX_CHARS = 64 * 1024
+"""The default size bound (characters): pykured's own records are a few hundred."""
+MAX_DEPTH = 16
+"""The default nesting bound: pykured's records nest at most four deep (kured's multi-owner lock)."""
 
-__all__ = ["JsonError", "loads", "nesting_depth"]
-
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKET = re.compile(rb"[\[\]{}]")
-
-
-class JsonError(PykuredError, ValueError):
-    """A JSON document was too large, too deep or not valid JSON (the reason is short and echoes nothing)."""
-
-
-def nesting_depth(data: bytes) -> int:
-    """The deepest ``[``/``{`` nesting of ``data``, brackets inside strings ignored (no parse)."""
-    depth = deepest = 0
-    for match in _BRACKET.finditer(_STRING.sub(b"", data)):
-        if match.group() in (b"[", b"{"):
-            depth += 1
-            deepest = max(deepest, depth)
-        else:
-            depth -= 1
-    return deepest
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
+"""A string literal, or an unterminated one to the end of the text: it matches from any quote at the first
+try (no backtracking, so no quadratic time on many unterminated quotes)."""
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_PAIR = re.compile(r"\[\]|\{\}")
+"""An innermost pair. One :meth:`re.Pattern.sub` scans the text once, so a pair that its own removal makes
+(``{[]}`` → ``{}``) waits for the next pass: each pass removes exactly one level."""
 
 
-def _no_constant(name: str) -> NoReturn:
-    raise JsonError(f"{name} is not JSON")
+class UnreadableJSON(ValueError):
+    """The text is not JSON within the bounds (the message says which bound or what is wrong)."""
 
 
-def loads(data: bytes, *, max_bytes: int, max_depth: int) -> Any:
-    """Decode ``data`` or raise :class:`JsonError`: over ``max_bytes``, deeper than ``max_depth``, not UTF-8
-    JSON, or carrying ``NaN``/``Infinity``."""
-    if len(data) > max_bytes:
-        raise JsonError(f"larger than {max_bytes} bytes")
-    if nesting_depth(data) > max_depth:
-        raise JsonError(f"nested deeper than {max_depth} levels")
+def depth_within(text: str, max_depth: int) -> bool:
+    """Whether the brackets of ``text`` (outside strings) nest at most ``max_depth`` deep and match.
+
+    Never recurses: at most ``max_depth`` passes over the bracket text, each one scan at C speed."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    for _ in range(max_depth):
+        if not brackets:
+            return True
+        shorter = _PAIR.sub("", brackets)
+        if len(shorter) == len(brackets):
+            return False  # nothing innermost left to remove: the brackets do not match
+        brackets = shorter
+    return not brackets
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads(
+    text: object,
+    *,
+    max_chars: int = MAX_CHARS,
+    max_depth: int = MAX_DEPTH,
+    object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
+) -> Any:
+    """Decode ``text`` (or UTF-8 bytes) as JSON within the bounds; :class:`UnreadableJSON` otherwise (never
+    anything else). The message is short and never echoes the input."""
+    if isinstance(text, bytes):
+        if len(text) > max_chars:
+            raise UnreadableJSON(f"{len(text)} bytes, more than {max_chars}")
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UnreadableJSON("not UTF-8") from None
+    if not isinstance(text, str):
+        raise UnreadableJSON(f"not text but {type(text).__name__}")
+    if len(text) > max_chars:
+        raise UnreadableJSON(f"{len(text)} characters, more than {max_chars}")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UnreadableJSON("not valid Unicode text (a lone surrogate)") from None
+    if not depth_within(text, max_depth):
+        raise UnreadableJSON(f"nested deeper than {max_depth} (or brackets that do not match)")
     try:
-        return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
-    except UnicodeDecodeError:
-        raise JsonError("not UTF-8") from None
-    except RecursionError:  # pragma: no cover - the depth check comes first
-        raise JsonError(f"nested deeper than {max_depth} levels") from None
-    except json.JSONDecodeError as exc:
-        raise JsonError(f"not JSON: {exc.msg} at offset {exc.pos}") from None
+        value = json.loads(text, object_pairs_hook=object_pairs_hook, parse_constant=_reject_constant)
+        if "\\u" in text:  # an escaped lone surrogate decodes to one; it cannot be written back
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnreadableJSON("not valid Unicode text (an escaped lone surrogate)") from None
+    except (ValueError, RecursionError, TypeError) as exc:
+        raise UnreadableJSON(f"not JSON: {_short(str(exc))}") from None
+    return value
+
+
+def _short(message: str, limit: int = 120) -> str:
+    return message if len(message) <= limit else message[: limit - 1] + "…"

@@ -2,7 +2,9 @@
 
 Every timestamp pykured reads (its annotations, the freeze record, hook stamps, a Node's conditions) goes
 through :func:`parse_rfc3339`: ``Z`` or an offset, an optional fraction of up to nine digits (Go writes
-nanoseconds); a time without a zone is invalid, never guessed. Pure, standard library only.
+nanoseconds); a time without a zone is invalid, never guessed, and so is one whose offset puts it outside the
+years 1-9999 (``0001-01-01T00:00:00+01:00``). Total: ``None`` for anything that is not such a time.
+Pure, standard library only.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ def parse_rfc3339(text: str) -> datetime.datetime | None:
         value = f"{head}.{digits[:6].ljust(6, '0')}{rest[len(digits) :]}"
     try:
         moment = datetime.datetime.fromisoformat(value)
-    except ValueError:
+        if moment.tzinfo is None:
+            return None
+        return moment.astimezone(datetime.UTC)
+    except (ValueError, OverflowError):  # not a time; or one whose offset puts it outside years 1-9999
         return None
-    if moment.tzinfo is None:
-        return None
-    return moment.astimezone(datetime.UTC)

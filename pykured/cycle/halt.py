@@ -151,3 +151,8 @@ class HaltWatch:
                 if str(exc) != self._last_error:
                     logger.warning("Checking for nodes that did not come back failed, retrying: %s", exc)
                 self._last_error = str(exc)
+            except Exception as exc:  # the watch never dies: it says so (with the traceback once) and goes on
+                text = f"{type(exc).__name__}: {exc}"
+                logger.error("Checking for nodes that did not come back failed unexpectedly, retrying: %s",
+                             text, exc_info=exc if text != self._last_error else None)  # fmt: skip
+                self._last_error = text

@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pykured.core import errors
+from pykured.core import boundedjson, errors
 from pykured.core.times import format_rfc3339
 from pykured.cycle.fleethalt import FleetHalt
 from pykured.kube.api import KubeApi
@@ -60,8 +60,8 @@ class Streak:
     def parse(cls, text: str | None) -> Streak:
         """Never raises: an unreadable value counts as none."""
         try:
-            data = json.loads(text or "{}")
-        except ValueError:
+            data = boundedjson.loads(text or "{}")
+        except boundedjson.UnreadableJSON:
             return cls()
         if not isinstance(data, dict):
             return cls()

@@ -8,6 +8,9 @@ roll's order (:mod:`pykured.roll.order`). Below: an estimate of when the roll en
 agents recorded (``lastCycle`` in ``pykured.dev/status``: lock taken to lock released), and what could not be
 read.
 
+A node whose records cannot be read is one row saying so (``UNREADABLE: …`` in WHY); it never fails the plan.
+Every cell is one line of terminal-safe text (:func:`pykured.core.printable.one_line`).
+
 The estimate is ``ceil(waiting / concurrency) × median(recorded cycle)`` from now. It assumes the window
 stays open and nothing blocks; while the fleet is halted or frozen there is none. Pure: no I/O, ``now``
 passed in; the facts come from :mod:`pykured.fleet.view`'s rows.
@@ -22,6 +25,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from pykured.core.printable import one_line
 from pykured.core.times import format_rfc3339
 from pykured.cycle.state import NodeState
 from pykured.fleet import view as fleetview
@@ -47,7 +51,9 @@ class PlanRow:
     def cells(self) -> tuple[str, ...]:
         held = "; ".join(self.held_by) or ("next" if self.order == 1 else "-")
         order = str(self.order) if self.order is not None else "-"
-        return (self.node, self.needs, self.why or "-", held, order, self.cordoned)
+        return tuple(
+            one_line(c) for c in (self.node, self.needs, self.why or "-", held, order, self.cordoned)
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -112,26 +118,13 @@ def build(
     blackout = active_blackout(blackouts, now)
     out = []
     for row in table:
-        view = by_name[row.node]
-        status = agentstatus.decode(view.annotations.get(agentstatus.STATUS_ANNOTATION))
-        needs = row.needs_reboot not in ("no", "?")
-        held: list[str] = []
-        if row.node in holders:
-            held.append("holds the lock (rebooting)")
-            if row.drain_blocked_by:
-                held.append(f"drain: {row.drain_blocked_by}")
-        elif needs:
-            if active is not None:
-                word = "halted: " if active.halted else "frozen: "
-                held.append(word + (active.reason or active.describe()))
-            pause = paused_record(view.annotations)
-            if pause is not None and pause.active(now):
-                held.append(describe_pause(pause))
-            own = status is not None and status.blocked in ("pause", "freeze")  # read fresh above instead
-            if row.blocked_by and not own:
-                held.append(_named(row.blocked_by, blackout))
-        out.append(PlanRow(row.node, row.needs_reboot, _why(row, status), tuple(held), order.get(row.node),
-                           row.cordoned))  # fmt: skip
+        try:
+            at = order.get(row.node)
+            out.append(_plan_row(row, by_name[row.node], holders=holders, active=active, blackout=blackout,
+                                 order=at, now=now))  # fmt: skip
+        except Exception as exc:  # a value no parser foresaw: this node's row says so, the others are shown
+            why = f"UNREADABLE: {type(exc).__name__}: {exc}"[:300]
+            out.append(PlanRow(row.node, "?", why, (), None, row.cordoned))
     cycles = [
         s.last_cycle_s
         for v in views
@@ -146,6 +139,40 @@ def build(
         locks=tuple(locks),
         unreadable=tuple(unreadable),
     )
+
+
+def _plan_row(
+    row: fleetview.Row,
+    view: NodeState,
+    *,
+    holders: Sequence[str],
+    active: FreezeRecord | None,
+    blackout: Blackout | None,
+    order: int | None,
+    now: datetime.datetime,
+) -> PlanRow:
+    """One node's row of the plan, from its row of the fleet view."""
+    status = agentstatus.decode(view.annotations.get(agentstatus.STATUS_ANNOTATION))
+    needs = row.needs_reboot not in ("no", "?")
+    held: list[str] = []
+    if row.node in holders:
+        held.append("holds the lock (rebooting)")
+        if row.drain_blocked_by:
+            held.append(f"drain: {row.drain_blocked_by}")
+    elif needs:
+        if active is not None:
+            word = "halted: " if active.halted else "frozen: "
+            held.append(word + (active.reason or active.describe().removeprefix("frozen: ")))
+        pause = paused_record(view.annotations)
+        if pause is not None and pause.active(now):
+            held.append(describe_pause(pause))
+        own = status is not None and status.blocked in ("pause", "freeze")  # read fresh above instead
+        if row.blocked_by and not own:
+            held.append(_named(row.blocked_by, blackout))
+    why = _why(row, status)
+    if row.unreadable:
+        why = "; ".join(filter(None, [f"UNREADABLE: {row.unreadable}", why]))
+    return PlanRow(row.node, row.needs_reboot, why, tuple(held), order, row.cordoned)
 
 
 def _estimate(
@@ -186,19 +213,15 @@ def render_table(plan: Plan) -> str:
     lines = []
     if plan.freeze is not None:
         word = "HALTED" if plan.freeze.halted else "FROZEN"
-        lines.append(f"{word}: {plan.freeze.describe()}; no reboot starts until `pykured unfreeze`")
+        lines.append(f"{word}: {one_line(plan.freeze.describe())}; no reboot starts until `pykured unfreeze`")
     cells = [HEADER, *(r.cells() for r in plan.rows)]
     widths = [max(len(c[i]) for c in cells) for i in range(len(HEADER))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
     if not plan.rows:
         lines.append("(no nodes)")
     lines.append(_estimate_line(plan.estimate))
-    for info in plan.locks:
-        if info.error:
-            lines.append(f"lock ({info.backend}): cannot read: {info.error}")
-        else:
-            lines.append(f"lock ({info.backend}): {', '.join(info.holders) if info.holders else 'free'}")
-    lines += [f"cannot read: {what}" for what in plan.unreadable]
+    lines += fleetview.lock_lines(plan.locks)
+    lines += [f"cannot read: {one_line(what)}" for what in plan.unreadable]
     return "\n".join(lines) + "\n"
 
 

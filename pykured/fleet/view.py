@@ -5,6 +5,9 @@ Concept: the fleet view reads only what the API server holds — each agent's ``
 reboot and since when it waits), the reboot request (:mod:`pykured.requests.record`), pykured's cycle memory
 (``pykured.dev/*``, :mod:`pykured.kube.node`) and the lock holders — and renders a table or JSON. What the
 caller may not read (Leases under kured's RBAC, say) is passed in as an error and shown, not guessed.
+A node whose record cannot be read (a garbled ``pykured.dev/status``, reboot request or roll record, or
+anything else its row could not be built from) is one row that says so; it never fails the whole view.
+Every cell is one line of terminal-safe text (:func:`pykured.core.printable.one_line`).
 Pure: no I/O, ``now`` is passed in.
 """
 
@@ -15,6 +18,7 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
+from pykured.core.printable import one_line
 from pykured.core.times import format_rfc3339, parse_rfc3339
 from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION, NodeState
 from pykured.kube.node import PYKURED_PREFIX
@@ -56,11 +60,16 @@ class Row:
     """The node's place in the current roll (:meth:`pykured.roll.order.Roll.place`)."""
     drain_blocked_by: str = ""
     """The latest refusal holding the node's drain back, as its agent published it (webhook, 429)."""
+    unreadable: str = ""
+    """What on the Node could not be read, and why ("" when everything could)."""
 
     def cells(self, now: datetime.datetime) -> tuple[str, ...]:
         last = rebootrequest.ago(now, self.last_reboot, future="0s ago") if self.last_reboot else "-"
-        return (self.node, self.needs_reboot, self.reason or "-", self.blocked_by or "-", self.cordoned,
-                self.step, last, self.roll or "-", self.agent)  # fmt: skip
+        unreadable = f"UNREADABLE: {self.unreadable}" if self.unreadable else ""
+        reason = "; ".join(filter(None, [unreadable, self.reason])) or "-"
+        cells = (self.node, self.needs_reboot, reason, self.blocked_by or "-", self.cordoned, self.step, last,
+                 self.roll or "-", self.agent)  # fmt: skip
+        return tuple(one_line(cell) for cell in cells)
 
 
 def _needs(view: NodeState, status: agentstatus.AgentStatus | None, req: rebootrequest.Classified) -> str:
@@ -126,11 +135,24 @@ def _step(view: NodeState, status: agentstatus.AgentStatus | None, holding: bool
     return names[flag]
 
 
+def _status(view: NodeState) -> tuple[agentstatus.AgentStatus | None, str]:
+    """The agent's status on the Node, or why it cannot be read ("" when it can, or is absent)."""
+    text = view.annotations.get(agentstatus.STATUS_ANNOTATION)
+    if not text:
+        return None, ""
+    try:
+        return agentstatus.parse(text), ""
+    except ValueError as exc:
+        return None, f"{agentstatus.STATUS_ANNOTATION}: {exc}"
+
+
 def node_row(view: NodeState, *, holders: Sequence[str] = (), now: datetime.datetime) -> Row:
     """One node's row. ``holders``: every node holding a lock slot (any backend)."""
-    status = agentstatus.decode(view.annotations.get(agentstatus.STATUS_ANNOTATION))
+    status, unreadable = _status(view)
     previous = (status.boot_id,) if status and status.boot_id != view.boot_id else ()
     req = rebootrequest.classify(view.annotations, view.boot_id, previous_boot_ids=previous, now=now)
+    if req.state is rebootrequest.RequestState.INVALID:
+        unreadable = "; ".join(filter(None, [unreadable, f"{rebootrequest.REQUEST_ANNOTATION}: {req.why}"]))
     reason = req.request.reason if req.request and req.state is not rebootrequest.RequestState.STALE else ""
     place = rollrecord.read(view.annotations)
     last = place.last_reboot if place else None
@@ -155,7 +177,22 @@ def node_row(view: NodeState, *, holders: Sequence[str] = (), now: datetime.date
         waiting_since=place.waiting_since if place else None,
         ordered=status.resume_rolls if status else False,
         drain_blocked_by=status.drain_blocked_by if status else "",
+        unreadable=unreadable,
     )
+
+
+def unreadable_row(view: NodeState, why: str) -> Row:
+    """The row of a node whose row could not be built: it says so, and nothing else is guessed."""
+    return Row(node=view.name, needs_reboot="?", reason="", blocked_by="", cordoned=_cordoned(view),
+               step="unreadable", last_reboot=None, agent="?", boot_id=view.boot_id,
+               unreadable=why)  # fmt: skip
+
+
+def _row_or_unreadable(view: NodeState, *, holders: Sequence[str], now: datetime.datetime) -> Row:
+    try:
+        return node_row(view, holders=holders, now=now)
+    except Exception as exc:  # a value no parser foresaw: this node's row says so, the others are shown
+        return unreadable_row(view, f"{type(exc).__name__}: {exc}"[:300])
 
 
 def current_roll(table: Sequence[Row]) -> roll.Roll:
@@ -166,7 +203,7 @@ def current_roll(table: Sequence[Row]) -> roll.Roll:
 def rows(views: Sequence[NodeState], locks: Sequence[LockInfo], *, now: datetime.datetime) -> list[Row]:
     """Every node's row, sorted by name, with its place in the current roll."""
     holders = sorted({h for info in locks for h in info.holders})
-    table = [node_row(v, holders=holders, now=now) for v in sorted(views, key=lambda v: v.name)]
+    table = [_row_or_unreadable(v, holders=holders, now=now) for v in sorted(views, key=lambda v: v.name)]
     current = current_roll(table)
     return [dataclasses.replace(r, roll=current.place(r.node, numbered=r.ordered)) for r in table]
 
@@ -187,13 +224,14 @@ def _roll_line(table: Sequence[Row], current: roll.Roll) -> str:
     )
 
 
-def _lock_lines(locks: Sequence[LockInfo]) -> list[str]:
+def lock_lines(locks: Sequence[LockInfo]) -> list[str]:
+    """One line per lock backend: its holders, ``free``, or why it could not be read."""
     out = []
     for info in locks:
         if info.error:
-            out.append(f"lock ({info.backend}): cannot read: {info.error}")
+            out.append(f"lock ({info.backend}): cannot read: {one_line(info.error)}")
         else:
-            held = ", ".join(info.holders) if info.holders else "free"
+            held = ", ".join(one_line(h) for h in info.holders) if info.holders else "free"
             out.append(f"lock ({info.backend}): {held}")
     return out
 
@@ -205,7 +243,7 @@ def render_table(table: Sequence[Row], locks: Sequence[LockInfo], *, now: dateti
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
     if not table:
         lines.append("(no nodes)")
-    return "\n".join([*lines, _roll_line(table, current_roll(table)), *_lock_lines(locks)]) + "\n"
+    return "\n".join([*lines, _roll_line(table, current_roll(table)), *lock_lines(locks)]) + "\n"
 
 
 def _roll_json(table: Sequence[Row], current: roll.Roll) -> dict[str, Any] | None:
@@ -236,6 +274,7 @@ def to_json(table: Sequence[Row], locks: Sequence[LockInfo]) -> dict[str, Any]:
                 "waitingSince": format_rfc3339(r.waiting_since) if r.waiting_since else None,
                 "roll": r.roll or None,
                 "drainBlockedBy": r.drain_blocked_by or None,
+                **({"unreadable": r.unreadable} if r.unreadable else {}),
             }
             for r in table
         ],

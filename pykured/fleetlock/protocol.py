@@ -215,8 +215,8 @@ def parse_body(api: Api, body: bytes) -> Request | Reply:
     if len(body) > MAX_BODY:
         return Reply(REQUEST_TOO_LARGE, f"request body larger than {MAX_BODY} bytes")
     try:
-        decoded = boundedjson.loads(body, max_bytes=MAX_BODY, max_depth=MAX_DEPTH)
-    except boundedjson.JsonError as exc:
+        decoded = boundedjson.loads(body, max_chars=MAX_BODY, max_depth=MAX_DEPTH)
+    except boundedjson.UnreadableJSON as exc:
         return Reply(INVALID_REQUEST, f"request body is not valid UTF-8 JSON: {exc}")
     params = decoded.get("client_params") if isinstance(decoded, dict) else None
     if not isinstance(params, dict):

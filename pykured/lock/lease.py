@@ -48,14 +48,22 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pykured.core.errors import ConflictError, KubeError, LockError
 from pykured.gocompat.goflags import Duration
 from pykured.lock.base import AcquireResult, GoneHolderHook
 from pykured.lock.liveness import HolderLiveness
-from pykured.lock.record import GO_ZERO_TIME_NS, LockEntry, find, live, parse_go_time, ttl_expired
+from pykured.lock.record import (
+    GO_ZERO_TIME_NS,
+    UNKNOWN_HOLDER,
+    LockEntry,
+    find,
+    live,
+    parse_go_time,
+    ttl_expired,
+)
 from pykured.lock.retry import read_until_deadline
 
 if TYPE_CHECKING:
@@ -105,20 +113,28 @@ def format_micro_time(ns: int) -> str:
 
 
 def lease_entry(lease: Obj) -> LockEntry | None:
-    """The holder of a Lease as a lock entry; ``None`` when the slot is free."""
-    spec = lease.get("spec") or {}
+    """The holder of a Lease as a lock entry; ``None`` when the slot is free. Total: a field of the wrong type
+    reads as absent (a holder that is not text: the slot is held by :data:`UNKNOWN_HOLDER`)."""
+    spec = _map(lease.get("spec"))
     holder = spec.get("holderIdentity") or ""
     if not holder:
         return None
     stamp = spec.get("renewTime") or spec.get("acquireTime")
+    stamp = stamp if isinstance(stamp, str) else None
     try:
-        created = parse_go_time(stamp)[0] if isinstance(stamp, str) else GO_ZERO_TIME_NS
+        created = parse_go_time(stamp)[0] if stamp is not None else GO_ZERO_TIME_NS
     except ValueError:
         created = GO_ZERO_TIME_NS
-    duration = spec.get("leaseDurationSeconds") or 0
-    annotations = (lease.get("metadata") or {}).get("annotations") or {}
+    seconds = spec.get("leaseDurationSeconds")
+    duration = seconds if isinstance(seconds, int) and not isinstance(seconds, bool) and seconds > 0 else 0
+    annotations = _map(_map(lease.get("metadata")).get("annotations"))
     unschedulable = annotations.get(UNSCHEDULABLE_ANNOTATION) == "true"
-    return LockEntry(str(holder), unschedulable, created, int(duration) * _NS, stamp)
+    name = holder if isinstance(holder, str) else UNKNOWN_HOLDER
+    return LockEntry(name, unschedulable, created, duration * _NS, stamp)
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def lease_duration_seconds(ttl: Duration) -> int | None:
@@ -586,6 +602,13 @@ class LeaseLock:
                             break
                 except (KubeError, LockError) as exc:
                     pause = self._failed(exc, quiet=rv is not None and long, pause=pause)
+                    if pause < 0:
+                        return
+                    continue
+                except Exception as exc:  # the watch never dies of a surprise: it says so and goes on
+                    logger.error("The watch of the lock leases %s failed unexpectedly; starting it again",
+                                 self.where, exc_info=exc)  # fmt: skip
+                    pause = self._failed(LockError(f"{type(exc).__name__}: {exc}"), quiet=False, pause=pause)
                     if pause < 0:
                         return
                     continue

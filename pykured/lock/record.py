@@ -15,7 +15,10 @@ Decoding is as lenient as Go's ``encoding/json``: unknown keys are ignored, miss
 zero values, keys match case-insensitively, the last duplicate wins. A value of the wrong JSON type, invalid
 JSON or a malformed timestamp raises :class:`~pykured.core.errors.LockError`; the backends then count the
 lock as
-held by :data:`UNKNOWN_HOLDER` until an operator runs ``pykured lock release``.
+held by :data:`UNKNOWN_HOLDER` until an operator runs ``pykured lock release``. The value is bounded before it
+is decoded (:mod:`pykured.core.boundedjson`: at most :data:`MAX_CHARS`, the API server's own limit on a
+Node's annotations, and nested at most :data:`MAX_DEPTH`), so any value, however large or deep, decodes or
+raises :class:`LockError`, never anything else.
 
 Invariants and where pykured consciously differs from kured (both are listed in COMPATIBILITY.md §2):
 
@@ -38,6 +41,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from pykured.core import boundedjson
 from pykured.core.errors import LockError
 
 MANUAL_HOLDER = "manual"
@@ -48,6 +52,11 @@ UNKNOWN_HOLDER = "<unknown: unreadable lock value>"
 
 GO_ZERO_TIME_NS = -62_135_596_800 * 1_000_000_000
 """Go's zero ``time.Time`` (0001-01-01T00:00:00Z) as Unix nanoseconds: what a missing ``created`` means."""
+
+MAX_CHARS = 256 * 1024
+"""The longest lock value decoded (the API server keeps all of an object's annotations within 256 KiB)."""
+MAX_DEPTH = 8
+"""The deepest nesting decoded: kured's multi form nests four deep (value, locks, entry, metadata)."""
 
 _NS = 1_000_000_000
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -170,7 +179,7 @@ def _fields(obj: list[tuple[str, Any]], names: Iterable[str]) -> dict[str, Any]:
 
 def _int(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not _INT64[0] <= value <= _INT64[1]:
-        raise LockError(f"lock value: {where} must be an integer, got {json.dumps(value)}")
+        raise LockError(f"lock value: {where} must be an integer, got {json.dumps(value)[:60]}")
     return value
 
 
@@ -188,7 +197,7 @@ def _decode_entry(obj: list[tuple[str, Any]], where: str) -> LockEntry:
     fields = _fields(obj, ("nodeID", "metadata", "created", "TTL"))
     node_id = fields.get("nodeID", "")
     if not isinstance(node_id, str):
-        raise LockError(f"lock value: {where}.nodeID must be a string, got {json.dumps(node_id)}")
+        raise LockError(f"lock value: {where}.nodeID must be a string, got {json.dumps(node_id)[:60]}")
     unschedulable = False
     if "metadata" in fields:
         meta = _fields(_object(fields["metadata"], f"{where}.metadata"), ("unschedulable",))
@@ -208,16 +217,13 @@ def _decode_entry(obj: list[tuple[str, Any]], where: str) -> LockEntry:
     return LockEntry(node_id, unschedulable, created_ns, ttl_ns, created_raw)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"invalid JSON literal {name}")
-
-
 def decode(raw: str) -> LockValue:
-    """Decode an annotation value of either form; raises :class:`LockError` for anything Go would reject."""
+    """Decode an annotation value of either form; raises :class:`LockError` for anything Go would reject
+    (and for a value beyond the bounds), never anything else."""
     try:
-        top = json.loads(raw, object_pairs_hook=_Pairs, parse_constant=_reject_constant)
-    except ValueError as exc:
-        raise LockError(f"lock value is not valid JSON ({exc}): {raw[:80]!r}") from exc
+        top = boundedjson.loads(raw, max_chars=MAX_CHARS, max_depth=MAX_DEPTH, object_pairs_hook=_Pairs)
+    except boundedjson.UnreadableJSON as exc:
+        raise LockError(f"lock value is not valid JSON ({exc}): {str(raw)[:80]!r}") from exc
     if top is None:
         return LockValue(LockForm.SINGLE)
     obj = _object(top, "the value")

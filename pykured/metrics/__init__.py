@@ -128,6 +128,11 @@ class Metrics:
             registry=reg,
             buckets=_DRAIN_BUCKETS,
         )
+        self._pass_errors = Counter(
+            "pykured_pass_errors",
+            "Agent passes that ended in an unexpected error (logged with its traceback; the agent goes on).",
+            registry=reg,
+        )
         self._reboots = Counter("pykured_reboots", "Reboots by outcome.", ["outcome"], registry=reg)
         for outcome in REBOOT_OUTCOMES:
             self._reboots.labels(outcome)
@@ -226,6 +231,10 @@ class Metrics:
 
     def observe_drain(self, seconds: float) -> None:
         self._drain.observe(seconds)
+
+    def pass_error(self) -> None:
+        """Count one pass of the agent's loop that ended in an unexpected error."""
+        self._pass_errors.inc()
 
     def reboot(self, outcome: str) -> None:
         if outcome not in REBOOT_OUTCOMES:
@@ -382,6 +391,9 @@ class NullMetrics(Metrics):
         pass
 
     def observe_drain(self, seconds: float) -> None:
+        pass
+
+    def pass_error(self) -> None:
         pass
 
     def reboot(self, outcome: str) -> None:

@@ -48,13 +48,14 @@ class Blackout:
 def _moment(text: str, zone: datetime.tzinfo, whole: str) -> datetime.datetime:
     try:
         parsed = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise BlackoutError(f"invalid blackout {whole!r}: {text!r} is not YYYY-MM-DD[THH:MM[:SS]]") from None
-    if len(text) < 10 or text[4] != "-":
-        raise BlackoutError(f"invalid blackout {whole!r}: {text!r} is not YYYY-MM-DD[THH:MM[:SS]]")
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=zone, fold=0)
-    return parsed.astimezone(datetime.UTC)
+        if len(text) < 10 or text[4] != "-":
+            raise ValueError(text)
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=zone, fold=0)
+        return parsed.astimezone(datetime.UTC)
+    except (ValueError, OverflowError):  # not a time, or one whose offset leaves the years 1-9999
+        what = f"{text[:40]!r} is not YYYY-MM-DD[THH:MM[:SS]]"
+        raise BlackoutError(f"invalid blackout {whole[:100]!r}: {what}") from None
 
 
 def parse_blackout(text: str, *, zone: datetime.tzinfo) -> Blackout:
@@ -64,12 +65,12 @@ def parse_blackout(text: str, *, zone: datetime.tzinfo) -> Blackout:
     start_text, sep, end_text = interval.partition("/")
     if not sep or not start_text or not end_text:
         raise BlackoutError(
-            f"invalid blackout {whole!r}: want START/END, e.g. 2026-12-23T16:00/2027-01-02T10:00"
+            f"invalid blackout {whole[:100]!r}: want START/END, e.g. 2026-12-23T16:00/2027-01-02T10:00"
         )
     start = _moment(start_text, zone, whole)
     end = _moment(end_text, zone, whole)
     if end <= start:
-        raise BlackoutError(f"invalid blackout {whole!r}: the end is not after the start")
+        raise BlackoutError(f"invalid blackout {whole[:100]!r}: the end is not after the start")
     return Blackout(start, end, reason.strip())
 
 

@@ -8,6 +8,11 @@ server reports for the caller (SelfSubjectReview). A record whose ``until`` has 
 
 A halt (:mod:`pykured.policy.halt`) is a freeze an agent sets by itself when a node did not come back from
 its reboot in time; it names that node in ``halted`` and lasts until ``pykured unfreeze``.
+
+Fail safe: a freeze record that cannot be read (not JSON, too large or deep, wrong types) is not "no freeze"
+but :meth:`FreezeRecord.unreadable`, a freeze that is always active and says why: someone meant to stop
+reboots, and a garbled record must never let them start. ``pykured freeze`` or ``pykured unfreeze``
+rewrites it. Decoding is bounded (:mod:`pykured.core.boundedjson`) and total (only :class:`FreezeError`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import datetime
 import json
 from typing import Any
 
+from pykured.core import boundedjson
 from pykured.core.errors import ConfigError
 from pykured.core.times import parse_rfc3339
 from pykured.gocompat.goflags import GoValueError, parse_duration
@@ -35,6 +41,9 @@ def _parse_time(value: Any, what: str) -> datetime.datetime:
     return moment
 
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
 def _rfc3339(moment: datetime.datetime) -> str:
     return moment.astimezone(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -49,11 +58,20 @@ class FreezeRecord:
     until: datetime.datetime | None = None
     halted: str = ""
     """For a halt: the node that did not come back ("" for an operator's freeze)."""
+    unreadable: str = ""
+    """Why the stored record could not be read ("" for a record that was): such a freeze is always active."""
+
+    @classmethod
+    def garbled(cls, why: str) -> FreezeRecord:
+        """The fail-safe freeze that stands for a record that cannot be read (``why``: what is wrong)."""
+        return cls(reason="", by="", at=_EPOCH, unreadable=why)
 
     def active(self, now: datetime.datetime) -> bool:
-        return self.until is None or now < self.until
+        return bool(self.unreadable) or self.until is None or now < self.until
 
     def to_json(self) -> str:
+        if self.unreadable:
+            return json.dumps({"unreadable": self.unreadable}, sort_keys=True)
         data: dict[str, str] = {"reason": self.reason, "by": self.by, "at": _rfc3339(self.at)}
         if self.until is not None:
             data["until"] = _rfc3339(self.until)
@@ -63,9 +81,10 @@ class FreezeRecord:
 
     @classmethod
     def from_json(cls, text: str) -> FreezeRecord:
+        """Decode a stored record; :class:`FreezeError` (only) when it is not one."""
         try:
-            data = json.loads(text)
-        except ValueError as exc:
+            data = boundedjson.loads(text)
+        except boundedjson.UnreadableJSON as exc:
             raise FreezeError(f"freeze record is not JSON: {exc}") from None
         if not isinstance(data, dict):
             raise FreezeError("freeze record is not a JSON object")
@@ -84,6 +103,8 @@ class FreezeRecord:
 
     def describe(self) -> str:
         """One line: ``frozen by alice at 2026-…Z until 2026-…Z: INC-123`` (``halted by …`` for a halt)."""
+        if self.unreadable:
+            return f"frozen: the freeze record cannot be read ({self.unreadable}); it holds until rewritten"
         verb = "halted" if self.halted else "frozen"
         until = f" until {_rfc3339(self.until)}" if self.until else ""
         why = f": {self.reason}" if self.reason else ""

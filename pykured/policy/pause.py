@@ -32,14 +32,14 @@ def paused_record(annotations: Mapping[str, str]) -> FreezeRecord | None:
         return None
     try:
         return FreezeRecord.from_json(text)
-    except FreezeError:
-        return FreezeRecord(
-            reason=f"unreadable pause {text!r}", by="unknown", at=datetime.datetime.now(datetime.UTC)
-        )
+    except FreezeError as exc:
+        return FreezeRecord.garbled(str(exc).removeprefix("freeze record "))
 
 
 def describe(record: FreezeRecord) -> str:
     """``paused by alice at …: why``."""
+    if record.unreadable:
+        return f"paused: the pause record cannot be read ({record.unreadable}); it holds until rewritten"
     return "paused" + record.describe().removeprefix("frozen")
 
 

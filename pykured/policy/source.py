@@ -6,9 +6,12 @@ one request from the last version seen, taken for dead after ``QUIET_SECONDS`` w
 bookmark (half-hour calls against an API server that sends no bookmarks), so an idle agent asks about it
 four times a day. Every version is parsed with
 :func:`~pykured.policy.document.parse_policy_map`; one that does not parse is refused with a log line
-and the last good policy stays in force. Until the first successful read the policy is unknown and no
-reboot may start (fail closed). ``on_change`` is called after every accepted change, so the daemon
-re-evaluates at once.
+and the last good policy stays in force, except that a freeze the refused version sets is honoured (a
+garbled freeze record reads as frozen, :meth:`~pykured.policy.freeze.FreezeRecord.garbled`): the freeze
+never goes blind. Until the first successful read the policy is unknown and no reboot may start (fail
+closed). ``on_change`` is called after every accepted change, so the daemon re-evaluates at once. The watch
+thread never dies of a bad value: anything a version raises is a refusal, and anything else that goes wrong
+is logged with its traceback and the watch starts again.
 
 Forbidden (403: kured's RBAC grants no access to ConfigMaps) is not an outage: the agent says once, in one
 line, that blackouts and the freeze are unavailable and why, takes the empty policy (the static windows and
@@ -25,6 +28,7 @@ reboot while a freeze is active). RBAC: ``get``, ``list``, ``watch`` on configma
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import threading
@@ -35,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from pykured.core.errors import ForbiddenError, KubeError
 from pykured.core.model import Reason
 from pykured.policy.document import PolicyDoc, PolicyMapError, parse_policy_map
+from pykured.policy.freeze import FreezeRecord
 from pykured.policy.maintenance import MaintenancePolicy
 
 if TYPE_CHECKING:
@@ -83,6 +88,8 @@ class PolicySource:
         self._forbidden: str | None = None
         self.denials = 0
         """How many reads were forbidden (403)."""
+        self.restarts = 0
+        """How many times the watch failed on something else than the API and was started again."""
         self._lock = threading.Lock()
         self._doc: PolicyDoc | None = None
         self._refused: str | None = None
@@ -149,14 +156,11 @@ class PolicySource:
         try:
             doc = parse_policy_map(data, zone=self._zone)
         except PolicyMapError as exc:
-            with self._lock:
-                changed = self._refused != str(exc)
-            if changed:  # said before it shows in ``refused``
-                logger.error(
-                    "Refusing policy ConfigMap %s: %s; keeping the last good policy", self.where, exc
-                )
-            with self._lock:
-                self._refused = str(exc)
+            self._refuse(str(exc), exc.freeze)
+            return False
+        except Exception as exc:  # a parser's bug must not blind the freeze: refuse, keep the last good
+            logger.exception("Reading policy ConfigMap %s failed unexpectedly", self.where)
+            self._refuse(f"unreadable ({type(exc).__name__})", None)
             return False
         with self._lock:
             changed = doc != self._doc
@@ -165,6 +169,13 @@ class PolicySource:
             self._doc, self._refused, self._forbidden = doc, None, None
         if granted:
             logger.info("Policy ConfigMap %s can be read now: blackouts and the freeze apply", self.where)
+        if changed and doc.freeze is not None and doc.freeze.unreadable:
+            logger.error(
+                "Policy ConfigMap %s: the freeze record cannot be read (%s); treating the fleet as frozen "
+                "until it is rewritten (pykured freeze or pykured unfreeze)",
+                self.where,
+                doc.freeze.unreadable,
+            )
         if changed:
             freeze = doc.freeze.describe() if doc.freeze else "none"
             logger.info(
@@ -177,6 +188,24 @@ class PolicySource:
             if self._on_change is not None:
                 self._on_change()
         return True
+
+    def _refuse(self, why: str, freeze: FreezeRecord | None) -> None:
+        """Refuse a version: the last good policy stays, with the freeze the version sets (if any)."""
+        with self._lock:
+            said = self._refused == why
+            current = self._doc
+        if not said:  # said before it shows in ``refused``
+            honoured = f"; honouring the freeze it sets ({freeze.describe()})" if freeze is not None else ""
+            logger.error(
+                "Refusing policy ConfigMap %s: %s; keeping the last good policy%s", self.where, why, honoured
+            )
+        changed = current is not None and freeze is not None and current.freeze != freeze
+        with self._lock:
+            self._refused = why
+            if changed and self._doc is not None:
+                self._doc = dataclasses.replace(self._doc, freeze=freeze)
+        if changed and self._on_change is not None:
+            self._on_change()
 
     def refresh(self) -> None:
         """List the ConfigMap once (raises :class:`KubeError`)."""
@@ -236,6 +265,16 @@ class PolicySource:
                 self._rv = None
                 logger.warning("Reading policy ConfigMap %s failed, retrying: %s", self.where, exc)
                 self._stop.wait(self._retry_interval)
+            except Exception:  # the watch never dies: say so (once per failure), start it again
+                self._rv = None
+                self.restarts += 1
+                logger.exception(
+                    "The watch of policy ConfigMap %s failed; starting it again in %gs (the last good "
+                    "policy stays in force)",
+                    self.where,
+                    self._retry_interval,
+                )
+                self._stop.wait(self._retry_interval)
 
     def start(self) -> None:
         """Read once now (best effort), then keep watching in a daemon thread."""
@@ -245,6 +284,8 @@ class PolicySource:
             self._deny(exc)
         except KubeError as exc:
             logger.warning("Reading policy ConfigMap %s failed, retrying: %s", self.where, exc)
+        except Exception:  # the watch thread reads it again
+            logger.exception("Reading policy ConfigMap %s failed unexpectedly, retrying", self.where)
         self._thread = threading.Thread(target=self.run, name="policy-configmap", daemon=True)
         self._thread.start()
 

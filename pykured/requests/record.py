@@ -15,8 +15,10 @@ The annotation (``pykured.dev/reboot-request``) holds compact JSON with sorted k
 with a new bootID it removes the request and records the outcome in ``pykured.dev/reboot-request-satisfied``
 (the same fields plus ``newBootID`` and ``satisfiedAt``), which ``pykured rollout status`` reads.
 
-Pure: no I/O, no clock reads (``now`` is passed in). Decoding never raises into the daemon: a garbled value
-classifies as :attr:`RequestState.INVALID`.
+Pure: no I/O, no clock reads (``now`` is passed in). Decoding is bounded (:mod:`pykured.core.boundedjson`:
+size and depth checked before the JSON is decoded) and total: a garbled value of any size or shape raises
+:class:`ValueError` from the parsers and classifies as :attr:`RequestState.INVALID`; it never raises into the
+daemon.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from pykured.core import boundedjson
 from pykured.core.times import format_rfc3339, parse_rfc3339
 from pykured.kube.node import PYKURED_PREFIX
 
@@ -148,9 +151,9 @@ def format_request(req: RebootRequest) -> str:
 
 def _decode(text: str) -> dict[str, Any]:
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"not JSON: {exc}") from exc
+        data = boundedjson.loads(text)
+    except boundedjson.UnreadableJSON as exc:
+        raise ValueError(str(exc)) from None
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     return data
@@ -180,7 +183,7 @@ def parse_request(text: str) -> RebootRequest:
         boot_id=boot_id,
         reason=clean_reason(_text(data, "reason")),
         requested_at=requested_at,
-        requested_by=_text(data, "requestedBy"),
+        requested_by=_text(data, "requestedBy")[:MAX_REASON],
         rollout=rollout,
     )
 

@@ -10,7 +10,8 @@ sends no bookmarks (none seen when a watch fell quiet) gets half-hour watches, n
 The watch needs ``watch`` on nodes, which kured's RBAC (``get``, ``patch``) does not grant: on 403 the
 agent looks at its Node every ``--period`` instead (as kured checks its sentinel; a look the loop's own pass
 made within that period stands in for a read), and tries the watch again after an hour (the RBAC may have
-changed). Never raises; other failures back off up to a minute.
+changed). Never raises; other failures back off up to a minute, and one that is not the API's (a bug, a
+value no parser foresaw) is logged with its traceback (once while it repeats) before the watch starts again.
 
 While the watch is live, the copies it sees also keep the agent's :class:`~pykured.cycle.nodecopy.NodeCopy`,
 from which the loop's passes read the Node instead of GETting it; when it is not, they GET it.
@@ -74,27 +75,41 @@ class RequestWatch:
         self._poll_seconds = poll_seconds
         self.watching = False
         """Whether the last attempt held a watch (False: polling, or backing off)."""
+        self.restarts = 0
+        """How many times the watch failed on something else than the API and was started again."""
 
     def run(self, stopping: threading.Event) -> None:
         pause = 0.0
+        said = ""
         while not stopping.wait(pause):
             try:
-                self._follow(stopping)
-                pause = 0.0
-            except errors.ForbiddenError as exc:
-                self.watching = False
-                logger.info(
-                    "Not allowed to watch node %s: looking for reboot requests every %gs instead",
-                    self._keeper.node,
-                    self._poll_seconds,
-                )
-                logger.debug("node watch refused: %s", exc)
-                self._poll(stopping)
-            except Exception as exc:  # a failed watch never ends the agent
+                try:
+                    self._follow(stopping)
+                    pause = 0.0
+                except errors.ForbiddenError as exc:
+                    self.watching = False
+                    logger.info(
+                        "Not allowed to watch node %s: looking for reboot requests every %gs instead",
+                        self._keeper.node,
+                        self._poll_seconds,
+                    )
+                    logger.debug("node watch refused: %s", exc)
+                    self._poll(stopping)
+                said = ""
+            except errors.KubeError as exc:  # a failed watch never ends the agent
                 self.watching = False
                 pause = min(max(pause * 2, 1.0), MAX_BACKOFF)
                 logger.debug("watching node %s for reboot requests failed, retrying in %gs: %s",
                              self._keeper.node, pause, exc)  # fmt: skip
+            except Exception as exc:  # nor does anything else: it says so, and starts again
+                self.watching = False
+                self.restarts += 1
+                pause = min(max(pause * 2, 1.0), MAX_BACKOFF)
+                text = f"{type(exc).__name__}: {exc}"[:300]
+                logger.error("The watch of node %s for reboot requests failed unexpectedly; starting it "
+                             "again in %gs: %s", self._keeper.node, pause, text,
+                             exc_info=exc if text != said else None)  # fmt: skip
+                said = text
 
     def _seen(self, node: Obj) -> None:
         if self._keeper.see(node, self._clock()):

@@ -10,7 +10,7 @@ record. Compact JSON, absent facts omitted::
 Agents that predate this record wrote the two facts only in their status (``pykured.dev/status``:
 ``lastReboot``, ``waitingSince``); :func:`read` falls back to those fields on a Node without a readable roll
 record, so a fleet in the middle of an upgrade still orders correctly. Pure: no I/O; every value read is
-parsed totally (unreadable = absent).
+bounded before it is decoded (:mod:`pykured.core.boundedjson`) and parsed totally (unreadable = absent).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from pykured.core import boundedjson
 from pykured.core.times import format_rfc3339, parse_rfc3339
 from pykured.kube.node import PYKURED_PREFIX
 from pykured.roll.order import Member
@@ -64,8 +65,8 @@ def decode(text: str | None) -> Place | None:
     if not text:
         return None
     try:
-        data = json.loads(text)
-    except ValueError:
+        data = boundedjson.loads(text)
+    except boundedjson.UnreadableJSON:
         return None
     if not isinstance(data, dict):
         return None

@@ -24,6 +24,7 @@ import datetime
 import json
 from collections.abc import Collection, Iterable
 
+from pykured.core import boundedjson
 from pykured.core.times import format_rfc3339, parse_rfc3339
 from pykured.kube.node import PYKURED_PREFIX
 from pykured.roll import order as roll
@@ -60,10 +61,11 @@ def encode(entry: Entry) -> str:
 
 
 def decode(node: str, text: str | None, seen_ns: int) -> Entry | None:
-    """An entry from its Lease's holder, annotation and renew time; ``None`` when unreadable."""
+    """An entry from its Lease's holder, annotation and renew time; ``None`` when unreadable (never raises:
+    the annotation is bounded before it is decoded, :mod:`pykured.core.boundedjson`)."""
     try:
-        data = json.loads(text or "")
-    except ValueError:
+        data = boundedjson.loads(text or "")
+    except boundedjson.UnreadableJSON:
         return None
     if not node or not isinstance(data, dict) or data.get("state") not in (WAITING, WINDOW, HELD):
         return None

@@ -26,7 +26,9 @@ honour the freeze it sets;
 ``drainBlockedBy`` the latest refusal that holds the node's drain back (an eviction denied by an admission
 webhook, with the webhook's message; a PodDisruptionBudget's 429), written while the drain retries it and
 kept after a drain that failed on it, until a drain completes or the node needs no reboot.
-Pure: no I/O, ``now`` is passed in.
+Pure: no I/O, ``now`` is passed in. Reading is bounded (:mod:`pykured.core.boundedjson`) and total:
+:func:`parse` raises only :class:`ValueError` (``pykured status`` shows the node as unreadable);
+:func:`decode` never raises (unreadable = absent, for the agent's own uses).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from pykured.core import boundedjson
 from pykured.core.times import format_rfc3339, parse_rfc3339
 from pykured.kube.node import PYKURED_PREFIX
 
@@ -126,11 +129,19 @@ def decode(text: str | None) -> AgentStatus | None:
     if not text:
         return None
     try:
-        data = json.loads(text)
+        return parse(text)
     except ValueError:
         return None
+
+
+def parse(text: str) -> AgentStatus:
+    """Read an annotation value; :class:`ValueError` (saying why) when it is not a status record."""
+    try:
+        data = boundedjson.loads(text)
+    except boundedjson.UnreadableJSON as exc:
+        raise ValueError(f"unreadable status record: {exc}") from None
     if not isinstance(data, dict):
-        return None
+        raise ValueError("unreadable status record: not a JSON object")
     holders = data.get("lockHolders")  # written by earlier pykured versions
     request = data.get("request")
     return AgentStatus(

@@ -75,7 +75,19 @@ class StatusPublisher:
             facts = dataclasses.replace(
                 status, version=self.version, boot_id=view.boot_id, drain_blocked_by=self._drain_blocked_by
             )
-            return self._write(agentstatus.build(agentstatus.decode(current), facts, now=now), current)
+            return self._write(agentstatus.build(self._previous(current), facts, now=now), current)
+
+    def _previous(self, text: str | None) -> agentstatus.AgentStatus | None:
+        """The status the Node carries; one warning when it cannot be read (the fresh one replaces it)."""
+        if not text:
+            return None
+        try:
+            return agentstatus.parse(text)
+        except ValueError as exc:
+            logger.warning(
+                "The status on node %s cannot be read (%s): publishing a fresh one", self.node, exc
+            )
+            return None
 
     def _carried(self) -> agentstatus.AgentStatus | None:
         """The status the Node carries (one GET; None when it carries none or cannot be read)."""

@@ -21,6 +21,7 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
 HOUR = datetime.timedelta(hours=1)
 S = agentstatus.STATUS_ANNOTATION
+R = rebootrequest.REQUEST_ANNOTATION
 
 
 def check_golden(name: str, text: str) -> None:
@@ -126,3 +127,29 @@ def test_a_blackout_in_force_names_the_closed_window_and_the_holders_drain_block
     over = Blackout(NOW - 2 * HOUR, NOW - HOUR)  # past: the agent's own words stay
     rows = {r.node: r for r in plan.build(views, locks, freeze=None, blackouts=[over], now=NOW).rows}
     assert rows["node-1"].held_by == ("window closed until 2026-12-01T01:40:00Z",)
+
+
+def test_a_node_with_an_unreadable_record_is_one_row_saying_so() -> None:
+    bad = NodeState.from_obj({
+        "metadata": {"name": "bad", "annotations": {S: "[" * 3000, R: "\x1b[2J"}},
+        "status": {"nodeInfo": {"bootID": "boot-bad"}},
+    })  # fmt: skip
+    good = node("good", sentinel=True)
+    result = plan.build([bad, good], [], freeze=None, now=NOW)
+    rows = {r.node: r for r in result.rows}
+    assert rows["bad"].why.startswith(
+        "UNREADABLE: pykured.dev/status: unreadable status record: nested deeper"
+    )
+    assert "pykured.dev/reboot-request: unreadable reboot request" in rows["bad"].why
+    assert rows["good"].needs == "sentinel" and rows["good"].why == "sentinel (as its agent last reported)"
+    text = plan.render_table(result)
+    assert "\x1b" not in text and len([line for line in text.splitlines() if "UNREADABLE" in line]) == 1
+
+
+def test_a_garbled_freeze_holds_every_waiting_node() -> None:
+    garbled = FreezeRecord.garbled("not JSON: Expecting value")
+    result = plan.build([node("a", sentinel=True)], [], freeze=garbled, now=NOW)
+    assert result.freeze is garbled
+    assert result.rows[0].held_by == ("frozen: the freeze record cannot be read (not JSON: Expecting value); "
+                                      "it holds until rewritten",)  # fmt: skip
+    assert plan.render_table(result).startswith("FROZEN: frozen: the freeze record cannot be read")

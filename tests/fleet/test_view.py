@@ -187,3 +187,63 @@ def test_the_drains_blocker_shows_while_draining_and_after_a_failed_drain() -> N
         ]
         is None
     )
+
+
+# -- hostile records: one row says so, the rest of the view is shown -------------------------------------
+
+
+def _node(name: str, annotations: dict[str, str]) -> NodeState:
+    return NodeState.from_obj(
+        {"metadata": {"name": name, "annotations": annotations}, "status": {"nodeInfo": {"bootID": "b1"}}}
+    )
+
+
+def test_a_garbled_status_is_one_unreadable_row_and_the_others_are_shown() -> None:
+    views = [
+        _node("bad", {S: "{" * 5000}),
+        _node("good", {S: status(sentinel=True)}),
+        _node("odd", {S: "[1]", R: "[" * 2000}),
+    ]
+    table = fleetview.rows(views, [], now=NOW)
+    bad, good, odd = table
+    assert bad.unreadable.startswith(f"{S}: unreadable status record: nested deeper than 16")
+    assert (bad.needs_reboot, bad.agent) == ("?", "-")
+    assert good.unreadable == "" and good.needs_reboot == "sentinel"
+    assert "not a JSON object" in odd.unreadable and f"{R}: unreadable reboot request" in odd.unreadable
+    text = fleetview.render_table(table, [], now=NOW)
+    assert text.count("UNREADABLE:") == 2 and len(text.splitlines()) == 1 + 3 + 1
+    nodes = fleetview.to_json(table, [])["nodes"]
+    assert ["unreadable" in n for n in nodes] == [True, False, True]  # present only when something is
+
+
+def test_a_row_that_cannot_be_built_says_so(monkeypatch: Any) -> None:
+    def broken(view: NodeState, **kw: Any) -> fleetview.Row:
+        if view.name == "bad":
+            raise KeyError("surprise")
+        return real(view, **kw)
+
+    real = fleetview.node_row
+    monkeypatch.setattr(fleetview, "node_row", broken)
+    table = fleetview.rows([_node("bad", {}), _node("good", {S: status()})], [], now=NOW)
+    assert [(r.node, r.step, r.unreadable) for r in table] == [
+        ("bad", "unreadable", "KeyError: 'surprise'"),
+        ("good", "idle", ""),
+    ]
+
+
+def test_every_cell_is_one_line_of_terminal_safe_text() -> None:
+    hostile = "x\x1b]0;owned\x07\nNODE  forged-row\x9b2J\u202eevil"
+    text = req(reason="r")
+    request = rebootrequest.parse_request(text)
+    forged = rebootrequest.format_request(
+        rebootrequest.RebootRequest(request.boot_id, request.reason, request.requested_at, hostile)
+    )
+    views = [
+        _node("n", {S: status(sentinel=True, step="blocked", blocked="pods", blocked_by=hostile), R: forged})
+    ]
+    locks = [fleetview.LockInfo("annotation", holders=("n\nforged\x1b[2J",))]
+    table = fleetview.rows(views, locks, now=NOW)
+    rendered = fleetview.render_table(table, locks, now=NOW)
+    assert "\x1b" not in rendered and "\x9b" not in rendered and "\u202e" not in rendered
+    assert "forged-row" in rendered and len(rendered.splitlines()) == 1 + 1 + 2
+    assert "\\u001b]0;owned\\u0007\\u000aNODE" in rendered
