@@ -27,7 +27,7 @@ from pykured import __version__
 from pykured.blockers import Blocker, first_block
 from pykured.core import errors
 from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import Action, Driver, Observation, Policy, Step, decide, needs_blockers
+from pykured.cycle.decide import Action, Driver, Observation, Policy, Step, Trigger, decide, needs_blockers
 from pykured.cycle.run import CycleRunner
 from pykured.cycle.state import NodeState, unix_ns
 from pykured.cycle.steps import Behaviour, Hands
@@ -311,12 +311,15 @@ class Daemon:
             node = node.with_entry(entry)
         self._held_since_ns = entry.created_ns if entry is not None else None
         request = self._request = self.requests.observe(node, now)
-        if request.pending:  # a reboot request for the current boot counts as the sentinel does
+        trigger = Trigger.SENTINEL if required else Trigger.NONE
+        if request.pending:  # a request for the current boot counts as the sentinel does (no loop guard)
             required = True
+            trigger |= Trigger.REQUEST
             self.p.metrics.set_reboot_required(self.s.node, True)
         in_window = self.p.window.contains(now)
         obs = Observation(
             required=required,
+            trigger=trigger,
             in_window=in_window,
             node=node,
             next_window=None if in_window else self.p.window.next_open(now),
