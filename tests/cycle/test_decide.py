@@ -556,7 +556,12 @@ def test_a_request_for_the_new_boot_written_during_the_reboot_is_carried_out_at_
     """The finding, as the decision sees it: the node rebooted boot-0 -> boot-1 for a request, a second
     request (for boot-1) replaced the first meanwhile, and there is no sentinel. The cycle ends without a
     loop back-off and the next pass takes the lock for the second request."""
-    holding = {"holding": True, "cycle_started": True, "reboot_boot_id": "boot-0", "reboot_triggered_at": NOW}
+    holding: dict[str, Any] = {
+        "holding": True,
+        "cycle_started": True,
+        "reboot_boot_id": "boot-0",
+        "reboot_triggered_at": NOW,
+    }
     post = decide(obs(trigger=Trigger.REQUEST, **holding), policy=FULL, now=NOW)
     assert post.step is Step.POST_REBOOT
     release = decide(obs(trigger=Trigger.REQUEST, **RELEASING), policy=FULL, now=NOW + 5 * MIN)
@@ -595,7 +600,7 @@ def test_which_triggers_a_back_off_holds(reason: str | None, trigger: Trigger, s
     """A loop back-off holds the sentinel only; one after a reboot that never happened (the reboot method
     does not work: a request would cordon and drain again at once) holds every trigger, as does one whose
     reason is not said (written before the reason was)."""
-    observation = obs(trigger=trigger, backoff_until=NOW + 30 * MIN, backoff_reason=reason, **{})
+    observation = obs(trigger=trigger, backoff_until=NOW + 30 * MIN, backoff_reason=reason)
     action = decide(observation, policy=Policy(), now=NOW)
     assert (action.step, action.reason) == (step, why)
     assert needs_blockers(observation, now=NOW) is (step is Step.ACQUIRE)
