@@ -352,6 +352,35 @@ def test_a_rollout_of_six_nodes_at_concurrency_two(k8s: TestEnv, make_fleet: Mak
     assert 1 <= most <= 2, most
 
 
+@pytest.mark.parametrize("how", ["replace", "cancel"])
+def test_a_request_the_node_rebooted_out_of_keeps_its_record_when_replaced_or_withdrawn(
+    k8s: TestEnv, how: str
+) -> None:
+    """The node rebooted for its request (pykured's memory names the boot it left) and its agent has not
+    settled it yet: a newer request, or ``--cancel``, writes its satisfied record in the same patch. A
+    request for a boot the node was never known to be in is replaced without one."""
+    (node,) = k8s.add_nodes(k8s.unique("node"))
+    left = k8s.boot_id(node)
+    first = put_request(k8s, node, boot_id=left, reason="first")
+    k8s.reboot_node(node)
+    k8s.kube().patch_node(node, {"metadata": {"annotations": {"pykured.dev/reboot-boot-id": left}}})
+    argv = [node, "--reason", "second"] if how == "replace" else [node, "--cancel"]
+    code, _out, err = request(k8s, *argv)
+    assert code == 0, err
+    ann = node_annotations(k8s, node)
+    done = rebootrequest.parse_satisfied(ann[DONE])
+    assert done.request == rebootrequest.parse_request(first)
+    assert (done.request.boot_id, done.new_boot_id) == (left, k8s.boot_id(node))
+    if how == "replace":
+        assert rebootrequest.parse_request(ann[REQ]).boot_id == k8s.boot_id(node)
+    else:
+        assert REQ not in ann
+    k8s.kube().patch_node(node, {"metadata": {"annotations": {DONE: None}}})
+    put_request(k8s, node, boot_id="a-boot-this-node-never-had")
+    assert request(k8s, *argv)[0] == 0
+    assert DONE not in node_annotations(k8s, node)
+
+
 # -- a request repeated while the first reboot completes ---------------------------------------------------
 
 
