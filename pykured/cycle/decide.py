@@ -496,7 +496,8 @@ def decide(obs: Observation, *, policy: Policy, now: datetime.datetime) -> Actio
 
 
 def _backoff_reason(node: NodeState) -> str:
-    """The back-off named by what it followed (the one a trigger-blind older agent wrote: by neither)."""
+    """The back-off named by what it followed; one whose reason is not said (written by an earlier version,
+    which did not record it) by neither."""
     if node.backoff_reason == Backoff.SENTINEL.value:
         return "backing off after a reboot that did not clear the sentinel"
     if node.backoff_reason == Backoff.NO_REBOOT.value:
