@@ -28,7 +28,16 @@ from collections.abc import Callable, Sequence
 from pykured import __version__
 from pykured.blockers import Blocker, first_block
 from pykured.core import errors
-from pykured.cycle.decide import Action, CyclePolicy, Driver, Observation, Step, decide, needs_blockers
+from pykured.cycle.decide import (
+    Action,
+    CyclePolicy,
+    Driver,
+    Observation,
+    Step,
+    Trigger,
+    decide,
+    needs_blockers,
+)
 from pykured.cycle.run import CycleRunner
 from pykured.cycle.state import NodeState, unix_ns
 from pykured.cycle.steps import Behaviour, Hands
@@ -335,13 +344,16 @@ class Daemon:
             node = node.with_entry(entry)
         self._held_since_ns = entry.created_ns if entry is not None else None
         request = self._request = self.requests.observe(node, now)
-        if request.pending:  # a reboot request for the current boot counts as the sentinel does
+        trigger = Trigger.SENTINEL if required else Trigger.NONE
+        if request.pending:  # a request for the current boot counts as the sentinel does (no loop guard)
             required = True
+            trigger |= Trigger.REQUEST
             self.hands.metrics.set_reboot_required(self.node, True)
         in_window = self.senses.window.contains(now)
         taint = self.hands.taint
         obs = Observation(
             required=required,
+            trigger=trigger,
             in_window=in_window,
             node=node,
             next_window=None if in_window else self.senses.window.next_open(now),

@@ -277,7 +277,10 @@ def then_retried(rig: Rig, pause: float) -> None:
 
 def then_gave_up(rig: Rig, pause: float) -> None:
     assert rig.rebooter.calls == 0 and rig.holders() == [] and not rig.kube.cordoned(NODE)
-    assert rig.memory() == {state.BACKOFF_UNTIL_ANNOTATION: "2026-06-30T13:00:00Z"}
+    assert rig.memory() == {
+        state.BACKOFF_UNTIL_ANNOTATION: "2026-06-30T13:00:00Z",
+        state.BACKOFF_REASON_ANNOTATION: "no-reboot",
+    }
     assert rig.kube.event_reasons() == ["RebootLoopBackoff"]
     assert rig.sample("pykured_reboots_total", outcome="failed") == 1
 
@@ -302,7 +305,10 @@ def then_released(rig: Rig, pause: float) -> None:
 
 def then_released_and_backs_off(rig: Rig, pause: float) -> None:
     assert rig.holders() == []
-    assert rig.memory() == {state.BACKOFF_UNTIL_ANNOTATION: "2026-06-30T13:00:00Z"}
+    assert rig.memory() == {
+        state.BACKOFF_UNTIL_ANNOTATION: "2026-06-30T13:00:00Z",
+        state.BACKOFF_REASON_ANNOTATION: "sentinel",
+    }
     assert rig.kube.event_reasons() == ["LockReleased", "RebootLoopBackoff"]
 
 

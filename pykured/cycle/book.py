@@ -123,10 +123,19 @@ class NodeBook:
         self._write(state_patch(fleetlock_id=ident))
 
     def forget(
-        self, *, backoff_until: datetime.datetime | Keep | None = KEEP, fleetlock_id: Keep | None = KEEP
+        self,
+        *,
+        backoff_until: datetime.datetime | Keep | None = KEEP,
+        fleetlock_id: Keep | None = KEEP,
+        backoff_reason: str | Keep | None = KEEP,
     ) -> None:
-        """Clear the cycle's memory (and, when named, set or clear the back-off and FleetLock's mark)."""
-        self._write(forget_patch(backoff_until=backoff_until, fleetlock_id=fleetlock_id))
+        """Clear the cycle's memory (and, when named, set or clear the back-off, with its reason, and
+        FleetLock's mark)."""
+        self._write(
+            forget_patch(
+                backoff_until=backoff_until, fleetlock_id=fleetlock_id, backoff_reason=backoff_reason
+            )
+        )
 
     def _write(self, changes: Patch) -> NodeState | None:
         if not changes:

@@ -26,7 +26,10 @@ Invariants:
   before the cordon (:func:`cordon_was_ours`): an administrator's cordon is never undone.
 * The holder always finishes its own cycle, even after its lock TTL expired (``holding`` ignores TTL).
 * A reboot is triggered at most ``max_attempts`` times per boot, and a sentinel still present right after a
-  completed reboot backs off (kured #976) instead of rebooting again at once.
+  completed reboot backs off (kured #976) instead of rebooting again at once. The loop guard is the
+  sentinel's only (:class:`Trigger`): a reboot request names the boot it wants left, so it cannot loop, and
+  neither writes a loop back-off nor waits for one; a back-off after a reboot that never happened holds
+  every trigger.
 * Every action has a reason (it is what the daemon logs).
 """
 
@@ -48,6 +51,29 @@ class Driver(enum.Enum):
     """The agent on the node: the sentinel, a reboot request, the Zincati marker hand-off."""
     FLEETLOCK = "fleetlock"
     """Zincati over FleetLock: its pre-reboot request is the need, the 200 answer is the reboot (a grant)."""
+
+
+class Trigger(enum.Flag):
+    """What makes the daemon's node need a reboot (:attr:`Observation.trigger`; FleetLock's is Zincati)."""
+
+    NONE = 0
+    SENTINEL = enum.auto()
+    """The sentinel file or command. It can outlive the reboot it asked for (a command that stays true, a file
+    on a disk that survives the boot: kured #976), so the loop guard applies to it. On the Zincati marker
+    path the need is the same sentinel (the command that sees a staged deployment), which stays true if the
+    node rebooted without finalizing: the guard applies there too."""
+    REQUEST = enum.auto()
+    """A reboot request naming the current boot (:mod:`pykured.requests.record`). The boot it names is left
+    by the reboot, so it cannot ask twice: the loop guard never applies to it."""
+
+
+class Backoff(enum.Enum):
+    """Why a back-off was written (``pykured.dev/backoff-reason``), and so which triggers it holds."""
+
+    SENTINEL = "sentinel"
+    """The sentinel was still present right after a completed reboot: holds the sentinel only."""
+    NO_REBOOT = "no-reboot"
+    """The reboot never happened (bootID unchanged after every attempt): holds every trigger."""
 
 
 class Hold(enum.Enum):
@@ -132,6 +158,8 @@ class Action:
     """For ``POST_REBOOT``: when the slot may be released (``--lock-release-delay``)."""
     backoff_until: datetime.datetime | None = None
     """For ``GIVE_UP`` and ``RELEASE``: no new cycle before this time (``None``: clear the back-off)."""
+    backoff: Backoff | None = None
+    """With ``backoff_until``: why, and so which triggers it holds."""
     reboot_if_drain_fails: bool = False
     """For ``DRAIN_AND_REBOOT``: reboot even when cordon or drain fails (``--force-reboot``)."""
     hold: Hold = Hold.NONE
@@ -161,6 +189,9 @@ class Observation:
     blocked: Reason | None = None
     """Evaluated only when the decision depends on it (see :func:`needs_blockers`)."""
     driver: Driver = Driver.DAEMON
+    trigger: Trigger = Trigger.SENTINEL
+    """The daemon: which triggers make ``required`` true (the loop guard's scope depends on it). The default
+    is kured's one trigger, the sentinel: a need whose trigger is not said is guarded against a loop."""
     draining: bool = False
     """A drain of this node runs in this process (FleetLock's drain worker)."""
     gate: GateResult | None = None
@@ -232,11 +263,29 @@ def lost_lock(node: NodeState) -> LostLock:
     )
 
 
-def _backoff(obs: Observation) -> datetime.datetime | None:
+def _stored_backoff(obs: Observation) -> datetime.datetime | None:
+    """The back-off on the Node, if it holds this need: one written because the sentinel outlived a reboot
+    does not hold a reboot request (the request cannot loop)."""
     stored = obs.node.backoff_until
+    if stored is None:
+        return None
+    sentinel_only = obs.node.backoff_reason == Backoff.SENTINEL.value
+    if sentinel_only and obs.driver is Driver.DAEMON and Trigger.REQUEST in obs.trigger:
+        return None
+    return stored
+
+
+def _backoff(obs: Observation) -> datetime.datetime | None:
+    stored = _stored_backoff(obs)
     if stored is None or obs.retry_at is None:
         return stored or obs.retry_at
     return max(stored, obs.retry_at)
+
+
+def loop_guarded(obs: Observation) -> bool:
+    """Does the loop guard apply to this need right after a completed reboot? Only to the sentinel (file or
+    command, the Zincati marker path's included): a reboot request names the boot it wants left."""
+    return obs.driver is Driver.DAEMON and obs.required is True and Trigger.SENTINEL in obs.trigger
 
 
 def needs_blockers(obs: Observation, *, now: datetime.datetime) -> bool:
@@ -327,9 +376,13 @@ def _release(obs: Observation, policy: CyclePolicy, now: datetime.datetime) -> A
         return Action(
             Step.WAIT, "waiting for the lock release delay", until=node.release_after, hold=Hold.RELEASE_DELAY
         )
-    loop = obs.driver is Driver.DAEMON and obs.required is True
-    backoff = now + policy.sentinel_loop_backoff if loop else None
-    return _with_gate(obs, Action(Step.RELEASE, "lock release delay passed", backoff_until=backoff), now)
+    loop = loop_guarded(obs)
+    action = Action(
+        Step.RELEASE, "lock release delay passed",
+        backoff_until=now + policy.sentinel_loop_backoff if loop else None,
+        backoff=Backoff.SENTINEL if loop else None,
+    )  # fmt: skip
+    return _with_gate(obs, action, now)
 
 
 def _decide_granted(obs: Observation, policy: CyclePolicy, now: datetime.datetime) -> Action:
@@ -394,7 +447,7 @@ def _decide_holding(obs: Observation, policy: CyclePolicy, now: datetime.datetim
             return Action(Step.RETRY_REBOOT, f"bootID unchanged {policy.reboot_retry_delay} after the reboot")
         return Action(
             Step.GIVE_UP, f"bootID unchanged after {node.reboot_attempts} reboot attempts", uncordon=ours,
-            backoff_until=now + policy.sentinel_loop_backoff,
+            backoff_until=now + policy.sentinel_loop_backoff, backoff=Backoff.NO_REBOOT,
         )  # fmt: skip
     if obs.draining:
         return Action(Step.WAIT, "draining", hold=Hold.DRAINING)
@@ -442,6 +495,16 @@ def decide(obs: Observation, *, policy: CyclePolicy, now: datetime.datetime) -> 
     return _decide_idle(obs, policy, now)
 
 
+def _backoff_reason(node: NodeState) -> str:
+    """The back-off named by what it followed; one whose reason is not said (written by an earlier version,
+    which did not record it) by neither."""
+    if node.backoff_reason == Backoff.SENTINEL.value:
+        return "backing off after a reboot that did not clear the sentinel"
+    if node.backoff_reason == Backoff.NO_REBOOT.value:
+        return "backing off after a reboot that never happened"
+    return "backing off after the last reboot cycle"
+
+
 def _decide_idle(obs: Observation, policy: CyclePolicy, now: datetime.datetime) -> Action:
     """No cycle runs on the node: wait, taint or untaint, annotate, blocked, or take the lock."""
     node = obs.node
@@ -461,8 +524,7 @@ def _decide_idle(obs: Observation, policy: CyclePolicy, now: datetime.datetime) 
     if backoff and now < backoff:
         if backoff == obs.retry_at:
             return Action(Step.WAIT, "retrying after a failed drain", until=backoff, hold=Hold.DRAIN_RETRY)
-        why = "backing off after a reboot that did not clear the sentinel"
-        return Action(Step.WAIT, why, until=backoff, hold=Hold.BACKOFF)
+        return Action(Step.WAIT, _backoff_reason(obs.node), until=backoff, hold=Hold.BACKOFF)
     if policy.annotate_nodes and not node.in_progress:
         return Action(Step.ANNOTATE, "Reboot required")
     if obs.blocked is not None:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pykured.core.times import format_rfc3339
 from pykured.cycle.decide import (
     Action,
+    Backoff,
     CyclePolicy,
     DrainOutcome,
     Driver,
@@ -51,6 +52,11 @@ GATE_POLL = 5.0
 
 def _utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
+
+
+def _reason(action: Action) -> str | None:
+    """The back-off's reason as written on the Node (``None``: no back-off, or none said)."""
+    return action.backoff.value if action.backoff is not None else None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -286,7 +292,9 @@ class CycleRunner:
         )
         self.hands.events.record("RebootLoopBackoff", action.reason, warning=True)
         self.hands.metrics.reboot("failed")
-        self.steps.end(obs.node, ours=action.uncordon, backoff_until=action.backoff_until)
+        self.steps.end(
+            obs.node, ours=action.uncordon, backoff_until=action.backoff_until, backoff_reason=_reason(action)
+        )
         return Outcome()
 
     def _post_reboot(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
@@ -314,14 +322,14 @@ class CycleRunner:
         if obs.gate is not None:
             self._gate_passed()
         self.steps.release(event="released the reboot lock")
-        if action.backoff_until is not None:
+        if action.backoff_until is not None and action.backoff is Backoff.SENTINEL:
             logger.warning(
                 "Reboot sentinel still present after a completed reboot: not rebooting again "
                 "before %s (kured #976)",
                 format_rfc3339(action.backoff_until),
             )
             self.hands.events.record("RebootLoopBackoff", "sentinel still present after reboot", warning=True)
-        self.steps.forget(backoff_until=action.backoff_until)
+        self.steps.forget(backoff_until=action.backoff_until, backoff_reason=_reason(action))
         return Outcome()
 
     def _abort(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:

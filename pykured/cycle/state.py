@@ -44,6 +44,9 @@ RELEASE_AFTER_ANNOTATION: Final = PYKURED_PREFIX + "release-after"
 REBOOT_ATTEMPTS_ANNOTATION: Final = PYKURED_PREFIX + "reboot-attempts"
 BACKOFF_UNTIL_ANNOTATION: Final = PYKURED_PREFIX + "backoff-until"
 """No new cycle before this time (a reboot that did not clear the sentinel, or one that never happened)."""
+BACKOFF_REASON_ANNOTATION: Final = PYKURED_PREFIX + "backoff-reason"
+"""Why the back-off was written: ``sentinel`` (it holds the sentinel only, not a reboot request) or
+``no-reboot`` (it holds every trigger); absent or anything else holds every trigger."""
 FLEETLOCK_ID_ANNOTATION: Final = PYKURED_PREFIX + "fleetlock-id"
 """On a Node while FleetLock runs its cycle: the Zincati id that asked; the daemon keeps off it."""
 
@@ -170,6 +173,11 @@ class NodeState(NodeView):
         return parse_rfc3339(self.annotations.get(BACKOFF_UNTIL_ANNOTATION, ""))
 
     @property
+    def backoff_reason(self) -> str:
+        """Why the back-off was written (``""`` when not said): see :data:`BACKOFF_REASON_ANNOTATION`."""
+        return self.annotations.get(BACKOFF_REASON_ANNOTATION, "")
+
+    @property
     def fleetlock_id(self) -> str | None:
         """The Zincati id while FleetLock runs this node's cycle (``None``: not FleetLock's)."""
         return self.annotations.get(FLEETLOCK_ID_ANNOTATION)
@@ -200,8 +208,10 @@ def state_patch(
     reboot_attempts: int | Keep | None = KEEP,
     backoff_until: datetime.datetime | Keep | None = KEEP,
     fleetlock_id: str | Keep | None = KEEP,
+    backoff_reason: str | Keep | None = KEEP,
 ) -> Patch:
-    """The annotation changes for the cycle's memory; ``KEEP`` is omitted."""
+    """The annotation changes for the cycle's memory; ``KEEP`` is omitted. A back-off set or cleared without
+    its reason clears the reason (a back-off is never left with another's reason)."""
     out: Patch = {}
     if not isinstance(unschedulable_before, Keep):
         out[UNSCHEDULABLE_BEFORE_ANNOTATION] = (
@@ -217,18 +227,26 @@ def state_patch(
         out[REBOOT_ATTEMPTS_ANNOTATION] = None if reboot_attempts is None else str(int(reboot_attempts))
     if not isinstance(backoff_until, Keep):
         out[BACKOFF_UNTIL_ANNOTATION] = _stamp(backoff_until)
+        if isinstance(backoff_reason, Keep):
+            backoff_reason = None
+    if not isinstance(backoff_reason, Keep):
+        out[BACKOFF_REASON_ANNOTATION] = backoff_reason or None
     if not isinstance(fleetlock_id, Keep):
         out[FLEETLOCK_ID_ANNOTATION] = fleetlock_id
     return out
 
 
 def forget_patch(
-    *, backoff_until: datetime.datetime | Keep | None = KEEP, fleetlock_id: Keep | None = KEEP
+    *,
+    backoff_until: datetime.datetime | Keep | None = KEEP,
+    fleetlock_id: Keep | None = KEEP,
+    backoff_reason: str | Keep | None = KEEP,
 ) -> Patch:
     """End a cycle: clear every :data:`STATE_ANNOTATIONS` key (and the others named) in one patch."""
     return state_patch(
         unschedulable_before=None, reboot_boot_id=None, reboot_triggered_at=None, release_after=None,
         reboot_attempts=None, backoff_until=backoff_until, fleetlock_id=fleetlock_id,
+        backoff_reason=backoff_reason,
     )  # fmt: skip
 
 

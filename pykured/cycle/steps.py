@@ -200,20 +200,27 @@ class Steps:
         ours: bool,
         backoff_until: datetime.datetime | Keep | None = KEEP,
         fleetlock_id: Keep | None = None,
+        backoff_reason: str | Keep | None = KEEP,
     ) -> None:
         """End the cycle without (or after a failed) reboot: uncordon if ours, release the slot, forget."""
         self.uncordon(node, ours=ours)
         self.release()
-        self.forget(backoff_until=backoff_until, fleetlock_id=fleetlock_id)
+        self.forget(backoff_until=backoff_until, fleetlock_id=fleetlock_id, backoff_reason=backoff_reason)
 
     def forget(
-        self, *, backoff_until: datetime.datetime | Keep | None = KEEP, fleetlock_id: Keep | None = None
+        self,
+        *,
+        backoff_until: datetime.datetime | Keep | None = KEEP,
+        fleetlock_id: Keep | None = None,
+        backoff_reason: str | Keep | None = KEEP,
     ) -> None:
         """Clear the cycle's memory from the Node, FleetLock's mark with it (and set or clear the
-        back-off)."""
+        back-off, with its reason)."""
         if self.hands.gates:
             self.hands.gates.clear()
-        self.hands.book.forget(backoff_until=backoff_until, fleetlock_id=fleetlock_id)
+        self.hands.book.forget(
+            backoff_until=backoff_until, fleetlock_id=fleetlock_id, backoff_reason=backoff_reason
+        )
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0:

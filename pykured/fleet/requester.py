@@ -11,6 +11,9 @@ Invariants:
 * A request is written with a JSON Patch that ``test``s ``/status/nodeInfo/bootID``: it is bound to the boot
   that was read, even if the node rebooted in between (then it is read again and bound to the new boot).
 * Writing the same request again (same boot, reason and rollout) makes no API call: idempotent.
+* A request is replaced (or withdrawn) only as it was read (a JSON Patch ``test`` of its text), and one the
+  node has rebooted out of since (classified as the agent classifies it) leaves its satisfied record, written
+  in the same patch: the agent never sees that request again, so the requester is the only one who can.
 * Every failure is a :class:`RequestError` with one operator-facing line.
 """
 
@@ -30,7 +33,9 @@ from pykured.kube.api import KubeApi
 from pykured.kube.client import JSON_PATCH, MERGE_PATCH, Obj
 from pykured.lock.base import forbidden
 from pykured.lock.record import decode
+from pykured.requests import keeper
 from pykured.requests import record as rebootrequest
+from pykured.status.agent import reported_boot_ids
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +135,8 @@ class Outcome:
     action: str
     """``requested``, ``unchanged``, ``cancelled`` or ``none``."""
     boot_id: str = ""
+    satisfied: rebootrequest.RebootRequest | None = None
+    """The request replaced or withdrawn, when a reboot had satisfied it (its record was written)."""
 
 
 def _existing(view: NodeState) -> rebootrequest.RebootRequest | None:
@@ -142,14 +149,28 @@ def _existing(view: NodeState) -> rebootrequest.RebootRequest | None:
         return None
 
 
-def _write(kube: KubeApi, view: NodeState, req: rebootrequest.RebootRequest) -> None:
-    patch = rebootrequest.bind_patch(req, has_annotations=bool(view.annotations))
+def _settled(view: NodeState, now: datetime.datetime) -> tuple[str | None, str | None]:
+    """The request on the Node as read (its text), and its satisfied record if a reboot satisfied it: the
+    agent's own classification (the boots its memory and its published status say the node has left)."""
+    found = keeper.classify(view, now, reported_boot_ids(view.annotations))
+    if found.state is rebootrequest.RequestState.SATISFIED and found.request is not None:
+        return found.raw, rebootrequest.satisfied_record(found.request, new_boot_id=view.boot_id, now=now)
+    return found.raw, None
+
+
+def _write(kube: KubeApi, view: NodeState, req: rebootrequest.RebootRequest, now: datetime.datetime) -> bool:
+    """Write ``req`` in place of the request read; ``True`` if that one was satisfied (its record written)."""
+    raw, record = _settled(view, now)
+    patch = rebootrequest.bind_patch(
+        req, has_annotations=bool(view.annotations), replacing=raw, satisfied=record
+    )
     try:
         kube.patch_node(view.name, patch, patch_type=JSON_PATCH)
     except errors.ForbiddenError as exc:
         raise RequestError(f"forbidden: {_message(exc)}") from None
     except errors.NotFoundError:
         raise RequestError(f'node "{view.name}" not found') from None
+    return record is not None
 
 
 def request_reboot(
@@ -180,36 +201,58 @@ def request_reboot(
                 out.append(Outcome(view.name, "unchanged", current.boot_id))
                 break
             try:
-                _write(kube, current, req)
+                satisfied = _write(kube, current, req, now)
             except errors.KubeError as exc:
-                if exc.status != _UNPROCESSABLE:  # the bootID test failed: the node rebooted, read it again
+                if exc.status != _UNPROCESSABLE:  # a test failed: the node rebooted, or its request changed
                     raise RequestError(f'cannot write the request on node "{view.name}": {exc}') from None
                 current = nodes(kube, names=[view.name])[0]
                 if not current.boot_id:
                     raise RequestError(f'node "{view.name}" reports no status.nodeInfo.bootID') from None
                 continue
-            out.append(Outcome(view.name, "requested", current.boot_id))
+            out.append(Outcome(view.name, "requested", current.boot_id, old if satisfied else None))
             break
         else:
             raise RequestError(f'node "{view.name}" keeps changing its bootID; request not written')
     return out
 
 
-def cancel(kube: KubeApi, views: Sequence[NodeState]) -> list[Outcome]:
-    """Withdraw the request of every node of ``views`` (no call for a node without one)."""
+def cancel(
+    kube: KubeApi, views: Sequence[NodeState], *, now: datetime.datetime | None = None
+) -> list[Outcome]:
+    """Withdraw the request of every node of ``views`` (no call for a node without one). A request the node
+    has rebooted out of since is not lost: its satisfied record is written as it is removed. ``now``: the
+    record's time (``None``: the clock)."""
+    at = now or datetime.datetime.now(datetime.UTC)
     with_request = [v for v in views if rebootrequest.REQUEST_ANNOTATION in v.annotations]
     _check_patch(kube, with_request)
     out = [Outcome(v.name, "none") for v in views if v not in with_request]
     for view in with_request:
-        patch = {"metadata": {"annotations": {rebootrequest.REQUEST_ANNOTATION: None}}}
+        out.append(_withdraw(kube, view, at))
+    return sorted(out, key=lambda o: o.node)
+
+
+def _withdraw(kube: KubeApi, view: NodeState, now: datetime.datetime) -> Outcome:
+    current = view
+    for _attempt in range(3):
+        raw, record = _settled(current, now)
+        if raw is None:
+            return Outcome(view.name, "none")
         try:
-            kube.patch_node(view.name, patch, patch_type=MERGE_PATCH)
+            if record is not None:  # guarded by the text read: the agent may be settling it right now
+                kube.patch_node(view.name, rebootrequest.satisfy_patch(raw, record), patch_type=JSON_PATCH)
+            else:
+                patch = {"metadata": {"annotations": {rebootrequest.REQUEST_ANNOTATION: None}}}
+                kube.patch_node(view.name, patch, patch_type=MERGE_PATCH)
         except errors.ForbiddenError as exc:
             raise RequestError(f"forbidden: {_message(exc)}") from None
         except errors.KubeError as exc:
-            raise RequestError(f'cannot remove the request from node "{view.name}": {exc}') from None
-        out.append(Outcome(view.name, "cancelled", view.boot_id))
-    return sorted(out, key=lambda o: o.node)
+            if exc.status != _UNPROCESSABLE:
+                raise RequestError(f'cannot remove the request from node "{view.name}": {exc}') from None
+            current = nodes(kube, names=[view.name])[0]  # settled or replaced meanwhile: look again
+            continue
+        satisfied = _existing(current) if record is not None else None
+        return Outcome(view.name, "cancelled", current.boot_id, satisfied)
+    raise RequestError(f'the request on node "{view.name}" keeps changing; not withdrawn')
 
 
 # -- reading the fleet ---------------------------------------------------------------------------------------

@@ -13,7 +13,10 @@ The annotation (``pykured.dev/reboot-request``) holds compact JSON with sorted k
 
 ``rollout`` is present only for requests written by ``pykured rollout``. When the agent sees the node back
 with a new bootID it removes the request and records the outcome in ``pykured.dev/reboot-request-satisfied``
-(the same fields plus ``newBootID`` and ``satisfiedAt``), which ``pykured rollout status`` reads.
+(the same fields plus ``newBootID`` and ``satisfiedAt``), which ``pykured rollout status`` reads. A requester
+that replaces (or withdraws) a request the node has already rebooted out of writes that record itself, in the
+same patch: every request ends satisfied (with its record), stale, invalid or withdrawn, and a request for
+the current boot is acted on, never held by the sentinel's loop guard (:mod:`pykured.cycle.decide`).
 
 Pure: no I/O, no clock reads (``now`` is passed in). Decoding is bounded (:mod:`pykured.core.boundedjson`:
 size and depth checked before the JSON is decoded) and total: a garbled value of any size or shape raises
@@ -241,13 +244,22 @@ def _pointer(key: str) -> str:
     return "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
 
 
-def bind_patch(req: RebootRequest, *, has_annotations: bool) -> list[dict[str, Any]]:
+def bind_patch(
+    req: RebootRequest, *, has_annotations: bool, replacing: str | None = None, satisfied: str | None = None
+) -> list[dict[str, Any]]:
     """A JSON Patch that writes ``req`` only if the node still runs ``req.boot_id`` (else HTTP 422).
 
     The ``test`` of ``/status/nodeInfo/bootID`` makes reading the bootID and writing the request atomic:
-    a node that rebooted in between is not given a request for a boot it has left.
+    a node that rebooted in between is not given a request for a boot it has left. ``replacing``: the text
+    of the request read on the Node, which must still be there (else HTTP 422: the agent settled it, or
+    someone replaced it, meanwhile); ``satisfied``: its :func:`satisfied_record`, when a reboot satisfied it,
+    written in the same patch, so the record of a satisfied request is never lost to a newer request.
     """
     ops: list[dict[str, Any]] = [{"op": "test", "path": "/status/nodeInfo/bootID", "value": req.boot_id}]
+    if replacing is not None:
+        ops.append({"op": "test", "path": _pointer(REQUEST_ANNOTATION), "value": replacing})
+        if satisfied is not None:
+            ops.append({"op": "add", "path": _pointer(SATISFIED_ANNOTATION), "value": satisfied})
     if has_annotations:
         ops.append({"op": "add", "path": _pointer(REQUEST_ANNOTATION), "value": format_request(req)})
     else:

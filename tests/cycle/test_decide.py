@@ -11,10 +11,12 @@ import pytest
 from pykured.core.model import Reason
 from pykured.cycle import state
 from pykured.cycle.decide import (
+    Backoff,
     CyclePolicy,
     Driver,
     Observation,
     Step,
+    Trigger,
     cordon_was_ours,
     decide,
     needs_blockers,
@@ -43,6 +45,7 @@ def node_state(
     reboot_attempts: int = 0,
     release_after: datetime.datetime | None = None,
     backoff_until: datetime.datetime | None = None,
+    backoff_reason: str | None = None,
     fleetlock_cycle: bool = False,
 ) -> NodeState:
     """A NodeState as the Node's annotations and the lock entry would give it."""
@@ -51,7 +54,7 @@ def node_state(
     patch = state.state_patch(
         unschedulable_before=unschedulable_before, reboot_boot_id=reboot_boot_id,
         reboot_triggered_at=reboot_triggered_at, release_after=release_after,
-        reboot_attempts=reboot_attempts or None, backoff_until=backoff_until,
+        reboot_attempts=reboot_attempts or None, backoff_until=backoff_until, backoff_reason=backoff_reason,
         fleetlock_id="zincati-id" if fleetlock_cycle else None,
     )  # fmt: skip
     annotations = {k: v for k, v in patch.items() if v is not None}
@@ -71,10 +74,12 @@ def obs(
     next_window: datetime.datetime | None = None,
     has_taint: bool = False,
     retry_at: datetime.datetime | None = None,
+    trigger: Trigger = Trigger.SENTINEL,
     **node: Any,
 ) -> Observation:
     return Observation(
         required=required,
+        trigger=trigger,
         in_window=in_window,
         blocked=blocked,
         next_window=next_window,
@@ -133,7 +138,7 @@ CASES = [
     ("idle: acquire", obs(), POLICY, Step.ACQUIRE, "Reboot required"),
     (
         "idle: back off after a reboot that left the sentinel",
-        obs(backoff_until=NOW + 30 * MIN),
+        obs(backoff_until=NOW + 30 * MIN, backoff_reason="sentinel"),
         POLICY,
         Step.WAIT,
         "backing off after a reboot that did not clear the sentinel",
@@ -518,3 +523,97 @@ def test_fleetlocks_reconcile_pass_keeps_the_early_taint_until_zincati_reports_s
     assert decide(quiet, policy=POLICY, now=NOW).step is Step.SYNC_TAINT  # kured's taint: removed
     steady = dataclasses.replace(quiet, required=False)
     assert decide(steady, policy=EARLY, now=NOW).step is Step.SYNC_TAINT
+
+
+# -- the loop guard's scope: the sentinel (the Zincati marker path's too), never a boot-bound request --------
+
+BOTH = Trigger.SENTINEL | Trigger.REQUEST
+RELEASING: dict[str, Any] = {"holding": True, "reboot_boot_id": "boot-0", "release_after": NOW}
+
+
+@pytest.mark.parametrize(
+    ("trigger", "backoff"),
+    [
+        (Trigger.SENTINEL, Backoff.SENTINEL),
+        (Trigger.REQUEST, None),
+        (BOTH, Backoff.SENTINEL),
+        (Trigger.NONE, None),
+    ],
+    ids=["sentinel", "request", "sentinel-and-request", "nothing"],
+)
+def test_the_loop_guard_after_a_completed_reboot_is_the_sentinels(
+    trigger: Trigger, backoff: Backoff | None
+) -> None:
+    """A need still there when the slot is released: the sentinel (file, command, the command of the Zincati
+    marker path) can loop and backs off; a request for the new boot cannot, so it writes no back-off."""
+    action = decide(
+        obs(required=trigger is not Trigger.NONE, trigger=trigger, **RELEASING), policy=FULL, now=NOW
+    )
+    assert action.step is Step.RELEASE
+    assert action.backoff is backoff
+    assert action.backoff_until == (NOW + 60 * MIN if backoff else None)
+
+
+def test_a_request_for_the_new_boot_written_during_the_reboot_is_carried_out_at_once() -> None:
+    """The finding, as the decision sees it: the node rebooted boot-0 -> boot-1 for a request, a second
+    request (for boot-1) replaced the first meanwhile, and there is no sentinel. The cycle ends without a
+    loop back-off and the next pass takes the lock for the second request."""
+    holding: dict[str, Any] = {
+        "holding": True,
+        "cycle_started": True,
+        "reboot_boot_id": "boot-0",
+        "reboot_triggered_at": NOW,
+    }
+    post = decide(obs(trigger=Trigger.REQUEST, **holding), policy=FULL, now=NOW)
+    assert post.step is Step.POST_REBOOT
+    release = decide(obs(trigger=Trigger.REQUEST, **RELEASING), policy=FULL, now=NOW + 5 * MIN)
+    assert (release.step, release.backoff_until) == (Step.RELEASE, None)
+    idle = decide(obs(trigger=Trigger.REQUEST), policy=POLICY, now=NOW + 5 * MIN)
+    assert (idle.step, idle.reason) == (Step.ACQUIRE, "Reboot required")
+
+
+@pytest.mark.parametrize(
+    ("reason", "trigger", "step", "why"),
+    [
+        (
+            "sentinel",
+            Trigger.SENTINEL,
+            Step.WAIT,
+            "backing off after a reboot that did not clear the sentinel",
+        ),
+        ("sentinel", Trigger.REQUEST, Step.ACQUIRE, "Reboot required"),
+        ("sentinel", BOTH, Step.ACQUIRE, "Reboot required"),
+        ("no-reboot", Trigger.SENTINEL, Step.WAIT, "backing off after a reboot that never happened"),
+        ("no-reboot", Trigger.REQUEST, Step.WAIT, "backing off after a reboot that never happened"),
+        (None, Trigger.REQUEST, Step.WAIT, "backing off after the last reboot cycle"),
+        ("garbled", Trigger.SENTINEL, Step.WAIT, "backing off after the last reboot cycle"),
+    ],
+    ids=[
+        "loop-holds-the-sentinel",
+        "loop-never-holds-a-request",
+        "loop-lets-a-request-through-with-the-sentinel",
+        "no-reboot-holds-the-sentinel",
+        "no-reboot-holds-a-request",
+        "unsaid-holds-every-trigger",
+        "garbled-holds-every-trigger",
+    ],
+)
+def test_which_triggers_a_back_off_holds(reason: str | None, trigger: Trigger, step: Step, why: str) -> None:
+    """A loop back-off holds the sentinel only; one after a reboot that never happened (the reboot method
+    does not work: a request would cordon and drain again at once) holds every trigger, as does one whose
+    reason is not said (written before the reason was)."""
+    observation = obs(trigger=trigger, backoff_until=NOW + 30 * MIN, backoff_reason=reason)
+    action = decide(observation, policy=CyclePolicy(), now=NOW)
+    assert (action.step, action.reason) == (step, why)
+    assert needs_blockers(observation, now=NOW) is (step is Step.ACQUIRE)
+
+
+def test_a_reboot_that_never_happened_backs_off_every_trigger() -> None:
+    node: dict[str, Any] = {
+        "holding": True,
+        "reboot_boot_id": "boot-1",
+        "reboot_triggered_at": NOW - 11 * MIN,
+    }
+    for trigger in (Trigger.SENTINEL, Trigger.REQUEST, BOTH):
+        action = decide(obs(trigger=trigger, reboot_attempts=2, **node), policy=FULL, now=NOW)
+        assert (action.step, action.backoff) == (Step.GIVE_UP, Backoff.NO_REBOOT)

@@ -159,8 +159,26 @@ def test_forget_clears_the_cycle_and_only_what_it_is_told() -> None:
     assert forget_patch(backoff_until=T0, fleetlock_id=None) == {
         **dict.fromkeys(state.STATE_ANNOTATIONS),
         state.BACKOFF_UNTIL_ANNOTATION: "2026-06-30T11:29:16Z",
+        state.BACKOFF_REASON_ANNOTATION: None,  # a back-off never keeps another's reason
         state.FLEETLOCK_ID_ANNOTATION: None,
     }
+
+
+def test_a_back_off_is_written_and_cleared_with_its_reason() -> None:
+    assert forget_patch(backoff_until=T0, backoff_reason="sentinel") == {
+        **dict.fromkeys(state.STATE_ANNOTATIONS),
+        state.BACKOFF_UNTIL_ANNOTATION: "2026-06-30T11:29:16Z",
+        state.BACKOFF_REASON_ANNOTATION: "sentinel",
+    }
+    cleared = forget_patch(backoff_until=None)
+    assert (
+        cleared[state.BACKOFF_UNTIL_ANNOTATION] is None and cleared[state.BACKOFF_REASON_ANNOTATION] is None
+    )
+    node = NodeState.from_obj(
+        sample_node(metadata={"name": "n1", "annotations": {state.BACKOFF_REASON_ANNOTATION: "no-reboot"}})
+    )
+    assert node.backoff_reason == "no-reboot"
+    assert NodeState.from_obj(sample_node()).backoff_reason == ""
 
 
 T = "2026-11-30T11:50:00Z"

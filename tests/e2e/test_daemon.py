@@ -25,6 +25,7 @@ from tests.testenv import TestEnv
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 LOCK = "weave.works/kured-node-lock"
 BACKING_OFF = "backing off after a reboot that did not clear the sentinel"  # the loop's decision (debug log)
+GAVE_UP = "backing off after a reboot that never happened"  # the decision after giving up (debug log)
 
 
 @pytest.fixture
@@ -268,7 +269,8 @@ def test_sentinel_still_present_after_reboot_backs_off(k8s: TestEnv, make_fleet:
     fleet.wait_for(lambda: BACKING_OFF in fleet.log_text(node), timeout=30)  # the next pass decided to wait
     assert fleet.slots[node].reboots == 1
     assert lock_value(k8s, ns) is None
-    assert "pykured.dev/backoff-until" in node_obj(k8s, node)["metadata"]["annotations"]
+    notes = node_obj(k8s, node)["metadata"]["annotations"]
+    assert "pykured.dev/backoff-until" in notes and notes.get("pykured.dev/backoff-reason") == "sentinel"
 
 
 def test_reboot_that_never_happens_is_retried_once_then_given_up(k8s: TestEnv, make_fleet: MakeFleet) -> None:
@@ -283,7 +285,10 @@ def test_reboot_that_never_happens_is_retried_once_then_given_up(k8s: TestEnv, m
         lambda: lock_value(k8s, ns) is None and not node_obj(k8s, node)["spec"].get("unschedulable"),
         timeout=10,
     )
-    fleet.wait_for(lambda: BACKING_OFF in fleet.log_text(node), timeout=30)  # the next pass decided to wait
+    # the next pass decided to wait, naming the back-off it waits for (not the sentinel's loop guard)
+    assert fleet.wait_for(lambda: GAVE_UP in fleet.log_text(node), timeout=30), fleet.log_text(node)
+    assert BACKING_OFF not in fleet.log_text(node)
+    assert node_obj(k8s, node)["metadata"]["annotations"].get("pykured.dev/backoff-reason") == "no-reboot"
     assert fleet.requests(node) == 2, "backing off: no third attempt"
 
 

@@ -162,6 +162,27 @@ def test_rollout_progress() -> None:
     assert rollout.to_json(prog)["total"] == 3
 
 
+def test_a_rollout_counts_a_node_whose_satisfied_request_a_newer_one_replaced() -> None:
+    """r1 rebooted for the rollout's request (r0 -> r1) and an operator's request for the new boot replaced
+    it before the agent settled it: the record the requester left in the same patch counts r1 as rebooted."""
+    done = rebootrequest.satisfied_record(
+        rebootrequest.parse_request(req(boot="r0", rollout_id="ro")), new_boot_id="r1", now=NOW
+    )
+    sat = rebootrequest.SATISFIED_ANNOTATION
+    views = [
+        NodeState.from_obj({"metadata": {"name": "r1", "annotations": {R: req(boot="r1"), sat: done}},
+                            "status": {"nodeInfo": {"bootID": "r1"}}}),
+        NodeState.from_obj({"metadata": {"name": "r2", "annotations": {R: req(boot="s0", rollout_id="ro")}},
+                            "status": {"nodeInfo": {"bootID": "s0"}}}),
+    ]  # fmt: skip
+    prog = rollout.progress(views, "ro")
+    assert [(n.node, n.progress) for n in prog.nodes] == [
+        ("r1", rollout.Progress.REBOOTED),
+        ("r2", rollout.Progress.PENDING),
+    ]
+    assert (prog.nodes[0].old_boot_id, prog.nodes[0].new_boot_id) == ("r0", "r1")
+
+
 def test_the_drains_blocker_shows_while_draining_and_after_a_failed_drain() -> None:
     refusal = 'eviction of pod db/b-0 refused: admission webhook "w" denied the request: later (HTTP 500)'
     draining = NodeState.from_obj({

@@ -92,14 +92,18 @@ class Run:
         if self.driver in ("sentinel", "zincati-marker"):
             self.sentinel.touch()
         elif self.driver == "request":
-            req = rebootrequest.make_request(
-                boot_id=self.k8s.boot_id(self.node), reason="parity", requested_by="parity",
-                now=datetime.datetime.now(datetime.UTC),
-            )  # fmt: skip
-            text = rebootrequest.format_request(req)
-            self.kube.patch_node(
-                self.node, {"metadata": {"annotations": {rebootrequest.REQUEST_ANNOTATION: text}}}
-            )
+            self.ask()
+
+    def ask(self, reason: str = "parity") -> None:
+        """Write a reboot request for the node's current boot (any daemon driver may get one)."""
+        req = rebootrequest.make_request(
+            boot_id=self.k8s.boot_id(self.node), reason=reason, requested_by="parity",
+            now=datetime.datetime.now(datetime.UTC),
+        )  # fmt: skip
+        text = rebootrequest.format_request(req)
+        self.kube.patch_node(
+            self.node, {"metadata": {"annotations": {rebootrequest.REQUEST_ANNOTATION: text}}}
+        )
 
     def unneed(self) -> None:
         """The need goes away before the reboot, the driver's way (FleetLock: Zincati's steady-state)."""

@@ -65,6 +65,9 @@ FEATURES = (
     Feature("no reboot loop (`--sentinel-loop-backoff`, boot-bound requests)",
             "test_no_second_reboot_for_the_same_need[{driver}]",
             na={d: FLEETLOCK_NO_LOOP for d in DRIVERS if d not in DAEMON_DRIVERS}),
+    Feature("the loop guard holds the sentinel, never a boot-bound request",
+            "test_the_loop_guard_holds_the_sentinel_never_a_request[{driver}]",
+            na={d: FLEETLOCK_NO_LOOP for d in DRIVERS if d not in DAEMON_DRIVERS}),
 )  # fmt: skip
 
 

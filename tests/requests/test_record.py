@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pykured.core import errors
 from pykured.requests import record as rr
+from tests.fakes import json_patch
 
 NOW = datetime.datetime(2026, 11, 30, 21, 40, tzinfo=datetime.UTC)
 
@@ -133,6 +135,29 @@ def test_bind_patch_tests_the_boot_id_before_writing() -> None:
     assert ops[1]["path"] == "/metadata/annotations/pykured.dev~1reboot-request"
     bare = rr.bind_patch(req(), has_annotations=False)
     assert bare[1]["path"] == "/metadata/annotations" and rr.REQUEST_ANNOTATION in bare[1]["value"]
+
+
+def test_a_request_replacing_a_satisfied_one_writes_its_record_in_the_same_patch() -> None:
+    """The request read is tested (a newer one, or the agent's settling, makes it fail: HTTP 422) and the
+    satisfied record of the one replaced is written with the new request, so neither is ever lost."""
+    first = req()
+    raw = rr.format_request(first)
+    record = rr.satisfied_record(first, new_boot_id="boot-b", now=NOW)
+    second = req(boot_id="boot-b")
+    node = {
+        "metadata": {"annotations": {rr.REQUEST_ANNOTATION: raw}},
+        "status": {"nodeInfo": {"bootID": "boot-b"}},
+    }
+    ops = rr.bind_patch(second, has_annotations=True, replacing=raw, satisfied=record)
+    after = json_patch(node, ops)["metadata"]["annotations"]
+    assert rr.parse_request(after[rr.REQUEST_ANNOTATION]) == second
+    assert rr.parse_satisfied(after[rr.SATISFIED_ANNOTATION]).request == first
+    settled = {"metadata": {"annotations": {}}, "status": {"nodeInfo": {"bootID": "boot-b"}}}
+    with pytest.raises(errors.KubeError) as failed:  # the agent removed it meanwhile: read again
+        json_patch(settled, ops)
+    assert failed.value.status == 422
+    stale = rr.bind_patch(second, has_annotations=True, replacing=raw)  # not satisfied: replaced, no record
+    assert rr.SATISFIED_ANNOTATION not in json_patch(node, stale)["metadata"]["annotations"]
 
 
 def test_satisfy_patch_removes_only_the_request_it_read() -> None:

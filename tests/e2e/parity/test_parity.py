@@ -396,3 +396,36 @@ def test_no_second_reboot_for_the_same_need(parity: Bench, driver: str) -> None:
     if driver != "request":
         assert state.BACKOFF_UNTIL_ANNOTATION in run.annotations()
         assert "RebootLoopBackoff" in run.events()
+
+
+@pytest.mark.parametrize("driver", DAEMON_DRIVERS)
+def test_the_loop_guard_holds_the_sentinel_never_a_request(parity: Bench, driver: str) -> None:
+    """The need is there again right after a completed reboot, the driver's way. The sentinel (and the Zincati
+    marker path's, the command that sees a staged deployment) can outlive a reboot: it backs off, and the
+    back-off says so. A request for the new boot cannot: it is carried out at once, and a request written
+    during the sentinel's back-off is not held by it either."""
+    run = parity.run(driver)
+    run.need()
+    assert run.drive()
+    run.reboot()
+    run.need()  # the sentinel did not clear; a new request, for the new boot
+    run.settle()
+    assert run.holders() == [] and run.reboots() == 1
+    notes = run.annotations()
+    if driver != "request":
+        assert notes.get(state.BACKOFF_REASON_ANNOTATION) == "sentinel"
+        assert state.BACKOFF_UNTIL_ANNOTATION in notes and "RebootLoopBackoff" in run.events()
+        for _ in range(3):
+            run.daemon.run_once()
+        assert run.reboots() == 1, "the sentinel is held"
+        assert run.daemon.last_action is not None
+        assert run.daemon.last_action.reason == "backing off after a reboot that did not clear the sentinel"
+        run.ask("during the back-off")
+    else:
+        assert state.BACKOFF_UNTIL_ANNOTATION not in notes and "RebootLoopBackoff" not in run.events()
+
+    def rebooted_again() -> bool:
+        run.daemon.run_once()
+        return run.reboots() == 2
+
+    assert eventually(rebooted_again, timeout=20), run.events()

@@ -350,3 +350,127 @@ def test_a_rollout_of_six_nodes_at_concurrency_two(k8s: TestEnv, make_fleet: Mak
             break
     assert seen_boot == final
     assert 1 <= most <= 2, most
+
+
+@pytest.mark.parametrize("how", ["replace", "cancel"])
+def test_a_request_the_node_rebooted_out_of_keeps_its_record_when_replaced_or_withdrawn(
+    k8s: TestEnv, how: str
+) -> None:
+    """The node rebooted for its request (pykured's memory names the boot it left) and its agent has not
+    settled it yet: a newer request, or ``--cancel``, writes its satisfied record in the same patch. A
+    request for a boot the node was never known to be in is replaced without one."""
+    (node,) = k8s.add_nodes(k8s.unique("node"))
+    left = k8s.boot_id(node)
+    first = put_request(k8s, node, boot_id=left, reason="first")
+    k8s.reboot_node(node)
+    k8s.kube().patch_node(node, {"metadata": {"annotations": {"pykured.dev/reboot-boot-id": left}}})
+    argv = [node, "--reason", "second"] if how == "replace" else [node, "--cancel"]
+    code, _out, err = request(k8s, *argv)
+    assert code == 0, err
+    ann = node_annotations(k8s, node)
+    done = rebootrequest.parse_satisfied(ann[DONE])
+    assert done.request == rebootrequest.parse_request(first)
+    assert (done.request.boot_id, done.new_boot_id) == (left, k8s.boot_id(node))
+    if how == "replace":
+        assert rebootrequest.parse_request(ann[REQ]).boot_id == k8s.boot_id(node)
+    else:
+        assert REQ not in ann
+    k8s.kube().patch_node(node, {"metadata": {"annotations": {DONE: None}}})
+    put_request(k8s, node, boot_id="a-boot-this-node-never-had")
+    assert request(k8s, *argv)[0] == 0
+    assert DONE not in node_annotations(k8s, node)
+
+
+# -- a request repeated while the first reboot completes ---------------------------------------------------
+
+
+@pytest.fixture
+def make_fleet_3s(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeFleet]:
+    with fleet_factory(k8s, tmp_path, period="3s") as make:
+        yield make
+
+
+def ask_again_while_rebooting(k8s: TestEnv, fleet: Fleet, node: str, reason: str) -> list[dict[str, str]]:
+    """On ``node``'s first reboot, once its new bootID is posted and before its agent is back, run
+    ``pykured request-reboot NODE --reason REASON`` again; returns the Node's annotations right after."""
+    seen: list[dict[str, str]] = []
+
+    def again(rebooted: str) -> None:
+        if rebooted != node or seen:
+            return
+        code, _out, err = request(k8s, node, "--reason", reason)
+        assert code == 0, err
+        seen.append(node_annotations(k8s, node))
+
+    fleet.on_reboot = again
+    return seen
+
+
+def test_a_request_repeated_while_the_first_reboot_completes_is_carried_out_and_both_are_recorded(
+    k8s: TestEnv, make_fleet_3s: MakeFleet
+) -> None:
+    """``request-reboot r1 --reason X`` twice, the second landing as r1's first reboot completes: it is bound
+    to the new boot and replaces the first, whose satisfied record is written in the same patch. There is no
+    sentinel, so no loop back-off: r1 reboots again for the second request, at once, and that one is
+    satisfied in turn."""
+    fleet, _ns, nodes = make_fleet_3s(3, args=("--lock-backend=lease",))
+    r1 = nodes[0]
+    first_boot = k8s.boot_id(r1)
+    seen = ask_again_while_rebooting(k8s, fleet, r1, "X")
+    assert request(k8s, r1, "--reason", "X")[0] == 0
+    assert fleet.wait_for(lambda: bool(seen), timeout=60), fleet.log_text(r1)
+    second = rebootrequest.parse_request(seen[0][REQ])
+    first_done = rebootrequest.parse_satisfied(seen[0][DONE])
+    assert second.boot_id != first_boot and second.reason == "X"
+    assert (first_done.request.boot_id, first_done.new_boot_id) == (first_boot, second.boot_id)
+
+    def second_done() -> bool:
+        ann = node_annotations(k8s, r1)
+        if REQ in ann or DONE not in ann:
+            return False
+        return rebootrequest.parse_satisfied(ann[DONE]).request.boot_id == second.boot_id
+
+    assert fleet.wait_for(second_done, timeout=60), fleet.log_text(r1)  # not --sentinel-loop-backoff (1h)
+    assert fleet.wait_for(decided_no_reboot(fleet, r1), timeout=30), fleet.log_text(r1)
+    assert fleet.slots[r1].reboots == 2 and all(fleet.slots[n].reboots == 0 for n in nodes[1:])
+    log = fleet.log_text(r1)
+    assert (
+        "sentinel" not in log.split("Kubernetes Reboot Daemon", 2)[-1].lower() or "Reboot sentinel" not in log
+    )
+    assert "Reboot sentinel still present" not in log and "backoff-until" not in str(
+        node_annotations(k8s, r1)
+    )
+    assert "RebootLoopBackoff" not in [e["reason"] for e in events(k8s, r1)]
+    satisfied = [e["message"] for e in events(k8s, r1) if e["reason"] == "RebootRequestSatisfied"]
+    assert len(satisfied) == 1 and second.boot_id in satisfied[0]  # the first's was settled by the requester
+
+
+def test_a_rollout_started_meanwhile_reboots_every_node_and_counts_r1(
+    k8s: TestEnv, make_fleet_3s: MakeFleet
+) -> None:
+    """The same repeated request, then a rollout of the three nodes while r1 still has it: r1 is not held
+    back, so the rollout completes, r1 counted once, rebooted."""
+    pool = k8s.unique("pool")
+    fleet, _ns, nodes = make_fleet_3s(3, args=("--lock-backend=lease",), labels={"pool": pool})
+    r1 = nodes[0]
+    seen = ask_again_while_rebooting(k8s, fleet, r1, "X")
+    assert request(k8s, r1, "--reason", "X")[0] == 0
+    assert fleet.wait_for(lambda: bool(seen), timeout=60), fleet.log_text(r1)
+    rid = "after-a-repeated-request"
+    code, out, err = run(requestcli.rollout_main, "--selector", f"pool={pool}", "--reason", "kernel 6.12",
+                         "--id", rid, f"--kubeconfig={k8s.admin_kubeconfig}")  # fmt: skip
+    assert code == 0 and f"rollout {rid}: reboot requested on 3 node(s)" in out, err
+
+    def status() -> dict[str, Any]:
+        code, out, _ = run(requestcli.rollout_main, "status", rid, "-o", "json",
+                           f"--kubeconfig={k8s.admin_kubeconfig}")  # fmt: skip
+        return dict(json.loads(out)) if code == 0 else {}
+
+    assert fleet.wait_for(lambda: status().get("complete") is True, timeout=120, interval=1), {
+        n: fleet.log_text(n)[-2000:] for n in nodes
+    }
+    final = status()
+    assert (final["done"], final["total"]) == (3, 3)
+    assert {n["node"] for n in final["nodes"]} == set(nodes)
+    assert fleet.slots[r1].reboots >= 2 and all(fleet.slots[n].reboots == 1 for n in nodes[1:])
+    assert "Reboot sentinel still present" not in fleet.log_text(r1)
