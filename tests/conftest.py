@@ -8,6 +8,7 @@ tail of each component's log.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import socket
 import threading
@@ -230,6 +231,21 @@ class NetworkGuard:
 
         monkeypatch.setattr(Kube, "from_kubeconfig", classmethod(from_kubeconfig))
         monkeypatch.setattr(Kube, "in_cluster", classmethod(in_cluster))
+
+
+@pytest.fixture(autouse=True)
+def logging_left_as_found() -> Iterator[None]:
+    """A command or agent run in-process configures logging for its process (kured's format on the stream it
+    was given, its level, on the root logger): none of that may outlive the test. A handler the test left
+    on the root logger is removed (pytest's own stay), and the root logger's level is put back; otherwise a
+    later test on the same worker logs to a closed stream, or captures nothing below the level left."""
+    root = logging.getLogger()
+    before, level = set(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in before and not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
+    root.setLevel(level)
 
 
 @pytest.fixture(autouse=True)

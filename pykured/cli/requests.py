@@ -56,7 +56,15 @@ def _run(prog: str, err: TextIO, body: Callable[[], int]) -> int:
 # -- request-reboot ------------------------------------------------------------------------------------------
 
 
-def request_reboot_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def _streams(out: TextIO | None, err: TextIO | None) -> tuple[TextIO, TextIO]:
+    """The streams a command prints to: those given, else ``sys.stdout``/``sys.stderr`` as they are when it
+    runs (the terminal-safe writers :func:`pykured.cli.output.safe_stdio` puts in place), never as they were
+    when this module was imported."""
+    return out or sys.stdout, err or sys.stderr
+
+
+def request_reboot_main(argv: Sequence[str], *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out, err = _streams(out, err)
     prog = "pykured request-reboot"
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -112,7 +120,8 @@ def _describe(o: requester.Outcome, reason: str) -> str:
 # -- rollout -------------------------------------------------------------------------------------------------
 
 
-def rollout_main(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def rollout_main(argv: Sequence[str], *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out, err = _streams(out, err)
     args = list(argv)
     if args and args[0] == "status":
         return _rollout_status(args[1:], out=out, err=err)
@@ -346,10 +355,11 @@ def _fleet(kube: Kube, opts: argparse.Namespace) -> tuple[list[NodeState], list[
 def status_main(
     argv: Sequence[str],
     *,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
     now: Callable[[], datetime.datetime] = _now,
 ) -> int:
+    out, err = _streams(out, err)
     prog = "pykured status"
     parser = argparse.ArgumentParser(
         prog=prog, description="The fleet's reboot state, read from the API server."
@@ -412,11 +422,12 @@ def _read_policy(kube: Kube, namespace: str, name: str) -> tuple[PolicyDoc, str]
 def plan_main(
     argv: Sequence[str],
     *,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
     now: Callable[[], datetime.datetime] = _now,
 ) -> int:
     """``pykured plan [NODE…] [-l SELECTOR] [-o json]``: read-only; what the roll will do, what holds it."""
+    out, err = _streams(out, err)
     prog = "pykured plan"
     parser = argparse.ArgumentParser(
         prog=prog,
