@@ -12,10 +12,8 @@ never anything else.
   pykured writes is far below :data:`MAX_CHARS`); bytes from the network are counted before they are decoded
   (and must be UTF-8).
 * Depth: counted without recursion. String literals are removed first (a bracket inside a string does not
-  nest), then everything but brackets; each pass removes every innermost ``[]`` and ``{}`` pair (one scan, so
-  exactly one level a pass), so a value nested ``d`` deep is empty after ``d`` passes. Text still left after
-  ``max_depth`` passes is nested deeper than allowed (or its brackets do not match, which is not JSON).
-  Each pass runs at C speed over the bracket text alone.
+  nest), then everything but brackets, and one scan counts the open ones, stopping at the first past the
+  bound; brackets that do not balance are refused too (not JSON).
 * Text: a lone surrogate (raw, or a ``\\uD800`` escape decoded) cannot be written back as UTF-8 or printed;
   such a value is refused. ``NaN`` and ``Infinity`` are not JSON (Go's ``encoding/json`` refuses them) and
   are refused too.
@@ -39,9 +37,6 @@ _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
 """A string literal, or an unterminated one to the end of the text: it matches from any quote at the first
 try (no backtracking, so no quadratic time on many unterminated quotes)."""
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_PAIR = re.compile(r"\[\]|\{\}")
-"""An innermost pair. One :meth:`re.Pattern.sub` scans the text once, so a pair that its own removal makes
-(``{[]}`` → ``{}``) waits for the next pass: each pass removes exactly one level."""
 
 
 class UnreadableJSON(ValueError):
@@ -49,18 +44,21 @@ class UnreadableJSON(ValueError):
 
 
 def depth_within(text: str, max_depth: int) -> bool:
-    """Whether the brackets of ``text`` (outside strings) nest at most ``max_depth`` deep and match.
+    """Whether the brackets of ``text`` (outside strings) nest at most ``max_depth`` deep and balance.
 
-    Never recurses: at most ``max_depth`` passes over the bracket text, each one scan at C speed."""
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    for _ in range(max_depth):
-        if not brackets:
-            return True
-        shorter = _PAIR.sub("", brackets)
-        if len(shorter) == len(brackets):
-            return False  # nothing innermost left to remove: the brackets do not match
-        brackets = shorter
-    return not brackets
+    Never recurses: one scan of the bracket text, stopped at the first bracket past ``max_depth`` (a hostile
+    value costs ``max_depth`` steps, not its length). Which kind closes which is left to the parser."""
+    depth = 0
+    for bracket in _NOT_BRACKET.sub("", _STRING.sub("", text)):
+        if bracket in "[{":
+            depth += 1
+            if depth > max_depth:
+                return False
+        else:
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0
 
 
 def _reject_constant(name: str) -> Any:

@@ -134,5 +134,5 @@ def test_deep_bytes_are_refused_before_python_recurses() -> None:
     [("{{[[[]]]}}", 5), ("[{[{}]}]", 4), ("{[{[{[]}]}]}", 6), ("[[[]]]", 3)],
     ids=["objects-around-lists", "alternating", "alternating-deeper", "lists"],
 )
-def test_mixed_nesting_counts_one_level_a_pass(brackets: str, depth: int) -> None:
+def test_mixed_nesting_counts_each_level(brackets: str, depth: int) -> None:
     assert depth_within(brackets, depth) and not depth_within(brackets, depth - 1)
