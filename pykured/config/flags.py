@@ -394,6 +394,19 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
         "reboot began halts the fleet: the freeze is set until pykured unfreeze (default: off)",
     ),
     _x(
+        "blocking-node-label",
+        ARRAY,
+        "",
+        "pykured: this node takes no lock while its Node carries this label, key or key=value (repeatable)",
+    ),
+    _x(
+        "blocking-node-annotation",
+        ARRAY,
+        "",
+        "pykured: this node takes no lock while its Node carries this annotation, key or key=value "
+        "(repeatable)",
+    ),
+    _x(
         "max-failed-drains",
         INT,
         "0",
