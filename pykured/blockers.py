@@ -11,6 +11,9 @@ Mirrors kured's ``pkg/blockers``. Each blocker answers ``check(now=...) -> Reaso
 * :class:`PodBlocker` (``--blocking-pod-selector``, repeatable = OR, commas = AND): pods on this node that are
   not Succeeded/Failed/Unknown; message ``matching pods: [names…]`` (plus ``...`` when more exist), errors
   ``pod query error: <err>``.
+* :class:`NodeMarkBlocker` (pykured: ``--blocking-node-label``, ``--blocking-node-annotation``, repeatable,
+  ``key`` or ``key=value``): the node's own Node carries a matching label or annotation; message
+  ``node has blocking label <key[=value]>``.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ import datetime
 import http.client
 import ipaddress
 import logging
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from pykured.core import boundedjson
@@ -357,3 +361,118 @@ class PodBlocker:
                     names.append("...")
                 return Reason("pods", f"matching pods: {go_list(names)}")
         return None
+
+
+# -- The node's own labels and annotations ------------------------------------------------------------------
+
+MAX_KEY_NAME = 63
+MAX_KEY_PREFIX = 253
+_NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_PREFIX_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def key_error(key: str) -> str | None:
+    """Why ``key`` is not a Kubernetes label or annotation key (a qualified name: an optional DNS-subdomain
+    prefix and ``/``, then a name of at most 63 characters; Kubernetes' "Labels and Selectors" syntax), or
+    None."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and not prefix:
+        return "empty prefix"
+    if slash and (len(prefix) > MAX_KEY_PREFIX or _PREFIX_RE.fullmatch(prefix) is None):
+        return f"prefix {prefix!r} is not a DNS subdomain"
+    if not name:
+        return "empty key"
+    if len(name) > MAX_KEY_NAME or _NAME_RE.fullmatch(name) is None:
+        return (
+            f"name {name!r} must be at most {MAX_KEY_NAME} alphanumeric characters, '-', '_' or '.', "
+            "starting and ending with an alphanumeric character"
+        )
+    return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeMark:
+    """One ``--blocking-node-label`` or ``--blocking-node-annotation``: ``key`` (any value) or
+    ``key=value``."""
+
+    key: str
+    value: str | None = None
+
+    @classmethod
+    def parse(cls, text: str, *, flag: str) -> NodeMark:
+        """``key`` or ``key=value``; a bad key (or, for a label, a bad value) is a :class:`ConfigError`."""
+        key, eq, value = text.partition("=")
+        error = key_error(key)
+        if error is None and eq and flag == "blocking-node-label" and value:
+            valid = "/" not in value and key_error(value) is None
+            error = None if valid else f"label value {value!r} is not a valid label value"
+        if error is not None:
+            raise ConfigError(f"invalid --{flag} {text!r}: {error}", exit_code=1)
+        return cls(key, value if eq else None)
+
+    def matches(self, found: Mapping[str, str]) -> bool:
+        return self.key in found and (self.value is None or found[self.key] == self.value)
+
+    def __str__(self) -> str:
+        return self.key if self.value is None else f"{self.key}={self.value}"
+
+
+def node_marks_block(
+    *,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    blocking_labels: Sequence[NodeMark],
+    blocking_annotations: Sequence[NodeMark],
+) -> Reason | None:
+    """The pure check: the first blocking label, then annotation, the Node carries (in flag order)."""
+    for kind, marks, found in (
+        ("label", blocking_labels, labels),
+        ("annotation", blocking_annotations, annotations),
+    ):
+        for mark in marks:
+            if mark.matches(found):
+                return Reason("node", f"node has blocking {kind} {mark}")
+    return None
+
+
+def _string_map(value: Any) -> dict[str, str]:
+    """A Node's labels or annotations as read from the API: anything but a string map is empty."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+class NodeMarkBlocker:
+    """Blocks ``node``'s new reboots while its Node carries a blocking label or annotation.
+
+    ``read`` reads the Node (for the agent's own, the view its pass already has); without it, a GET. A Node
+    that cannot be read blocks (fail safe)."""
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        node: str,
+        *,
+        labels: Sequence[NodeMark],
+        annotations: Sequence[NodeMark],
+        read: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
+        self._kube = kube
+        self.node = node
+        self.labels = tuple(labels)
+        self.annotations = tuple(annotations)
+        self._read = read
+
+    def check(self, *, now: datetime.datetime) -> Reason | None:
+        try:
+            obj = self._read() if self._read is not None else self._kube.get_node(self.node)
+        except KubeError as exc:
+            return Reason("node", f"cannot read node {self.node} to check its blocking labels: {exc}")
+        metadata = obj.get("metadata") if isinstance(obj, dict) else None
+        metadata = metadata if isinstance(metadata, dict) else {}
+        return node_marks_block(
+            labels=_string_map(metadata.get("labels")),
+            annotations=_string_map(metadata.get("annotations")),
+            blocking_labels=self.labels,
+            blocking_annotations=self.annotations,
+        )

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
+from pykured.blockers import Blocker, NodeMarkBlocker, PodBlocker, PrometheusAlertBlocker
 from pykured.config import Config
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy
@@ -143,6 +143,17 @@ def build_prometheus_blockers(cfg: Config) -> list[Blocker]:
             firing_only=cfg.alert_firing_only,
         )
     ]
+
+
+def build_node_mark_blockers(
+    cfg: Config, kube: Kube, node: str, *, read: Callable[[], Obj] | None = None
+) -> list[Blocker]:
+    """pykured's node blocker for ``node`` (``--blocking-node-label``, ``--blocking-node-annotation``): on
+    ``read`` (the agent's own Node view), else a GET of ``node``."""
+    labels, annotations = cfg.blocking_node_labels, cfg.blocking_node_annotations
+    if not labels and not annotations:
+        return []
+    return [NodeMarkBlocker(kube, node, labels=labels, annotations=annotations, read=read)]
 
 
 def build_pod_blockers(cfg: Config, kube: Kube, node: str) -> list[Blocker]:
@@ -333,8 +344,10 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
     copy = node_copy(kube, node)
 
     def blockers_for(name: str) -> list[Blocker]:
-        pause = PauseBlocker(kube, name, read=own_node_reader(kube, copy) if name == node else None)
-        return [*freeze, pause, *prometheus, *build_pod_blockers(cfg, kube, name)]
+        read = own_node_reader(kube, copy) if name == node else None
+        pause = PauseBlocker(kube, name, read=read)
+        marks = build_node_mark_blockers(cfg, kube, name, read=read)
+        return [*freeze, pause, *marks, *prometheus, *build_pod_blockers(cfg, kube, name)]
 
     streak = build_streak(cfg, kube, source=maintenance, notifier=notifier)
     fleetlock = None

@@ -21,6 +21,7 @@ import urllib.parse
 import zoneinfo
 from collections.abc import Iterable, Mapping
 
+from pykured.blockers import NodeMark
 from pykured.core.errors import ConfigError
 from pykured.gocompat import goshlex, gourl
 from pykured.gocompat.goflags import GoValueError, go_quote
@@ -105,6 +106,12 @@ def parse_labels(labels: Iterable[str], *, flag: str) -> dict[str, str]:
             raise ConfigError(f"invalid label {label!r} in --{flag}: expected key=value", exit_code=1)
         result[parts[0]] = parts[1]
     return result
+
+
+def parse_node_marks(items: Iterable[str], *, flag: str) -> tuple[NodeMark, ...]:
+    """``--blocking-node-label`` / ``--blocking-node-annotation`` values (``key`` or ``key=value``); an empty
+    or malformed key is fatal at start-up."""
+    return tuple(NodeMark.parse(item, flag=flag) for item in items)
 
 
 def split_command(command: str, *, flag: str) -> tuple[str, ...]:

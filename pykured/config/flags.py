@@ -36,6 +36,8 @@ class FlagSpec:
     default: str | None
     help: str
     extension: bool = False
+    varname: str | None = None
+    """The value's name in ``--help`` (pflag's back-quoted name in a usage text); default the type's."""
 
     @property
     def env_var(self) -> str:
@@ -52,8 +54,8 @@ def _k(name: str, kind: Kind, default: str | None, text: str) -> FlagSpec:
     return FlagSpec(name, kind, default, text)
 
 
-def _x(name: str, kind: Kind, default: str | None, text: str) -> FlagSpec:
-    return FlagSpec(name, kind, default, text, extension=True)
+def _x(name: str, kind: Kind, default: str | None, text: str, *, varname: str | None = None) -> FlagSpec:
+    return FlagSpec(name, kind, default, text, extension=True, varname=varname)
 
 
 BOOL, INT, STR, DUR, REGEXP, SLICE, ARRAY = (
@@ -400,6 +402,21 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
         "pykured: this many consecutive failed drains, counted across the fleet, halt it: the freeze is set "
         "until pykured unfreeze (default: 0, off)",
     ),
+    _x(
+        "blocking-node-label",
+        ARRAY,
+        "",
+        "pykured: this node takes no lock while its Node carries this label, key or key=value (repeatable)",
+        varname="key",
+    ),
+    _x(
+        "blocking-node-annotation",
+        ARRAY,
+        "",
+        "pykured: this node takes no lock while its Node carries this annotation, key or key=value "
+        "(repeatable)",
+        varname="key",
+    ),
 )
 
 FLAGS: tuple[FlagSpec, ...] = KURED_FLAGS + EXTENSION_FLAGS
@@ -427,7 +444,7 @@ def usage(prog: str = "kured") -> str:
     for spec in sorted(FLAGS, key=lambda s: s.name):
         head = f"      --{spec.name}"
         if spec.kind is not Kind.BOOL:
-            head += f" {spec.kind.value}"
+            head += f" {spec.varname or spec.kind.value}"
         heads.append(head)
     width = max(len(head) for head in heads)
     lines = [f"Usage of {prog}:"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pykured.blockers import NodeMark
 from pykured.config import checks
 from pykured.config.flags import FLAGS, Kind
 from pykured.config.flags import usage as _usage
@@ -129,6 +130,8 @@ class Config:
     reboot_hook_timeout: Duration = _H
     reboot_deadline: Duration = _ZERO
     max_failed_drains: int = 0
+    blocking_node_label: tuple[str, ...] = ()
+    blocking_node_annotation: tuple[str, ...] = ()
     # derived at parse time
     time_window: TimeWindow = _DEFAULT_WINDOW
     """The reboot window built from reboot_days, start_time, end_time and time_zone by
@@ -157,6 +160,16 @@ class Config:
     def post_reboot_labels(self) -> dict[str, str]:
         """``--post-reboot-node-labels`` as a dict."""
         return checks.parse_labels(self.post_reboot_node_labels, flag="post-reboot-node-labels")
+
+    @property
+    def blocking_node_labels(self) -> tuple[NodeMark, ...]:
+        """``--blocking-node-label`` parsed (``key`` or ``key=value``)."""
+        return checks.parse_node_marks(self.blocking_node_label, flag="blocking-node-label")
+
+    @property
+    def blocking_node_annotations(self) -> tuple[NodeMark, ...]:
+        """``--blocking-node-annotation`` parsed."""
+        return checks.parse_node_marks(self.blocking_node_annotation, flag="blocking-node-annotation")
 
     @property
     def effective_notify_url(self) -> str:

@@ -144,6 +144,8 @@ def _extensions(cfg: Config) -> list[str]:
     ):
         if any(not a.strip() for a in names):
             raise _fatal(f"--{flag}: an empty annotation name")
+    cfg.blocking_node_labels  # noqa: B018 - a bad key is fatal here
+    cfg.blocking_node_annotations  # noqa: B018
     warnings = []
     if cfg.slack_username != "kured" or cfg.slack_channel:
         warnings.append("--slack-username and --slack-channel are ignored, as in kured")

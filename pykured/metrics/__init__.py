@@ -51,7 +51,9 @@ MAX_CONNECTIONS = 16
 REQUEST_DEADLINE = 10.0
 """Seconds a metrics client has for its whole exchange, however slowly it sends or reads."""
 
-BLOCK_REASONS = ("none", "window", "sentinel", "prometheus", "pods", "lock", "freeze", "policy", "pause")
+BLOCK_REASONS = (
+    "none", "window", "sentinel", "prometheus", "pods", "lock", "freeze", "policy", "pause", "node",
+)  # fmt: skip
 REBOOT_OUTCOMES = ("triggered", "completed", "failed", "handoff")
 KURED_VERSION = "1.23.0"
 MAX_LABEL = 128

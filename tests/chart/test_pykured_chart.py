@@ -311,6 +311,8 @@ def test_every_pykured_setting(tmp_path: Path) -> None:
             ],
             "blackouts": ["2026-12-23T16:00/2027-01-02T10:00 year-end freeze"],
             "resumeRolls": True,
+            "blockingNodeLabels": ["example.com/reboot-hold", "tier=db"],
+            "blockingNodeAnnotations": ["example.com/why"],
             "concurrencyLabel": "topology.kubernetes.io/zone",
             "concurrencyPerLabel": 2,
             "settle": {
@@ -351,6 +353,9 @@ def test_every_pykured_setting(tmp_path: Path) -> None:
         "--maintenance-window=FREQ=DAILY;BYHOUR=3;DURATION=1h",
         "--blackout=2026-12-23T16:00/2027-01-02T10:00 year-end freeze",
         "--settle-pod-selector=app=ceph-osd",
+        "--blocking-node-label=example.com/reboot-hold",
+        "--blocking-node-label=tier=db",
+        "--blocking-node-annotation=example.com/why",
         "--before-reboot-annotations=a.example/ok,b.example/ok",
         "--after-reboot-annotations=c.example/ok",
         "--resume-rolls",

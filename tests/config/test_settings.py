@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pykured.blockers import NodeMark
 from pykured.config import Config, parse
 from pykured.config import settings as config
 from pykured.config.flags import FLAGS, KURED_FLAGS, Kind
@@ -48,7 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "concurrency-per-label": 1, "resume-rolls": False, "prefer-no-schedule-early": False, "settle-pod-selector": (), "settle-nodes-ready": False, "settle-pdbs": False,
     "settle-prometheus-query": "", "settle-timeout": D("30m"), "before-reboot-annotations": (),
     "after-reboot-annotations": (), "reboot-hook-timeout": D("1h"), "reboot-deadline": D("0"),
-    "max-failed-drains": 0,
+    "max-failed-drains": 0, "blocking-node-label": (), "blocking-node-annotation": (),
 }  # fmt: skip
 
 
@@ -106,6 +107,8 @@ SAMPLES: dict[str, tuple[str | None, Any]] = {
     "before-reboot-annotations": ("lb/ok", ("lb/ok",)), "after-reboot-annotations": ("lb/ok", ("lb/ok",)),
     "reboot-hook-timeout": ("10m", D("10m")), "reboot-deadline": ("45m", D("45m")),
     "max-failed-drains": ("3", 3),
+    "blocking-node-label": ("example.com/hold=yes", ("example.com/hold=yes",)),
+    "blocking-node-annotation": ("example.com/hold", ("example.com/hold",)),
 }  # fmt: skip
 
 
@@ -615,12 +618,38 @@ def test_calendar_windows_and_blackouts_build_the_maintenance_policy() -> None:
         (["--lock-backend=lease", "--concurrency-label=z", "--concurrency-per-label=0"], "must be >= 1"),
         (["--resume-rolls"], "--resume-rolls needs --lock-backend=lease"),
         (["--settle-prometheus-query=up"], "--settle-prometheus-query needs --prometheus-url"),
+        (["--blocking-node-label="], "invalid --blocking-node-label '': empty key"),
+        (["--blocking-node-label==yes"], "invalid --blocking-node-label '=yes': empty key"),
+        (
+            ["--blocking-node-label=bad key"],
+            "invalid --blocking-node-label 'bad key': name 'bad key' must be",
+        ),
+        (["--blocking-node-label=Ex.com/hold"], "prefix 'Ex.com' is not a DNS subdomain"),
+        (["--blocking-node-label=/hold"], "invalid --blocking-node-label '/hold': empty prefix"),
+        (["--blocking-node-label=hold=a b"], "label value 'a b' is not a valid label value"),
+        (["--blocking-node-annotation=-hold"], "invalid --blocking-node-annotation '-hold': name '-hold'"),
+        (["--blocking-node-annotation=" + "x" * 64], "must be at most 63"),
     ],
 )
 def test_bad_policy_input_is_one_line_exit_1(argv: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)) as info:
         parse(["--node-id=n", *argv], {})
     assert info.value.exit_code == 1 and "\n" not in str(info.value)
+
+
+def test_blocking_node_marks_from_flags_and_env() -> None:
+    """Repeatable flags (``key`` or ``key=value``); the env var is split on whitespace; an annotation's value
+    may be any text."""
+    argv = ["--node-id=n", "--blocking-node-label=example.com/hold", "--blocking-node-label=tier=db"]
+    cfg = parse(argv, {"KURED_BLOCKING_NODE_ANNOTATION": "example.com/why=disk swap"})
+    assert cfg.blocking_node_labels == (NodeMark("example.com/hold"), NodeMark("tier", "db"))
+    assert cfg.blocking_node_annotation == ("example.com/why=disk", "swap")
+    assert cfg.blocking_node_annotations == (NodeMark("example.com/why", "disk"), NodeMark("swap"))
+    cfg = parse(["--node-id=n"], {"KURED_BLOCKING_NODE_LABEL": "a b=c"})
+    assert cfg.blocking_node_labels == (NodeMark("a"), NodeMark("b", "c"))
+    cfg = parse(["--node-id=n", "--blocking-node-annotation=example.com/why=disk swap, soon"], {})
+    assert cfg.blocking_node_annotations == (NodeMark("example.com/why", "disk swap, soon"),)
+    assert parse(["--node-id=n"], {}).blocking_node_labels == ()
 
 
 def test_concurrency_label_with_the_lease_backend() -> None:

@@ -40,6 +40,8 @@ FEATURES = (
     Feature("blackouts (`--blackout`, the policy ConfigMap)", "test_held_before_the_lock[blackout-{driver}]"),
     Feature("freeze (`pykured freeze`)", "test_held_before_the_lock[freeze-{driver}]"),
     Feature("blocking pods (`--blocking-pod-selector`)", "test_held_before_the_lock[blocking-pods-{driver}]"),
+    Feature("blocking node labels (`--blocking-node-label`, `--blocking-node-annotation`)",
+            "test_held_before_the_lock[blocking-node-{driver}]"),
     Feature("Prometheus alerts (`--prometheus-url`)", "test_held_before_the_lock[alerts-{driver}]"),
     Feature("drain failure and timeout (`--drain-timeout`)", "test_a_drain_that_fails[drain-fails-{driver}]"),
     Feature("`--force-reboot`", "test_a_drain_that_fails[force-reboot-{driver}]"),

@@ -154,6 +154,7 @@ HELD = {
     ),
     "freeze": (["--policy-configmap=kured-policy"], "blocked", True),
     "blocking-pods": (["--blocking-pod-selector=parity=blocker"], "blocked", True),
+    "blocking-node": (["--blocking-node-label=parity.example/hold=yes"], "blocked", True),
     "alerts": ([], "blocked", True),
 }  # fmt: skip
 
@@ -161,8 +162,8 @@ HELD = {
 @pytest.mark.parametrize("driver", DRIVERS)
 @pytest.mark.parametrize("hold", list(HELD))
 def test_held_before_the_lock(parity: Bench, prometheus: Prometheus, driver: str, hold: str) -> None:
-    """A closed window, a blackout, the freeze, a blocking pod or a firing alert: no lock, no cordon, no
-    reboot (FleetLock: 423 with the reason's kind); blockers post ``RebootBlocked``."""
+    """A closed window, a blackout, the freeze, a blocking pod, a blocking node label or a firing alert: no
+    lock, no cordon, no reboot (FleetLock: 423 with the reason's kind); blockers post ``RebootBlocked``."""
     flags, kind, blocker = HELD[hold]
     if hold == "alerts":
         flags = [f"--prometheus-url={prometheus.url}"]
@@ -173,6 +174,9 @@ def test_held_before_the_lock(parity: Bench, prometheus: Prometheus, driver: str
                    now=NOW)  # fmt: skip
         if hold == "blocking-pods":
             parity.k8s.create_pod(namespace, "blocker", node=node, labels={"parity": "blocker"})
+        if hold == "blocking-node":
+            parity.k8s.kube().patch_node(node, {"metadata": {"labels": {"parity.example/hold": "yes"}}},
+                                         patch_type="application/merge-patch+json")  # fmt: skip
 
     run = parity.run(driver, flags, before_start=before_start)
     run.need()
