@@ -77,7 +77,7 @@ COMMANDS: tuple[Command, ...] = (
         "plan",
         "what the roll will do: per node why it needs a reboot, what holds it, its place, an end",
         f"{_REQUESTS}:plan_main",
-        Reach.CLUSTER,
+        Reach.NAMESPACED,  # it reads the lock and the policy ConfigMap in --ds-namespace, as status does
     ),
     Command(
         "request-reboot",

@@ -46,8 +46,13 @@ PLUGIN = BIN / "kubectl-pykured"
              "--", "-n"],
         ),
         (["notify-test", "--notify-url", "x://y", "--context", "c"], ["notify-test", "--notify-url", "x://y"]),
+        (
+            ["plan", "-n", "kured", "-o", "json"],
+            ["plan", "-o", "json", "--kubeconfig", "/home/u/.kube/config", "--ds-namespace", "kured"],
+        ),
     ],
-    ids=["defaults", "context-namespace", "equals-forms", "cluster-scoped", "double-dash", "no-cluster"],
+    ids=["defaults", "context-namespace", "equals-forms", "cluster-scoped", "double-dash", "no-cluster",
+         "plan-reads-the-namespace"],
 )  # fmt: skip
 def test_command_line(argv: list[str], expected: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", "/home/u")
