@@ -67,9 +67,10 @@ class StatusPublisher:
         blocker, and :func:`~pykured.status.agent.build` what carries over from the published status. The
         drain blocker is carried over while the node needs a reboot and dropped when it needs none."""
         with self._lock:
-            current = self._published
-            if current is None:
-                current = view.annotations.get(agentstatus.STATUS_ANNOTATION)
+            # What the Node carries, as this pass read it (the watched copy, which every write of this agent
+            # updates): a status someone else overwrote or removed is written again at once, not when this
+            # agent's own status next changes.
+            current = view.annotations.get(agentstatus.STATUS_ANNOTATION)
             if not status.needs_reboot:
                 self._drain_blocked_by = ""
             facts = dataclasses.replace(

@@ -65,3 +65,27 @@ def test_the_rolls_record_is_written_with_the_status_and_only_when_it_changes(k8
     assert place() == rollrecord.Place(waiting_since=NOW)
     assert publisher.publish(view(), AgentStatus(step="wait", sentinel=False), now=later)
     assert place() == rollrecord.Place()
+
+
+def test_a_status_someone_else_overwrote_or_removed_is_written_again_at_once(k8s: Any) -> None:
+    node = k8s.unique("node")
+    k8s.add_nodes(node)
+    kube = k8s.kube()
+
+    def view() -> NodeState:
+        return NodeState.from_obj(kube.get_node(node))
+
+    def carried() -> str | None:
+        return view().annotations.get(agentstatus.STATUS_ANNOTATION)
+
+    publisher = StatusPublisher(kube, node=node, version="0.1.0")
+    status = AgentStatus(step="wait", sentinel=False)
+    assert publisher.publish(view(), status, now=NOW)
+    mine = carried()
+    assert not publisher.publish(view(), status, now=NOW)  # nothing changed: no write
+    kube.patch_node(node, {"metadata": {"annotations": {agentstatus.STATUS_ANNOTATION: "[" * 3000}}})
+    assert publisher.publish(view(), status, now=NOW)  # the same status, but the Node carried garbage
+    assert carried() == mine
+    kube.patch_node(node, {"metadata": {"annotations": {agentstatus.STATUS_ANNOTATION: None}}})
+    assert publisher.publish(view(), status, now=NOW)
+    assert carried() == mine
