@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, TextIO
 from pykured.core.errors import KubeError, LockError, NotFoundError
 from pykured.gocompat.goflags import format_duration
 from pykured.lock.annotation import AnnotationLock
-from pykured.lock.base import Lock, forbidden
+from pykured.lock.base import forbidden
 from pykured.lock.lease import LeaseLock
 from pykured.lock.record import LockEntry, decode, format_go_time, ttl_expired
 from pykured.lock.registry import DAEMONSET, LEASE, LockPlace, open_read_only
@@ -63,11 +63,6 @@ def open_backends(
     if not isinstance(ann, AnnotationLock) or not isinstance(lease, LeaseLock):
         raise TypeError(f"the registered lock backends are not kured's annotation and the Lease: {views}")
     return ann, lease
-
-
-def as_lock(lock: AnnotationLock | LeaseLock) -> Lock:
-    """Both backends are ``Lock``s (mypy checks this, as Go's ``var _ Lock = (*T)(nil)``)."""
-    return lock
 
 
 def _node_exists(kube: KubeApi, name: str) -> str:
