@@ -96,7 +96,9 @@ def test_metrics_answer_with_a_thousand_idle_sockets_open() -> None:
         assert b'kured_reboot_required{node="n1"} 1.0' in body
         assert m._server is not None
         assert m._server.open_connections() <= metrics_module.MAX_CONNECTIONS
-        assert request_threads(baseline) <= metrics_module.MAX_CONNECTIONS
+        # An evicted connection's thread is still ending for a moment after its socket closed: the cap holds
+        # once it has, and the open connections (above) held it at once.
+        assert eventually(lambda: request_threads(baseline) <= metrics_module.MAX_CONNECTIONS, timeout=5)
         print(f"1000 idle sockets: +{request_threads(baseline)} threads, /metrics in {latency:.3f} s")
     finally:
         for sock in idle:
