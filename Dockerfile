@@ -1,6 +1,8 @@
 # pykured container image: a drop-in for ghcr.io/kubereboot/kured (kured 1.23.0's Dockerfile and manifests).
-# Build it with `tools/image-build` (buildah, no Docker engine needed) or any OCI builder:
-# `docker build -t pykured .`
+# Build it with `tools/image-build` (buildah, no Docker engine needed: linux/amd64 and linux/arm64, one image
+# index) or any OCI builder: `docker build -t pykured .`, or for both platforms
+# `docker buildx build --platform linux/amd64,linux/arm64 .` (no emulation needed: the builder stage runs on
+# the build platform; the final stage runs nothing).
 #
 # The final stage is distroless: Debian 12's python3.11 runtime (gcr.io/distroless/python3-debian12: the
 # interpreter, its standard library and shared libraries, CA certificates, tzdata, /etc/passwd), the agent's
@@ -12,9 +14,10 @@
 #   * /usr/bin/kured is the entry point (manifests use `command: [/usr/bin/kured]`): a symlink to the
 #     console script at /usr/local/bin/kured, whose first line runs /usr/bin/python3.11.
 #   * /usr/bin/nsenter for --reboot-command / --reboot-sentinel-command: Debian bookworm's util-linux binary
-#     and the two libraries it links beyond the C library (libselinux, libpcre2-8), copied from the builder.
+#     and the two libraries it links beyond the C library (libselinux, libpcre2-8), unpacked from the
+#     target platform's Debian packages.
 #   * tzdata for --time-zone (Python's zoneinfo reads /usr/share/zoneinfo) and CA certificates
-#     (/etc/ssl/certs/ca-certificates.crt, SSL_CERT_FILE) come with the base; the last step checks them.
+#     (/etc/ssl/certs/ca-certificates.crt, SSL_CERT_FILE) come with the base; the smoke test checks them.
 #   * readOnlyRootFilesystem: every module (the standard library's too) is byte-compiled at build time and
 #     PYTHONDONTWRITEBYTECODE=1, so Python never tries to write __pycache__ at run time.
 #   * The image runs as root, as kured's does: entering PID 1's mount namespace (nsenter) and signalling
@@ -31,39 +34,79 @@
 # kubeconfig loader imports it.
 #
 # The builder is python:3.11-slim-bookworm (the same Debian release and Python minor version, so the same
-# wheels and bytecode); the final base is distroless. A release pins both by digest:
+# wheels and bytecode), on the build platform; the final base is distroless, of the target platform. A
+# release pins both by digest:
 # --build-arg BUILDER=python:3.11-slim-bookworm@sha256:<digest>
 # --build-arg BASE=gcr.io/distroless/python3-debian12@sha256:<digest>
 # (tools/image-build passes PYKURED_IMAGE_BUILDER and PYKURED_IMAGE_BASE through and prints the digests).
 ARG BUILDER=python:3.11-slim-bookworm
 ARG BASE=gcr.io/distroless/python3-debian12:latest
 
-FROM ${BUILDER} AS builder
+# The final base, of the target platform. The builder only reads files from it (its standard library), and
+# the final stage starts from it.
+FROM ${BASE} AS base
+
+# The builder runs on the build platform and prepares the target platform's files without running any of
+# them: the target's wheels (pip --platform), bytecode (the same CPython 3.11 on both), nsenter from the
+# target's Debian packages. So no emulation is needed to build for another platform.
+FROM --platform=$BUILDPLATFORM ${BUILDER} AS builder
+ARG TARGETARCH
 WORKDIR /src
-COPY image/build-requirements.txt image/requirements.txt /src/image/
+COPY image/build-requirements.txt image/requirements.txt image/nsenter.py /src/image/
 # The Kubernetes client's generated code is 124 of its 126 MB, and pykured never loads it: pykured.kube.client talks
 # to the API server with urllib3 itself and uses only the synchronous client's kubeconfig loader (for
 # --kubeconfig; a pod's agent never imports the package). So the asyncio twin (kubernetes.aio, 68 MB) goes,
 # and so do the generated API classes and models (client/api, client/models: 57 MB with bytecode), which the
 # client's __init__ files only load lazily, on first use of a class (their __init__.py files stay).
+# The target's wheels: CPython 3.11 (cp311, abi3 and pure-Python wheels), manylinux up to glibc 2.36
+# (Debian 12, both bases), most specific first, as pip orders them for its own platform. pip installs
+# wheels for another platform only with --target; the console scripts it puts in <target>/bin go to /deps/bin.
 # Debian's python3.11 looks for /usr/local's packages in dist-packages (not site-packages), and the bytecode
 # names the files where they will be (/usr/local), not where they are built (/deps).
 # tests/test_image.py runs the image as a node's agent through a full reboot cycle on a real API server.
-RUN pip install --no-cache-dir --no-compile --require-hashes --only-binary=:all: --no-deps \
+RUN set -eu; \
+    case "$TARGETARCH" in amd64) arch=x86_64 ;; arm64) arch=aarch64 ;; \
+      *) echo "no wheels locked for $TARGETARCH (linux/amd64 and linux/arm64 only)" >&2; exit 1 ;; esac; \
+    platforms=""; \
+    for minor in $(seq 36 -1 5); do \
+      platforms="$platforms --platform=manylinux_2_${minor}_$arch"; \
+      case $minor in 17) platforms="$platforms --platform=manylinux2014_$arch" ;; \
+        12) platforms="$platforms --platform=manylinux2010_$arch" ;; 5) platforms="$platforms --platform=manylinux1_$arch" ;; esac; \
+    done; \
+    pip install --no-cache-dir --no-compile --require-hashes --only-binary=:all: --no-deps \
         -r image/build-requirements.txt \
  && pip install --no-cache-dir --no-compile --require-hashes --only-binary=:all: --no-deps \
-        --prefix=/deps -r image/requirements.txt \
- && mv /deps/lib/python3.11/site-packages /deps/lib/python3.11/dist-packages \
+        --implementation=cp --python-version=3.11 --abi=cp311 $platforms \
+        --target=/deps/lib/python3.11/dist-packages -r image/requirements.txt \
+ && mv /deps/lib/python3.11/dist-packages/bin /deps/bin \
  && cd /deps/lib/python3.11/dist-packages/kubernetes \
  && rm -r aio \
  && find client/api client/models -name '*.py' ! -name __init__.py -delete \
  && python -m compileall -q -j 0 --invalidation-mode unchecked-hash -s /deps -p /usr/local /deps
-# nsenter and the libraries it needs beyond the C library (which the base has), at their real paths.
-RUN mkdir -p /nsenter/usr/bin \
- && cp /usr/bin/nsenter /nsenter/usr/bin/ \
- && for lib in $(ldd /usr/bin/nsenter | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | grep -v '/libc\.so'); do \
-      dir=$(readlink -f "$(dirname "$lib")"); mkdir -p "/nsenter$dir"; cp -L "$lib" "/nsenter$dir/"; \
-    done
+# nsenter and the libraries it needs beyond the C library (which the base has), at their real paths: from
+# the target's Debian packages (apt for that architecture alone, index and packages signature-checked),
+# unpacked with dpkg-deb; image/nsenter.py follows the ELF files' needed libraries, never running them.
+RUN set -eu; \
+    mkdir -p /tmp/apt/lists/partial /tmp/apt/cache/archives/partial /tmp/debs; \
+    apt="apt-get -qq -o APT::Architecture=$TARGETARCH -o APT::Architectures=$TARGETARCH -o Dir::State::Lists=/tmp/apt/lists -o Dir::Cache=/tmp/apt/cache"; \
+    $apt update; \
+    cd /tmp/debs && $apt download util-linux libselinux1 libpcre2-8-0; \
+    for deb in /tmp/debs/*.deb; do dpkg-deb -x "$deb" /tmp/target; done; \
+    python /src/image/nsenter.py /tmp/target /nsenter "$TARGETARCH"; \
+    rm -rf /tmp/apt /tmp/debs /tmp/target
+# The standard library's bytecode: the final base ships only its sources (Python would compile them at
+# every start, and a read-only root keeps nothing). Compiled here from the base's own files (its absolute
+# links, such as sitecustomize.py's into /etc, resolved within them); only the bytecode is kept. Also the
+# entry point's link, /usr/bin/kured (kured's manifests run that path).
+COPY --from=base /usr/lib/python3.11 /stdlib/usr/lib/python3.11
+COPY --from=base /etc /stdlib/etc
+RUN set -eu; \
+    find /stdlib -type l -lname '/*' | while read -r link; do ln -sfn "/stdlib$(readlink "$link")" "$link"; done; \
+    python -m compileall -q -j 0 --invalidation-mode unchecked-hash -s /stdlib -p / /stdlib/usr/lib/python3.11; \
+    rm -rf /stdlib/etc; \
+    find /stdlib ! -type d ! -name '*.pyc' -delete; \
+    find /stdlib -type d -empty -delete; \
+    mkdir -p /stdlib/usr/bin && ln -s /usr/local/bin/kured /stdlib/usr/bin/kured
 # .dockerignore limits the rest of the context to pyproject.toml, README.md and pykured/ (the agent only).
 COPY pyproject.toml README.md /src/
 COPY pykured /src/pykured
@@ -72,21 +115,22 @@ RUN pip install --no-cache-dir --no-compile --no-deps --no-build-isolation --pre
  && sed -i '1s|.*|#!/usr/bin/python3.11|' /install/bin/kured /install/bin/pykured \
  && python -m compileall -q -j 0 --invalidation-mode unchecked-hash -s /install -p /usr/local /install
 
-FROM ${BASE}
+# The final stage runs nothing (a RUN here would need the target platform, or its emulation): it only adds
+# files. `tools/image-build smoke` checks what it must hold (nsenter, time zones, CA certificates, the entry
+# point, bytecode), for every platform.
+FROM base
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="pykured" \
       org.opencontainers.image.description="Kubernetes reboot daemon, a drop-in Python replacement for kured" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
-# Three layers: nsenter, the dependencies (both unchanged by a source change, so cached and shared between
-# versions) and pykured itself.
+# Four layers: nsenter, the standard library's bytecode with the entry point's link, the dependencies (all
+# three unchanged by a source change, so cached and shared between versions) and pykured itself.
 COPY --from=builder /nsenter /
+COPY --from=builder /stdlib /
 COPY --from=builder /deps /usr/local
 COPY --from=builder /install /usr/local
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
-# No shell here: one Python step links the entry point, byte-compiles the standard library (the base ships
-# only its sources; files already compiled are skipped) and checks what the agent needs from the image.
-RUN ["/usr/bin/python3.11", "-c", "import compileall, os, subprocess, sys, zoneinfo; os.symlink('/usr/local/bin/kured', '/usr/bin/kured'); ok = compileall.compile_dir('/usr/lib/python3.11', quiet=1); subprocess.run(['/usr/bin/nsenter', '--version'], check=True, stdout=subprocess.DEVNULL); zoneinfo.ZoneInfo('Europe/Berlin'); os.stat('/usr/share/zoneinfo/Europe/Berlin'); assert os.path.getsize('/etc/ssl/certs/ca-certificates.crt') > 0, 'CA certificates'; subprocess.run(['/usr/bin/kured', '--help'], check=True, stdout=subprocess.DEVNULL); sys.exit(0 if ok else 'compileall failed')"]
 ENTRYPOINT ["/usr/bin/kured"]
