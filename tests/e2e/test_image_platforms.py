@@ -70,6 +70,12 @@ def test_index_holds_each_platform_with_its_architecture(index: str, tmp_path: P
         arch = platform.split("/")[1]
         for program in ("/usr/bin/python3.11", "/usr/bin/nsenter"):
             assert elf_machine(image, program, tmp_path) == ELF_MACHINE[arch], f"{program} in {image}"
+    # What the tests run and the real-node tier saves (podman run, podman save on the index's name) is the
+    # build platform's image.
+    index_id = podman("image", "inspect", "--format={{.Id}}", index).stdout.strip()
+    amd64 = image_build("ref", "linux/amd64")
+    amd64_id = podman("image", "inspect", "--format={{.Id}}", amd64).stdout.strip()
+    assert index_id == amd64_id, (index_id, amd64_id)
 
 
 def test_arm64_python_and_pykured_run_under_explicit_qemu(index: str) -> None:
