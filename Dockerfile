@@ -31,12 +31,19 @@
 # kubeconfig loader imports it.
 #
 # The builder is python:3.11-slim-bookworm (the same Debian release and Python minor version, so the same
-# wheels and bytecode); the final base is distroless. A release pins both by digest:
-# --build-arg BUILDER=python:3.11-slim-bookworm@sha256:<digest>
-# --build-arg BASE=gcr.io/distroless/python3-debian12@sha256:<digest>
-# (tools/image-build passes PYKURED_IMAGE_BUILDER and PYKURED_IMAGE_BASE through and prints the digests).
-ARG BUILDER=python:3.11-slim-bookworm
-ARG BASE=gcr.io/distroless/python3-debian12:latest
+# wheels and bytecode); the final base is distroless. Both are pinned by digest, each the digest of the tag's
+# multi-platform image index (linux/amd64 and linux/arm64 among its platforms), so every platform's build
+# starts from the same bases; a later base is a deliberate change of these two lines:
+#   * python:3.11-slim-bookworm (Python 3.11.17, October 2026): the index digest that public, digest-pinned
+#     Dockerfiles carry for this tag; docker-library/repo-info (repos/python/remote/3.11-slim-bookworm.md)
+#     lists the tag as an OCI image index of linux/amd64, linux/arm64/v8 and others;
+#   * gcr.io/distroless/python3-debian12 (:latest, July 2026): the digest Renovate pinned for the tag in
+#     IceCodeNew/anata-no-minato (Dockerfile, commit 25b62f1, "pin dependencies"); distroless publishes its
+#     tags as multi-platform indexes (amd64, arm64, ...).
+# tools/image-build passes its own BUILDER and BASE: the stand-ins it makes from Debian's archive (the
+# default, no registry), or these pins (PYKURED_IMAGE_PULL=1), or PYKURED_IMAGE_BUILDER/PYKURED_IMAGE_BASE.
+ARG BUILDER=python:3.11-slim-bookworm@sha256:0a310eeecf4e1f5a0743f9a6520c90c88d089c903ca5fd283f501e3a805f5f89
+ARG BASE=gcr.io/distroless/python3-debian12@sha256:2fdb05402a2cf21cf78fdb3ba4c5db167241e9e498140f5bf689d7efb773731f
 
 FROM ${BUILDER} AS builder
 WORKDIR /src
@@ -58,11 +65,20 @@ RUN pip install --no-cache-dir --no-compile --require-hashes --only-binary=:all:
  && rm -r aio \
  && find client/api client/models -name '*.py' ! -name __init__.py -delete \
  && python -m compileall -q -j 0 --invalidation-mode unchecked-hash -s /deps -p /usr/local /deps
-# nsenter and the libraries it needs beyond the C library (which the base has), at their real paths.
-RUN mkdir -p /nsenter/usr/bin \
+# nsenter and the libraries it needs beyond the C library (which the base has), at their real paths, with
+# the dpkg records and copyright files of the packages they come from (util-linux, libselinux1, libpcre2-8-0)
+# in /var/lib/dpkg/status.d/<package>, as distroless records its own packages, for scanners and the SBOM.
+RUN mkdir -p /nsenter/usr/bin /nsenter/var/lib/dpkg/status.d \
  && cp /usr/bin/nsenter /nsenter/usr/bin/ \
- && for lib in $(ldd /usr/bin/nsenter | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | grep -v '/libc\.so'); do \
+ && libs=$(ldd /usr/bin/nsenter | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | grep -v '/libc\.so') \
+ && for lib in $libs; do \
       dir=$(readlink -f "$(dirname "$lib")"); mkdir -p "/nsenter$dir"; cp -L "$lib" "/nsenter$dir/"; \
+    done \
+ && for pkg in $(for f in /usr/bin/nsenter $libs; do dpkg-query -S "*/$(basename "$f")"; done | cut -d: -f1 | sort -u); do \
+      dpkg-query -s "$pkg" >"/nsenter/var/lib/dpkg/status.d/$pkg"; \
+      if [ -f "/usr/share/doc/$pkg/copyright" ]; then \
+        mkdir -p "/nsenter/usr/share/doc/$pkg"; cp "/usr/share/doc/$pkg/copyright" "/nsenter/usr/share/doc/$pkg/"; \
+      fi; \
     done
 # .dockerignore limits the rest of the context to pyproject.toml, README.md and pykured/ (the agent only).
 COPY pyproject.toml README.md /src/
