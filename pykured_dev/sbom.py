@@ -127,7 +127,7 @@ def parse_stanzas(text: str) -> list[dict[str, str]]:
     return stanzas
 
 
-def deb_package(fields: dict[str, str], *, licenses: Sequence[str] = ()) -> DebPackage | None:
+def deb_package(fields: dict[str, str]) -> DebPackage | None:
     """The package of one dpkg stanza; None for one that is not installed or lacks a name, version or arch."""
     name, version, arch = fields.get("Package", ""), fields.get("Version", ""), fields.get("Architecture", "")
     status = fields.get("Status", "install ok installed")  # distroless's records have no Status field
@@ -141,7 +141,6 @@ def deb_package(fields: dict[str, str], *, licenses: Sequence[str] = ()) -> DebP
         arch=arch,
         source=source if source and source != name else "",
         source_version=source_version if source_version and source_version != version else "",
-        licenses=tuple(licenses),
     )
 
 
@@ -335,7 +334,9 @@ def _field(metadata: PackageMetadata, key: str) -> str:
 def read_dists(root: Path) -> list[PythonDist]:
     """The Python distributions installed in the root file system (each ``*.dist-info`` on Python's paths)."""
     found: dict[tuple[str, str], PythonDist] = {}
-    for site in sorted({s for pattern in _SITE_GLOBS for s in root.glob(pattern)}):
+    # in the order Debian's Python searches them (/usr/local first): a package found twice is the first one
+    sites = dict.fromkeys(site for pattern in _SITE_GLOBS for site in sorted(root.glob(pattern)))
+    for site in sites:
         if not site.is_dir() or not _inside(root, site):
             continue
         for info in sorted(site.glob("*.dist-info")):
@@ -350,9 +351,8 @@ def read_dists(root: Path) -> list[PythonDist]:
                 license_field=_field(metadata, "License"),
                 classifiers=[str(c) for c in metadata.get_all("Classifier") or []],
             )
-            found.setdefault(
-                (name.lower(), version), PythonDist(name=name, version=version, licenses=licenses)
-            )
+            dist = PythonDist(name=name, version=version, licenses=licenses)
+            found.setdefault((pypi_purl(dist).name, version), dist)  # one component per package URL
     return sorted(found.values(), key=lambda d: d.name.lower())
 
 

@@ -115,6 +115,10 @@ def rootfs(tmp_path: Path) -> Path:
         site / "dual-2.0.dist-info/METADATA",
         METADATA.format(name="dual", version="2.0", extra="License-Expression: MIT OR Apache-2.0"),
     )
+    write(  # the same package as google_re2 (one package URL): listed once
+        root / "usr/lib/python3/dist-packages/google.re2-1.1.dist-info/METADATA",
+        METADATA.format(name="google.re2", version="1.1", extra=""),
+    )
     write(site / "broken-0.1.dist-info/METADATA", "Metadata-Version: 2.1\n")  # no name or version: skipped
     return root
 
