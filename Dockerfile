@@ -34,13 +34,19 @@
 # kubeconfig loader imports it.
 #
 # The builder is python:3.11-slim-bookworm (the same Debian release and Python minor version, so the same
-# wheels and bytecode), on the build platform; the final base is distroless, of the target platform. A
-# release pins both by digest:
-# --build-arg BUILDER=python:3.11-slim-bookworm@sha256:<digest>
-# --build-arg BASE=gcr.io/distroless/python3-debian12@sha256:<digest>
-# (tools/image-build passes PYKURED_IMAGE_BUILDER and PYKURED_IMAGE_BASE through and prints the digests).
-ARG BUILDER=python:3.11-slim-bookworm
-ARG BASE=gcr.io/distroless/python3-debian12:latest
+# wheels and bytecode); the final base is distroless. Both are pinned by digest, each the digest of the tag's
+# multi-platform image index (linux/amd64 and linux/arm64 among its platforms), so every platform's build
+# starts from the same bases; a later base is a deliberate change of these two lines:
+#   * python:3.11-slim-bookworm (Python 3.11.17, October 2026): the index digest that public, digest-pinned
+#     Dockerfiles carry for this tag; docker-library/repo-info (repos/python/remote/3.11-slim-bookworm.md)
+#     lists the tag as an OCI image index of linux/amd64, linux/arm64/v8 and others;
+#   * gcr.io/distroless/python3-debian12 (:latest, July 2026): the digest Renovate pinned for the tag in
+#     IceCodeNew/anata-no-minato (Dockerfile, commit 25b62f1, "pin dependencies"); distroless publishes its
+#     tags as multi-platform indexes (amd64, arm64, ...).
+# tools/image-build passes its own BUILDER and BASE: the stand-ins it makes from Debian's archive (the
+# default, no registry), or these pins (PYKURED_IMAGE_PULL=1), or PYKURED_IMAGE_BUILDER/PYKURED_IMAGE_BASE.
+ARG BUILDER=python:3.11-slim-bookworm@sha256:0a310eeecf4e1f5a0743f9a6520c90c88d089c903ca5fd283f501e3a805f5f89
+ARG BASE=gcr.io/distroless/python3-debian12@sha256:2fdb05402a2cf21cf78fdb3ba4c5db167241e9e498140f5bf689d7efb773731f
 
 # The final base, of the target platform. The builder only reads files from it (its standard library), and
 # the final stage starts from it.
@@ -85,7 +91,9 @@ RUN set -eu; \
  && python -m compileall -q -j 0 --invalidation-mode unchecked-hash -s /deps -p /usr/local /deps
 # nsenter and the libraries it needs beyond the C library (which the base has), at their real paths: from
 # the target's Debian packages (apt for that architecture alone, index and packages signature-checked),
-# unpacked with dpkg-deb; image/nsenter.py follows the ELF files' needed libraries, never running them.
+# unpacked with dpkg-deb; image/nsenter.py follows the ELF files' needed libraries, never running them. The
+# packages' dpkg records and copyright files go to /var/lib/dpkg/status.d/<package> and /usr/share/doc, as
+# distroless records its own packages, for scanners and the SBOM.
 RUN set -eu; \
     mkdir -p /tmp/apt/lists/partial /tmp/apt/cache/archives/partial /tmp/debs; \
     apt="apt-get -qq -o APT::Architecture=$TARGETARCH -o APT::Architectures=$TARGETARCH -o Dir::State::Lists=/tmp/apt/lists -o Dir::Cache=/tmp/apt/cache"; \
@@ -93,6 +101,14 @@ RUN set -eu; \
     cd /tmp/debs && $apt download util-linux libselinux1 libpcre2-8-0; \
     for deb in /tmp/debs/*.deb; do dpkg-deb -x "$deb" /tmp/target; done; \
     python /src/image/nsenter.py /tmp/target /nsenter "$TARGETARCH"; \
+    mkdir -p /nsenter/var/lib/dpkg/status.d; \
+    for deb in /tmp/debs/*.deb; do \
+      pkg=$(dpkg-deb -f "$deb" Package); \
+      dpkg-deb -f "$deb" >"/nsenter/var/lib/dpkg/status.d/$pkg"; \
+      if [ -f "/tmp/target/usr/share/doc/$pkg/copyright" ]; then \
+        mkdir -p "/nsenter/usr/share/doc/$pkg"; cp "/tmp/target/usr/share/doc/$pkg/copyright" "/nsenter/usr/share/doc/$pkg/"; \
+      fi; \
+    done; \
     rm -rf /tmp/apt /tmp/debs /tmp/target
 # The standard library's bytecode: the final base ships only its sources (Python would compile them at
 # every start, and a read-only root keeps nothing). Compiled here from the base's own files (its absolute

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pykured import __version__
 from pykured_dev.testenv import Cluster
 from pykured_dev.testenv.fleet import Fleet
 from pykured_dev.testenv.history import History, Roll
@@ -45,7 +46,7 @@ from pykured_dev.testenv.pods import (
 )
 from pykured_dev.testenv.reference import reference
 
-IMAGES = {"kured": f"{KURED_IMAGE}:1.23.0", "pykured": f"{PYKURED_IMAGE}:0.1.0"}
+IMAGES = {"kured": f"{KURED_IMAGE}:1.23.0", "pykured": f"{PYKURED_IMAGE}:{__version__}"}
 LOCK = "weave.works/kured-node-lock"
 REBOOT = "--reboot-command=/usr/local/sbin/simulated-reboot"
 POLICY = """apiVersion: audit.k8s.io/v1

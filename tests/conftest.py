@@ -79,6 +79,7 @@ FILE_SCOPED = (
     KURED_CAMPAIGN,
     "tests/e2e/cli/test_plugin_file.py",
     "tests/e2e/test_api_requests.py",
+    "tests/e2e/test_image_sbom.py",
     "tests/e2e/test_manifests.py",
     "tests/e2e/test_status.py",
 )

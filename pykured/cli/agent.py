@@ -35,6 +35,9 @@ logger = logging.getLogger("pykured")
 def main(argv: Sequence[str], *, prog: str = "kured") -> int:
     """Dispatch; returns the exit code. ``prog`` is the name run: ``kured`` or ``pykured`` (``--help``)."""
     args = list(argv)
+    if prog != "kured" and args == ["--version"]:  # pykured's; kured has none (unknown flag), and so as kured
+        sys.stdout.write(f"{prog} {__version__}\n")
+        return 0
     subcommand = _SUBCOMMANDS.get(args[0]) if args else None
     if subcommand is not None:
         with safe_stdio():  # a command prints values read from the cluster: terminal-safe

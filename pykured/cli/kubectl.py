@@ -20,6 +20,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
+from pykured import __version__
 from pykured.cli import commands
 from pykured.cli.agent import main as cli_main
 
@@ -47,6 +48,7 @@ def help_text() -> str:
         "  --kubeconfig PATH       default: $KUBECONFIG, else ~/.kube/config",
         "  --context NAME          default: the kubeconfig's current context",
         "  -n, --namespace NAME    pykured's namespace (its lock and policy ConfigMap); default: kube-system",
+        f"  --version               print the plugin's version ({PROG} --version)",
     ]
     return "\n".join(lines) + "\n"
 
@@ -133,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         (sys.stdout if args else sys.stderr).write(help_text())
         return 0 if args else 2
+    if args == ["--version"]:
+        sys.stdout.write(f"{PROG} {__version__}\n")
+        return 0
     try:
         line = command_line(args, os.environ)
     except UsageError as exc:

@@ -36,6 +36,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import choose_encoder
 
+from pykured import __version__
 from pykured.metrics.listener import BoundedHandler, BoundedHTTPServer
 
 __all__ = ["BLOCK_REASONS", "REBOOT_OUTCOMES", "Metrics", "NullMetrics"]
@@ -80,7 +81,7 @@ class _OneHot:
 class Metrics:
     """All pykured metrics on one private registry, and the HTTP server that exposes them."""
 
-    def __init__(self, *, version: str = "0.1.0", process_collectors: bool = True) -> None:
+    def __init__(self, *, version: str = __version__, process_collectors: bool = True) -> None:
         disable_created_metrics()  # type: ignore[no-untyped-call]  # Go has no *_created samples
         self.registry = CollectorRegistry(auto_describe=True)
         reg = self.registry

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import yaml
 
+from pykured import __version__
 from pykured_dev.testenv.pods import PYKURED_IMAGE
 from pykured_dev.testenv.reference import Reference, helm_template, reference
 from tests.e2e.kured.values import every_key_values
@@ -37,7 +38,7 @@ from tests.e2e.kured.values import every_key_values
 pytestmark = pytest.mark.reference
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "pykured"
-CHART_LABEL = "pykured-0.1.0"
+CHART_LABEL = f"pykured-{__version__}"
 KURED_CHART_LABEL = "kured-6.1.0"
 LOCK = "weave.works/kured-node-lock"
 
@@ -234,7 +235,7 @@ def compare(
         if key[0] == "DaemonSet":
             image = (values or {}).get("image", {})
             repository = image.get("repository") or PYKURED_IMAGE
-            assert added["image"] == f"{repository}:{image.get('tag') or '0.1.0'}"
+            assert added["image"] == f"{repository}:{image.get('tag') or __version__}"
             assert added["securityContext"] == SECCOMP and removed["securityContext"] is None
             # the notification URLs: out of the arguments, into the Secret and the environment
             kept = [arg for arg in removed["args"] if not arg.startswith(URL_FLAGS)]
@@ -474,7 +475,7 @@ def test_the_schema_rejects_typos(values: dict[str, Any], complaint: str, tmp_pa
 def test_helm_package(tmp_path: Path) -> None:
     done = helm("package", str(CHART), "--destination", str(tmp_path), workdir=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "pykured-0.1.0.tgz").is_file()
+    assert (tmp_path / f"pykured-{__version__}.tgz").is_file()
 
 
 def test_the_chart_s_admission_policies_are_the_kustomize_base_s(tmp_path: Path) -> None:

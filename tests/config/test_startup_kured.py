@@ -85,6 +85,7 @@ CASES: list[Case] = [
     c("unknown-flag", "--frobnicate"),
     c("unknown-flag-value", "--frobnicate=1"),
     c("unknown-shorthand", "-x"),
+    c("no-version-flag", "--version"),  # kured has none; pykured's --version is the pykured command's only
     c("single-dash-long-flag", "-node-id=x"),
     c("bad-flag-syntax", "---node-id=x"),
     c("bad-flag-syntax-equals", "--=x"),

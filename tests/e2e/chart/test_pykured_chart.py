@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pykured import __version__
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from pykured_dev.testenv.pods import PYKURED_IMAGE, PodTemplate, pykured_image
@@ -73,7 +74,7 @@ def test_helm_upgrade_from_kured_s_chart_keeps_names_selectors_and_the_lock(
     assert ds["metadata"]["uid"] == before["ds"]["metadata"]["uid"], "the same DaemonSet, updated in place"
     assert ds["spec"]["selector"] == before["ds"]["spec"]["selector"]
     assert ds["metadata"]["annotations"][LOCK] == lock, "the lock carries over"
-    assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == f"{PYKURED_IMAGE}:0.1.0"
+    assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == f"{PYKURED_IMAGE}:{__version__}"
     labels = ds["spec"]["template"]["metadata"]["labels"]
     assert {k: v for k, v in labels.items() if k != "helm.sh/chart"} == {
         k: v

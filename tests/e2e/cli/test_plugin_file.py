@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pykured import __version__
 from pykured.cli import kubectl
 from pykured_dev.testenv.procs import find_binaries
 from pykured_dev.testenv.reference import artifact
@@ -143,15 +144,15 @@ def test_the_file_carries_the_compiled_modules_for_each_python(plugin_file: Path
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_the_krew_manifest_names_each_platform_s_archive(plugin_file: Path) -> None:
-    manifest = yaml.safe_load(_build("manifest", "https://example.test/v0.1.0/").read_text())
+    manifest = yaml.safe_load(_build("manifest", f"https://example.test/v{__version__}/").read_text())
     assert manifest["kind"] == "Plugin" and manifest["metadata"]["name"] == "pykured"
-    assert manifest["spec"]["version"] == "v0.1.0"
+    assert manifest["spec"]["version"] == f"v{__version__}"
     platforms = {p["selector"]["matchLabels"]["arch"]: p for p in manifest["spec"]["platforms"]}
     assert set(platforms) == {"amd64", "arm64"}
     for arch, machine in (("amd64", "x86_64"), ("arm64", "aarch64")):
         archive = plugin_file.parent / f"kubectl-pykured-linux-{arch}.tar.gz"
         entry = platforms[arch]
-        assert entry["uri"] == f"https://example.test/v0.1.0/{archive.name}"
+        assert entry["uri"] == f"https://example.test/v{__version__}/{archive.name}"
         assert entry["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
         assert entry["bin"] == "kubectl-pykured"
         with tarfile.open(archive) as tar:
@@ -183,7 +184,7 @@ def test_another_platform_s_file_says_so_in_one_line(plugin_file: Path, tmp_path
 @pytest.mark.timeout(1800)
 def test_krew_installs_the_plugin_from_its_manifest_and_archive(plugin_file: Path, tmp_path: Path) -> None:
     """As a plugin's author checks it before publishing: ``kubectl krew install --manifest --archive``."""
-    manifest = _build("manifest", "https://example.test/v0.1.0/")
+    manifest = _build("manifest", f"https://example.test/v{__version__}/")
     krewdir = tmp_path / "krew-bin"
     krewdir.mkdir()
     (krewdir / "kubectl-krew").symlink_to(artifact("krew"))

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from pykured import __version__
 from pykured_dev.testenv.fleet import Fleet
 from pykured_dev.testenv.history import Change, History, Roll, lock_holders
 from pykured_dev.testenv.pods import (
@@ -36,7 +37,7 @@ from pykured_dev.testenv.reference import Reference, reference
 from tests.testenv import TestEnv
 
 KURED = f"{KURED_IMAGE}:1.23.0"
-PYKURED = f"{PYKURED_IMAGE}:0.1.0"
+PYKURED = f"{PYKURED_IMAGE}:{__version__}"
 LOCK = "weave.works/kured-node-lock"
 TAINT = "weave.works/kured-node-reboot"
 PERIOD = "10s"

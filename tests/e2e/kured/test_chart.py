@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from pykured import __version__
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.history import Change, replay, shape
 from pykured_dev.testenv.pods import PYKURED_IMAGE, PodTemplate
@@ -41,7 +42,7 @@ from tests.e2e.kured.values import LABEL, LOCK_ANNOTATION, REBOOT_COMMAND, TAINT
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow, pytest.mark.timeout(SCENARIO_TIMEOUT + 90)]
 
-PYKURED_VALUES = {"image": {"repository": PYKURED_IMAGE, "tag": "0.1.0"}}
+PYKURED_VALUES = {"image": {"repository": PYKURED_IMAGE, "tag": __version__}}
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)$")
 
 
