@@ -159,7 +159,7 @@ def _release_calls(workflow: dict[Any, Any]) -> list[list[str]]:
 
 def test_the_workflow_runs_on_a_tag_with_an_oidc_token_and_package_writes() -> None:
     wf = _workflow()
-    on = wf.get("on", wf.get(True))  # YAML 1.1 reads the key `on` as true
+    on = wf["on"] if "on" in wf else wf[True]  # YAML 1.1 reads the key `on` as true
     assert on["push"]["tags"]
     (job,) = wf["jobs"].values()
     assert job["permissions"]["id-token"] == "write"
