@@ -19,7 +19,9 @@ Every step, in order (one stderr line each, with its time):
    built, from which commit, by which run) to the pushed digest (``--type slsaprovenance1``).
 4. **verify** the signature and the attestations as a user would (``cosign verify``,
    ``cosign verify-attestation``), so a release that users could not verify fails here.
-5. **chart**: ``helm package charts/pykured`` at the version, ``helm push`` to ``oci://<registry>/charts``.
+5. **chart**: ``helm package charts/pykured`` at the version, ``helm push`` to ``oci://<registry>/charts``,
+   and the pushed chart signed and verified as the image is (Artifact Hub shows a cosign-signed chart as
+   signed); ``charts/pykured/artifacthub-repo.yml`` beside it as Artifact Hub's repository metadata.
 
 The last line on standard output is a JSON summary (the image reference and digest, each platform's digest,
 the chart reference, the public key when one was used). Secrets are never printed: the key's password is
@@ -45,6 +47,7 @@ import argparse
 import base64
 import contextlib
 import datetime
+import hashlib
 import ipaddress
 import json
 import os
@@ -351,33 +354,93 @@ def push(run: Run, *, image: str, version: str, index: bool) -> str:
     return digest
 
 
-def fetch_manifest(run: Run, *, digest: str) -> dict[str, object]:
-    """The pushed manifest, read from the registry (anonymous or with the run's credentials)."""
+def _registry(
+    run: Run, method: str, path: str, *, body: bytes | None = None, headers: Mapping[str, str] = {}
+) -> tuple[bytes, Mapping[str, str]]:
+    """One request to the target registry's API (``path`` under ``https://<host>``, or an absolute upload
+    location), anonymous or, on a Bearer challenge, with a token for the run's credentials."""
     host = run.target.host
-    path = run.target.image.split("/", 1)[1]
-    url = f"https://{host}/v2/{path}/manifests/{digest}"
+    url = path if path.startswith("https://") else f"https://{host}{path}"
     context = ssl.create_default_context(cafile=str(run.ca) if run.ca else None)
-    headers = {"Accept": ", ".join(MANIFEST_TYPES)}
+    sent = dict(headers)
     for _ in range(2):
-        req = urllib.request.Request(url, headers=headers)
+        req = urllib.request.Request(url, data=body, method=method, headers=sent)  # noqa: S310 - https only
         try:
-            with urllib.request.urlopen(req, timeout=30, context=context) as resp:  # noqa: S310 - https:// only
-                body = resp.read(MAX_MANIFEST + 1)
+            with urllib.request.urlopen(req, timeout=60, context=context) as resp:  # noqa: S310 - https only
+                answer = resp.read(MAX_MANIFEST + 1)
+                if len(answer) > MAX_MANIFEST:
+                    raise ReleaseError(f"{method} {path}: the answer is over 4 MiB")
+                return answer, resp.headers
         except urllib.error.HTTPError as err:
             challenge = err.headers.get("WWW-Authenticate", "") if err.code == 401 else ""
-            if not challenge.startswith("Bearer ") or "Authorization" in headers:
-                raise ReleaseError(f"reading the pushed manifest: HTTP {err.code}") from None
-            headers["Authorization"] = f"Bearer {_token(challenge, context=context)}"
-            continue
+            if not challenge.startswith("Bearer ") or "Authorization" in sent:
+                raise ReleaseError(f"{method} {path}: HTTP {err.code}") from None
+            sent["Authorization"] = f"Bearer {_token(challenge, context=context)}"
         except OSError as err:
-            raise ReleaseError(f"reading the pushed manifest: {err}") from None
-        if len(body) > MAX_MANIFEST:
-            raise ReleaseError("the pushed manifest is over 4 MiB")
-        parsed = json.loads(body)
-        if not isinstance(parsed, dict):
-            raise ReleaseError("the pushed manifest is not a JSON object")
-        return parsed
-    raise ReleaseError("reading the pushed manifest: refused after authenticating")
+            raise ReleaseError(f"{method} {path}: {err}") from None
+    raise ReleaseError(f"{method} {path}: refused after authenticating")
+
+
+def fetch_manifest(run: Run, *, digest: str) -> dict[str, object]:
+    """The pushed manifest, read from the registry."""
+    path = run.target.image.split("/", 1)[1]
+    body, _ = _registry(
+        run, "GET", f"/v2/{path}/manifests/{digest}", headers={"Accept": ", ".join(MANIFEST_TYPES)}
+    )
+    parsed = json.loads(body)
+    if not isinstance(parsed, dict):
+        raise ReleaseError("the pushed manifest is not a JSON object")
+    return parsed
+
+
+ARTIFACTHUB_TAG = "artifacthub.io"
+ARTIFACTHUB_CONFIG = "application/vnd.cncf.artifacthub.config.v1+yaml"
+ARTIFACTHUB_LAYER = "application/vnd.cncf.artifacthub.repository-metadata.layer.v1.yaml"
+
+
+def push_artifacthub_metadata(run: Run, *, data: bytes) -> str:
+    """``artifacthub-repo.yml`` as the OCI artifact Artifact Hub reads beside the chart (its tag
+    ``artifacthub.io``: https://artifacthub.io/docs/topics/repositories/helm-charts/); its digest."""
+    repo = f"{run.target.registry.split('/', 1)[1]}/" if "/" in run.target.registry else ""
+    name = f"{repo}{CHART_PATH}/{IMAGE_NAME}"
+    blobs = []
+    for blob in (b"", data):
+        digest = "sha256:" + hashlib.sha256(blob).hexdigest()
+        _, started = _registry(run, "POST", f"/v2/{name}/blobs/uploads/", body=b"")
+        location = started.get("Location", "")
+        if not location:
+            raise ReleaseError("the registry gave no upload location")
+        if not location.startswith("https://"):
+            location = f"https://{run.target.host}{location}"
+        sep = "&" if "?" in location else "?"
+        _registry(
+            run,
+            "PUT",
+            f"{location}{sep}digest={urllib.parse.quote(digest)}",
+            body=blob,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        blobs.append({"digest": digest, "size": len(blob)})
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": ARTIFACTHUB_CONFIG, **blobs[0]},
+        "layers": [
+            {
+                "mediaType": ARTIFACTHUB_LAYER,
+                **blobs[1],
+                "annotations": {"org.opencontainers.image.title": "artifacthub-repo.yml"},
+            }
+        ],
+    }
+    _, put = _registry(
+        run,
+        "PUT",
+        f"/v2/{name}/manifests/{ARTIFACTHUB_TAG}",
+        body=json.dumps(manifest).encode(),
+        headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"},
+    )
+    return str(put.get("Docker-Content-Digest", ""))
 
 
 def _token(challenge: str, *, context: ssl.SSLContext) -> str:
@@ -513,6 +576,22 @@ def chart(run: Run, *, version: str) -> str:
     return match[1] if match else ""
 
 
+def publish_chart(run: Run, *, version: str) -> str:
+    """The chart pushed, signed and verified; Artifact Hub's metadata beside it. The chart's digest."""
+    with step("chart"):
+        digest = chart(run, version=version)
+        if not digest:
+            raise ReleaseError("helm push reported no digest for the chart")
+        ref = f"{run.target.registry}/{CHART_PATH}/{IMAGE_NAME}@{digest}"
+        sign(run, ref=ref, index=False)
+        verify(run, ref=ref, attestations=())
+    with step("artifact hub metadata"):
+        push_artifacthub_metadata(
+            run, data=(ROOT / "charts" / "pykured" / "artifacthub-repo.yml").read_bytes()
+        )
+    return digest
+
+
 def git_commit() -> str:
     out = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
@@ -574,8 +653,7 @@ def release(args: argparse.Namespace) -> dict[str, object]:
             attested.append(("slsaprovenance1", ref))
         with step("verify"):
             verify(run, ref=ref, attestations=attested)
-        with step("chart"):
-            chart_digest = chart(run, version=version)
+        chart_digest = publish_chart(run, version=version)
         public = run.public_key.read_text(encoding="utf-8") if run.public_key else ""
     return {
         "image": target.image,
