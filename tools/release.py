@@ -253,8 +253,8 @@ class Run:
             HELM_CONFIG_HOME=str(self.work / "helm" / "config"),
             HELM_DATA_HOME=str(self.work / "helm" / "data"),
             DOCKER_CONFIG=str(self.work / "docker"),
-            REGISTRY_AUTH_FILE=str(self.work / "docker" / "config.json"),
         )
+        env["REGISTRY_AUTH_FILE"] = str(self.work / "docker" / "config.json")  # podman's (login())
         if self.dry_run:  # nothing of sigstore's public services is reached: no TUF root to fetch either
             env["TUF_ROOT"] = str(self.work / "tuf")
         if self.ca is not None:  # Go's TLS (cosign, helm) trusts this CA for the registry
@@ -324,11 +324,11 @@ def is_index(run: Run, image: str) -> bool:
 def login(run: Run) -> None:
     """podman and helm logged in with ``REGISTRY_USERNAME``/``REGISTRY_PASSWORD`` (when set), for this run."""
     user, password = os.environ.get("REGISTRY_USERNAME"), os.environ.get("REGISTRY_PASSWORD")
-    if not user or not password:
-        return
     (run.work / "docker").mkdir(exist_ok=True)
-    token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    auth = {"auths": {run.target.host: {"auth": token}}}
+    auth: dict[str, object] = {"auths": {}}
+    if user and password:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        auth = {"auths": {run.target.host: {"auth": token}}}
     path = run.work / "docker" / "config.json"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -342,10 +342,8 @@ def push(run: Run, *, image: str, version: str, index: bool) -> str:
     dest = f"docker://{run.target.image}:{version}"
     digest_file = run.work / "digest"
     verb = ["manifest", "push", "--all"] if index else ["push"]
-    auth = run.work / "docker" / "config.json"
-    creds = [f"--authfile={auth}"] if auth.exists() else []
     run.run(
-        [*run.podman(), *verb, *run.cert_dir(), *creds, f"--digestfile={digest_file}", image, dest],
+        [*run.podman(), *verb, *run.cert_dir(), f"--digestfile={digest_file}", image, dest],
         what=f"podman {' '.join(verb)}",
     )
     digest = digest_file.read_text(encoding="utf-8").strip()
@@ -609,6 +607,7 @@ def release(args: argparse.Namespace) -> dict[str, object]:
     image = args.image or f"localhost/{IMAGE_NAME}:{version}"
     with tempfile.TemporaryDirectory(prefix="pykured-release-") as tmp:
         run = Run(target=target, dry_run=args.dry_run, ca=args.ca, work=Path(tmp))
+        login(run)
         run.cosign = args.cosign or _tool("release-build", "cosign")
         run.helm = args.helm or _tool("kured-build", "helm")
         if args.key is not None:
@@ -618,7 +617,6 @@ def release(args: argparse.Namespace) -> dict[str, object]:
             run.public_key = public_key_of(run, run.key)
         elif args.dry_run:
             make_key(run)
-        login(run)
         index = is_index(run, image)
         with step("push " + ("index" if index else "image")):
             digest = push(run, image=image, version=version, index=index)

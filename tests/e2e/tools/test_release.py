@@ -56,7 +56,7 @@ def image_ref() -> str:
     return out.stdout.strip()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def registry() -> Iterator[Registry]:
     with Registry() as reg:
         yield reg
