@@ -77,7 +77,10 @@ def test_kured_s_chart_upgraded_to_the_registry_s_chart_and_image_by_digest(
         values = tmp_path / "values.yaml"
         values.write_text(json.dumps({"configuration": {"period": "10s"}}))
         common = ["--namespace", s.NS, "-f", str(values), "--wait=false"]
-        pykured = [f"--set=image.repository={node_host}/pykured", f"--set=pykured.imageDigest={summary['digest']}"]
+        pykured = [
+            f"--set=image.repository={node_host}/pykured",
+            f"--set=pykured.imageDigest={summary['digest']}",
+        ]
         kured_repo, kured_tag = images.KURED_IMAGE.rsplit(":", 1)
         kured_chart = str(s.built("helm").parent.parent / "chart" / "kured")
 
