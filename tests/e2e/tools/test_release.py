@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 release = load_release()
 VERSION = release.version_of(ROOT / "pyproject.toml")
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+INDEX = "application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.list.v2+json"
 
 
 def cosign_binary() -> str:
@@ -115,8 +116,8 @@ def _request(
         return int(resp.status), resp.read(), dict(resp.headers)
 
 
-def get_manifest(registry: Registry, ref: str) -> dict[str, Any]:
-    _, body, _ = _request(registry, "GET", f"/v2/pykured/manifests/{ref}", headers={"Accept": MANIFEST})
+def get_manifest(registry: Registry, ref: str, *, accept: str = MANIFEST) -> dict[str, Any]:
+    _, body, _ = _request(registry, "GET", f"/v2/pykured/manifests/{ref}", headers={"Accept": accept})
     parsed = json.loads(body)
     assert isinstance(parsed, dict)
     return parsed
@@ -241,6 +242,51 @@ def test_dry_run_release_verifies_and_a_changed_image_does_not(registry: Registr
         bad = cosign(registry, "verify", f"--key={pub}", "--insecure-ignore-tlog=true", target)
         assert bad.returncode != 0, target
     assert cosign(registry, "verify", f"--key={pub}", "--insecure-ignore-tlog=true", ref).returncode == 0
+
+
+def test_an_index_is_pushed_whole_and_each_platform_signed_and_attested(
+    registry: Registry, tmp_path: Path
+) -> None:
+    """A manifest list (as an amd64+arm64 build makes; here one platform) goes out by ``manifest push
+    --all``; the index and its platform's manifest are signed, the SBOM attests the platform's manifest."""
+    podman = [str(ROOT / "tools" / "image-build"), "podman"]
+    index = f"localhost/pykured-release-test:{secrets.token_hex(6)}"
+    subprocess.run([*podman, "manifest", "create", index], capture_output=True, check=True)
+    try:
+        subprocess.run(
+            [*podman, "manifest", "add", index, f"containers-storage:{image_ref()}"],
+            capture_output=True,
+            check=True,
+        )
+        password = secrets.token_urlsafe(16)
+        key, pub = keypair(tmp_path / "keys", password)
+        summary = run_release(registry, tmp_path, key, password, index)
+    finally:
+        subprocess.run([*podman, "manifest", "rm", index], capture_output=True, check=False)
+    assert summary["index"] is True
+    (platform_digest,) = summary["platforms"].values()
+    assert list(summary["platforms"]) == ["linux/amd64"]
+    assert platform_digest != summary["digest"]
+    listed = get_manifest(registry, summary["digest"], accept=INDEX)
+    assert [m["digest"] for m in listed["manifests"]] == [platform_digest]
+    for digest in (summary["digest"], platform_digest):
+        ok = cosign(
+            registry,
+            "verify",
+            f"--key={pub}",
+            "--insecure-ignore-tlog=true",
+            f"{registry.host}/pykured@{digest}",
+        )
+        assert ok.returncode == 0, ok.stderr
+    att = cosign(
+        registry,
+        "verify-attestation",
+        f"--key={pub}",
+        "--insecure-ignore-tlog=true",
+        "--type=spdxjson",
+        f"{registry.host}/pykured@{platform_digest}",
+    )
+    assert att.returncode == 0, att.stderr
 
 
 def sbom_dir_used(summary: dict[str, Any], tmp: Path) -> list[Path]:
