@@ -85,6 +85,8 @@ MANIFEST_TYPES = (
     "application/vnd.docker.distribution.manifest.v2+json",
 )
 MAX_MANIFEST = 4 * 1024 * 1024
+SECRET_ENV = ("COSIGN_PASSWORD", "REGISTRY_USERNAME", "REGISTRY_PASSWORD")
+"""Never passed on to a tool's environment (cosign alone gets the key's password: ``Run.secret_env``)."""
 
 
 class ReleaseError(RuntimeError):
@@ -186,6 +188,15 @@ def platforms_of_index(index: Mapping[str, object]) -> dict[str, str]:
     return out
 
 
+def digest_for(sbom: Sbom, platforms: Mapping[str, str]) -> str | None:
+    """The manifest digest an SBOM describes: its ``os/arch``, or that platform with a variant
+    (``linux/arm64/v8``) when the index names one; None when the image has no such platform."""
+    if sbom.platform in platforms:
+        return platforms[sbom.platform]
+    found = [d for p, d in platforms.items() if p.startswith(f"{sbom.platform}/")]
+    return found[0] if len(found) == 1 else None
+
+
 def provenance(
     *, image: str, digest: str, version: str, env: Mapping[str, str], commit: str
 ) -> dict[str, object]:
@@ -246,7 +257,7 @@ class Run:
     """What cosign alone gets in its environment (the key's password); never printed."""
 
     def env(self, *, secret: bool = False) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("COSIGN_PASSWORD",)}
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}  # tools read login()'s files
         env.update(
             HELM_REGISTRY_CONFIG=str(self.work / "helm" / "registry.json"),
             HELM_CACHE_HOME=str(self.work / "helm" / "cache"),
@@ -628,7 +639,7 @@ def release(args: argparse.Namespace) -> dict[str, object]:
         sboms = find_sboms(args.sbom_dir, version=version)
         with step(f"attest {len(sboms)} SBOM(s)"):
             for sbom in sboms:
-                at = by_platform.get(sbom.platform)
+                at = digest_for(sbom, by_platform)
                 if at is None:
                     raise ReleaseError(f"{sbom.path.name}: the image has no {sbom.platform} platform")
                 attest(run, ref=f"{target.image}@{at}", predicate=sbom.path, kind=sbom.predicate_type)

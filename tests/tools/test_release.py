@@ -17,6 +17,7 @@ import yaml
 from tests.tools.release_options import DRY_RUN_ONLY, PUBLIC, ROOT, load_release
 
 release = load_release()
+Sbom = release.Sbom
 WORKFLOW = ROOT / ".github" / "workflows" / "release.yaml"
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64
@@ -59,6 +60,23 @@ def test_index_platforms_skip_attestation_entries_and_keep_variants() -> None:
     assert release.platforms_of_index(index) == {"linux/amd64": D1, "linux/arm64/v8": D2}
     with pytest.raises(release.ReleaseError):
         release.platforms_of_index({"layers": []})
+
+
+def test_an_sbom_goes_to_its_platform_with_or_without_a_variant() -> None:
+    amd, arm = (Sbom(path=Path("x"), os="linux", arch=a, format="spdx") for a in ("amd64", "arm64"))
+    assert release.digest_for(amd, {"linux/amd64": D1, "linux/arm64/v8": D2}) == D1
+    assert release.digest_for(arm, {"linux/amd64": D1, "linux/arm64/v8": D2}) == D2
+    assert release.digest_for(arm, {"linux/amd64": D1}) is None
+    assert release.digest_for(arm, {"linux/arm64/v7": D1, "linux/arm64/v8": D2}) is None  # ambiguous
+
+
+def test_no_secret_reaches_a_tool_but_the_key_password_cosign_gets(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("COSIGN_PASSWORD", "REGISTRY_USERNAME", "REGISTRY_PASSWORD"):
+        monkeypatch.setenv(name, "not-to-be-seen")
+    run = release.Run(target=release.parse_registry("127.0.0.1:1"), dry_run=True, ca=None, work=Path("/x"))
+    assert "not-to-be-seen" not in run.env().values()
+    run.secret_env["COSIGN_PASSWORD"] = "p"
+    assert {k for k, v in run.env(secret=True).items() if v in ("p", "not-to-be-seen")} == {"COSIGN_PASSWORD"}
 
 
 @pytest.mark.parametrize(
