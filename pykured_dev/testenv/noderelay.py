@@ -8,6 +8,11 @@ namespace, then returns to the machine's network namespace and forwards every co
 the machine's 127.0.0.1:PORT. Kubelets and pods (through the node's bridge) reach the API server at the
 Service address, whose certificate carries 10.0.0.1. Nothing is changed outside the new namespace.
 
+With ``--registry-port-file FILE`` it also listens on the registry's address 10.0.0.2:443 inside the
+namespace (on ``lo``) and forwards each connection to the machine's 127.0.0.1:<the port FILE holds when the
+connection comes> (none: the connection is closed), so a registry started after the nodes
+(:class:`~pykured_dev.testenv.registry.Registry`) is reachable from their containerd at one fixed address.
+
 The node's processes enter the namespace through ``/proc/<pid>/fd/<fd>`` (written to the ready file as
 ``<pid> <fd>``), which stays valid while this process runs; the namespace ends with its last process.
 """
@@ -26,6 +31,8 @@ import threading
 CLONE_NEWNET = 0x40000000
 SERVICE_IP = "10.0.0.1"
 SERVICE_PORT = 443
+REGISTRY_IP = "10.0.0.2"
+"""Where a node reaches the test registry (``--registry-port-file``), at port 443."""
 NODE_SUBNET = "172.30.0"
 
 
@@ -56,7 +63,20 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
             dst.shutdown(socket.SHUT_WR)
 
 
+def _registry_port(path: str) -> int:
+    """The registry's port on the machine, from ``path`` (0 when absent or not a port)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(16).strip()
+    except OSError:
+        return 0
+    return int(text) if text.isdigit() and 0 < int(text) < 65536 else 0
+
+
 def _serve(conn: socket.socket, port: int) -> None:
+    if port == 0:
+        conn.close()
+        return
     try:
         upstream = socket.create_connection(("127.0.0.1", port), timeout=10)
     except OSError:
@@ -71,11 +91,19 @@ def _serve(conn: socket.socket, port: int) -> None:
     upstream.close()
 
 
+def _accept_registry(listener: socket.socket, port_file: str) -> None:
+    while True:
+        conn, _ = listener.accept()
+        port = _registry_port(port_file)
+        threading.Thread(target=_serve, args=(conn, port), daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="noderelay")
     parser.add_argument("--index", type=int, required=True)
     parser.add_argument("--target-port", type=int, required=True)
     parser.add_argument("--ready", required=True)
+    parser.add_argument("--registry-port-file", default="")
     args = parser.parse_args(argv)
     machine = os.open("/proc/self/ns/net", os.O_RDONLY)
     _libc_call("unshare", CLONE_NEWNET)
@@ -90,6 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((SERVICE_IP, SERVICE_PORT))
     listener.listen(64)
+    registry: socket.socket | None = None
+    if args.registry_port_file:
+        _ip("addr", "add", f"{REGISTRY_IP}/32", "dev", "lo")
+        registry = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        registry.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        registry.bind((REGISTRY_IP, SERVICE_PORT))
+        registry.listen(64)
     node_ns = os.open("/proc/self/ns/net", os.O_RDONLY)
     _libc_call("setns", machine, CLONE_NEWNET)  # connections upstream leave from the machine's namespace
     os.close(machine)
@@ -97,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     with open(tmp, "w", encoding="utf-8") as handle:
         handle.write(f"{os.getpid()} {node_ns}\n")
     os.replace(tmp, args.ready)
+    if registry is not None:
+        threading.Thread(
+            target=_accept_registry, args=(registry, args.registry_port_file), daemon=True
+        ).start()
     while True:
         conn, _ = listener.accept()
         threading.Thread(target=_serve, args=(conn, args.target_port), daemon=True).start()

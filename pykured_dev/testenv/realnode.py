@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from pykured.core import errors
 from pykured_dev.testenv import images
-from pykured_dev.testenv.noderelay import SERVICE_IP, SERVICE_PORT, node_ip
+from pykured_dev.testenv.noderelay import REGISTRY_IP, SERVICE_IP, SERVICE_PORT, node_ip
 from pykured_dev.testenv.procs import Proc, TestEnvError, find_binaries, free_port
 
 if TYPE_CHECKING:
@@ -358,6 +358,7 @@ class Node:
                 f"--index={self.index}",
                 f"--target-port={api_port}",
                 f"--ready={ready}",
+                f"--registry-port-file={self.fleet.registry_port_file}",
             ],
             log_dir=self.dir,
         )
@@ -483,6 +484,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{CNI_DIR}"
     conf_dir = "{d / "etc" / "cni"}"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{d / "etc" / "certs.d"}"
 """
 
 
@@ -555,6 +558,8 @@ class RealNodes:
         self.cgroup_base = f"/pykured-realnode-{self.id}"
         self.archives: list[Path] = []
         self.pykured_image = ""
+        self.registry_port_file = self.workdir / "registry.port"
+        """Holds the port of the registry the nodes reach at ``REGISTRY_IP``:443 (:meth:`use_registry`)."""
 
     def __getitem__(self, name: str) -> Node:
         for node in self.nodes:
@@ -597,6 +602,28 @@ class RealNodes:
             ],
             "contexts": [{"name": "node", "context": {"cluster": "test", "user": "node"}}],
         }
+
+    def use_registry(self, *, port: int, ca_pem: bytes) -> str:
+        """Nodes pull from the registry on the machine's 127.0.0.1:``port`` at ``REGISTRY_IP``; its host.
+
+        Each node's containerd gets a registry host configuration for ``REGISTRY_IP``
+        (``etc/certs.d/<host>/hosts.toml``, read at every pull: https://github.com/containerd/containerd/
+        blob/main/docs/hosts.md) trusting ``ca_pem``; the registry's certificate must carry ``REGISTRY_IP``.
+        """
+        for node in self.nodes:
+            certs = node.dir / "etc" / "certs.d" / REGISTRY_IP
+            certs.mkdir(parents=True, exist_ok=True)
+            (certs / "ca.crt").write_bytes(ca_pem)
+            (certs / "hosts.toml").write_text(
+                f'server = "https://{REGISTRY_IP}"\n\n'
+                f'[host."https://{REGISTRY_IP}"]\n'
+                '  capabilities = ["pull", "resolve"]\n'
+                f'  ca = "{certs / "ca.crt"}"\n'
+            )
+        tmp = self.registry_port_file.with_suffix(".tmp")
+        tmp.write_text(f"{port}\n")
+        os.replace(tmp, self.registry_port_file)
+        return REGISTRY_IP
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 

@@ -453,6 +453,7 @@ def test_helm_lint_is_clean(tmp_path: Path) -> None:
         ({"pykured": {"lockBackend": "leases"}}, "lockBackend"),
         ({"pykured": {"settle": {"pdb": True}}}, "pdb"),
         ({"service": {"typ": "NodePort"}}, "typ"),
+        ({"pykured": {"imageDigest": "latest"}}, "imageDigest"),
     ],
     ids=[
         "configuration-typo",
@@ -461,6 +462,7 @@ def test_helm_lint_is_clean(tmp_path: Path) -> None:
         "bad-backend",
         "nested-typo",
         "service-typo",
+        "digest-not-sha256",
     ],
 )
 def test_the_schema_rejects_typos(values: dict[str, Any], complaint: str, tmp_path: Path) -> None:
@@ -470,6 +472,20 @@ def test_the_schema_rejects_typos(values: dict[str, Any], complaint: str, tmp_pa
     assert done.returncode != 0
     assert "values don't meet the specifications of the schema" in done.stderr
     assert complaint in done.stderr
+
+
+def test_an_image_digest_pins_the_image_by_content(tmp_path: Path) -> None:
+    digest = "sha256:" + "ab" * 32
+    values = {
+        "image": {"repository": "registry.example/pykured", "tag": "9.9"},
+        "pykured": {"imageDigest": digest},
+    }
+    (ds,) = [o for o in render("pykured", values, tmp_path / "digest") if o["kind"] == "DaemonSet"]
+    assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == f"registry.example/pykured@{digest}"
+    (ds,) = [
+        o for o in render("pykured", {"image": values["image"]}, tmp_path / "tag") if o["kind"] == "DaemonSet"
+    ]
+    assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example/pykured:9.9"
 
 
 def test_helm_package(tmp_path: Path) -> None:

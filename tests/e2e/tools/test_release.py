@@ -1,0 +1,298 @@
+"""``tools/release --dry-run`` against a real registry (the CNCF distribution registry, TLS from a test CA).
+
+The checkout's own image (``tools/image-build``) is pushed by digest, signed with a cosign key made for the
+test, its platform's SBOM attested, and the chart pushed; then, as a user would: the signature verifies with
+the public key, the SBOM attestation verifies and holds the SBOM, the chart is pulled back, and a changed
+image does not verify (another manifest pushed to the same tag, or the tampered manifest by its digest), nor
+does the real image with another key. When ``build/sbom`` has no SBOM for this version, a placeholder SBOM
+named as one (its document says it is a test placeholder) is attested instead, so the attach path is tested.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import ssl
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pykured_dev.testenv.procs import cache_dir, run_build
+from pykured_dev.testenv.registry import Registry
+from tests.tools.release_options import DRY_RUN_ONLY, PUBLIC, ROOT, load_release
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+release = load_release()
+VERSION = release.version_of(ROOT / "pyproject.toml")
+MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+INDEX = "application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.list.v2+json"
+
+
+def cosign_binary() -> str:
+    path = cache_dir() / "bin" / "current" / "cosign"
+    if not path.exists():
+        run_build("release-build", ["cosign"], missing="cosign (tools/release-build cosign)")
+    return str(path)
+
+
+def helm_binary() -> str:
+    path = cache_dir() / "bin" / "current" / "helm"
+    if not path.exists():
+        run_build("kured-build", ["helm"], missing="helm (tools/kured-build helm)")
+    return str(path)
+
+
+def image_ref() -> str:
+    out = subprocess.run(
+        [str(ROOT / "tools" / "image-build"), "ref"], capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        pytest.fail(f"the pykured image is not built (tools/image-build): {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+@pytest.fixture
+def registry() -> Iterator[Registry]:
+    with Registry() as reg:
+        yield reg
+
+
+def keypair(directory: Path, password: str) -> tuple[Path, Path]:
+    directory.mkdir()
+    subprocess.run(
+        [cosign_binary(), "generate-key-pair", f"--output-key-prefix={directory / 'cosign'}"],
+        env={**os.environ, "COSIGN_PASSWORD": password},
+        capture_output=True,
+        check=True,
+        stdin=subprocess.DEVNULL,
+    )
+    return directory / "cosign.key", directory / "cosign.pub"
+
+
+def sbom_dir(tmp: Path) -> Path:
+    """``build/sbom`` when it has this version's SBOMs, else a directory with one placeholder SBOM."""
+    real = ROOT / "build" / "sbom"
+    if release.find_sboms(real, version=VERSION):
+        return real
+    placeholder = tmp / "sbom-placeholder"
+    placeholder.mkdir()
+    doc = {
+        "spdxVersion": "SPDX-2.3",
+        "dataLicense": "CC0-1.0",
+        "SPDXID": "SPDXRef-DOCUMENT",
+        "name": "TEST PLACEHOLDER SBOM (tests/e2e/tools/test_release.py), not a real SBOM",
+        "documentNamespace": f"https://pykured.dev/test-placeholder/{secrets.token_hex(8)}",
+        "creationInfo": {"created": "2026-01-01T00:00:00Z", "creators": ["Tool: pykured-tests"]},
+        "packages": [],
+    }
+    (placeholder / f"pykured-{VERSION}-linux-amd64.spdx.json").write_text(json.dumps(doc))
+    return placeholder
+
+
+def cosign(registry: Registry, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SSL_CERT_FILE": str(registry.ca_file), "TUF_ROOT": "/nonexistent-tuf-root"}
+    return subprocess.run(
+        [cosign_binary(), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _request(
+    registry: Registry, method: str, path: str, *, body: bytes | None = None, headers: dict[str, str]
+) -> tuple[int, bytes, dict[str, str]]:
+    context = ssl.create_default_context(cafile=str(registry.ca_file))
+    req = urllib.request.Request(f"https://{registry.host}{path}", data=body, method=method, headers=headers)
+    with urllib.request.urlopen(req, timeout=30, context=context) as resp:
+        return int(resp.status), resp.read(), dict(resp.headers)
+
+
+def get_manifest(registry: Registry, ref: str, *, accept: str = MANIFEST) -> dict[str, Any]:
+    _, body, _ = _request(registry, "GET", f"/v2/pykured/manifests/{ref}", headers={"Accept": accept})
+    parsed = json.loads(body)
+    assert isinstance(parsed, dict)
+    return parsed
+
+
+def put_manifest(registry: Registry, tag: str, manifest: dict[str, Any]) -> str:
+    status, _, headers = _request(
+        registry,
+        "PUT",
+        f"/v2/pykured/manifests/{tag}",
+        body=json.dumps(manifest).encode(),
+        headers={"Content-Type": MANIFEST},
+    )
+    assert status == 201
+    return headers["Docker-Content-Digest"]
+
+
+def run_release(registry: Registry, tmp: Path, key: Path, password: str, image: str) -> dict[str, Any]:
+    options = {
+        "--registry": registry.host,
+        "--ca": str(registry.ca_file),
+        "--key": str(key),
+        "--image": image,
+    }
+    assert set(options) | {"--dry-run"} == set(PUBLIC) | set(DRY_RUN_ONLY)
+    argv = [str(ROOT / "tools" / "release"), "--dry-run", *(f"{k}={v}" for k, v in options.items())]
+    out = subprocess.run(
+        [*argv, f"--sbom-dir={sbom_dir(tmp)}", f"--cosign={cosign_binary()}", f"--helm={helm_binary()}"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COSIGN_PASSWORD": password},
+        check=False,
+        timeout=800,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert password not in out.stdout + out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert isinstance(summary, dict)
+    return summary
+
+
+def test_dry_run_release_verifies_and_a_changed_image_does_not(registry: Registry, tmp_path: Path) -> None:
+    password = secrets.token_urlsafe(16)
+    key, pub = keypair(tmp_path / "keys", password)
+    summary = run_release(registry, tmp_path, key, password, image_ref())
+    ref, digest = summary["reference"], summary["digest"]
+    assert ref == f"{registry.host}/pykured@{digest}"
+    assert summary["index"] is False and summary["platforms"] == {"linux/amd64": digest}
+    assert summary["sboms"]
+
+    # the signature verifies with the public key, by digest and by the tag
+    ok = cosign(registry, "verify", f"--key={pub}", "--insecure-ignore-tlog=true", ref)
+    assert ok.returncode == 0, ok.stderr
+    assert digest in ok.stdout
+    tagged = cosign(
+        registry,
+        "verify",
+        f"--key={pub}",
+        "--insecure-ignore-tlog=true",
+        f"{registry.host}/pykured:{VERSION}",
+    )
+    assert tagged.returncode == 0, tagged.stderr
+
+    # the SBOM attestation verifies and carries the SBOM
+    sbom_file = sorted(sbom_dir_used(summary, tmp_path))[0]
+    att = cosign(
+        registry, "verify-attestation", f"--key={pub}", "--insecure-ignore-tlog=true", "--type=spdxjson", ref
+    )
+    assert att.returncode == 0, att.stderr
+    statements = [
+        json.loads(base64.b64decode(json.loads(line)["payload"]))
+        for line in att.stdout.splitlines()
+        if line.strip()
+    ]
+    predicates = [s["predicate"] for s in statements if s["predicateType"] == "https://spdx.dev/Document"]
+    assert json.loads(sbom_file.read_text()) in predicates
+    assert all(s["subject"][0]["digest"]["sha256"] == digest.removeprefix("sha256:") for s in statements)
+    prov = cosign(
+        registry,
+        "verify-attestation",
+        f"--key={pub}",
+        "--insecure-ignore-tlog=true",
+        "--type=slsaprovenance1",
+        ref,
+    )
+    assert prov.returncode == 0, prov.stderr
+
+    # the chart comes back from the registry
+    shown = subprocess.run(
+        [
+            helm_binary(),
+            "show",
+            "chart",
+            f"oci://{registry.host}/charts/pykured",
+            f"--version={VERSION}",
+            f"--ca-file={registry.ca_file}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={
+            **os.environ,
+            "HELM_REGISTRY_CONFIG": str(tmp_path / "helm.json"),
+            "HELM_CACHE_HOME": str(tmp_path / "hc"),
+        },
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "name: pykured" in shown.stdout and f"version: {VERSION}" in shown.stdout
+
+    # another key does not verify the real image
+    _, other_pub = keypair(tmp_path / "other", secrets.token_urlsafe(16))
+    other = cosign(registry, "verify", f"--key={other_pub}", "--insecure-ignore-tlog=true", ref)
+    assert other.returncode != 0
+
+    # a changed manifest pushed to the same tag: neither the tag nor its digest verifies; the release does
+    manifest = get_manifest(registry, digest)
+    manifest["annotations"] = {**manifest.get("annotations", {}), "tampered": "yes"}
+    changed = put_manifest(registry, VERSION, manifest)
+    assert changed != digest
+    for target in (f"{registry.host}/pykured:{VERSION}", f"{registry.host}/pykured@{changed}"):
+        bad = cosign(registry, "verify", f"--key={pub}", "--insecure-ignore-tlog=true", target)
+        assert bad.returncode != 0, target
+    assert cosign(registry, "verify", f"--key={pub}", "--insecure-ignore-tlog=true", ref).returncode == 0
+
+
+def test_an_index_is_pushed_whole_and_each_platform_signed_and_attested(
+    registry: Registry, tmp_path: Path
+) -> None:
+    """A manifest list (as an amd64+arm64 build makes; here one platform) goes out by ``manifest push
+    --all``; the index and its platform's manifest are signed, the SBOM attests the platform's manifest."""
+    podman = [str(ROOT / "tools" / "image-build"), "podman"]
+    index = f"localhost/pykured-release-test:{secrets.token_hex(6)}"
+    subprocess.run([*podman, "manifest", "create", index], capture_output=True, check=True)
+    try:
+        subprocess.run(
+            [*podman, "manifest", "add", index, f"containers-storage:{image_ref()}"],
+            capture_output=True,
+            check=True,
+        )
+        password = secrets.token_urlsafe(16)
+        key, pub = keypair(tmp_path / "keys", password)
+        summary = run_release(registry, tmp_path, key, password, index)
+    finally:
+        subprocess.run([*podman, "manifest", "rm", index], capture_output=True, check=False)
+    assert summary["index"] is True
+    (platform_digest,) = summary["platforms"].values()
+    assert list(summary["platforms"]) == ["linux/amd64"]
+    assert platform_digest != summary["digest"]
+    listed = get_manifest(registry, summary["digest"], accept=INDEX)
+    assert [m["digest"] for m in listed["manifests"]] == [platform_digest]
+    for digest in (summary["digest"], platform_digest):
+        ok = cosign(
+            registry,
+            "verify",
+            f"--key={pub}",
+            "--insecure-ignore-tlog=true",
+            f"{registry.host}/pykured@{digest}",
+        )
+        assert ok.returncode == 0, ok.stderr
+    att = cosign(
+        registry,
+        "verify-attestation",
+        f"--key={pub}",
+        "--insecure-ignore-tlog=true",
+        "--type=spdxjson",
+        f"{registry.host}/pykured@{platform_digest}",
+    )
+    assert att.returncode == 0, att.stderr
+
+
+def sbom_dir_used(summary: dict[str, Any], tmp: Path) -> list[Path]:
+    """The SBOM files the release attested (from ``build/sbom`` or the placeholder directory)."""
+    for directory in (ROOT / "build" / "sbom", tmp / "sbom-placeholder"):
+        found = [directory / name for name in summary["sboms"] if (directory / name).is_file()]
+        if found:
+            return found
+    raise AssertionError(f"no SBOM file of {summary['sboms']}")
