@@ -14,6 +14,9 @@ daemonsets and ``update`` on the named one (no patch, no list, no watch).
   ``{"maxOwners":N,"locks":[]}`` (multi), as kured does.
 * An unreadable value is never overwritten: acquire reports it held by ``UNKNOWN_HOLDER`` and logs how to
   fix it (``pykured lock release``).
+* ``--max-unavailable`` (:mod:`pykured.lock.budget`): a take also needs fewer live holders than the budget, a
+  percentage being taken of the ``status.desiredNumberScheduled`` of the DaemonSet the take read anyway (no
+  request, no rule more); the value written keeps kured's ``maxOwners`` (``--concurrency``).
 * Differences from kured: no in-process release delay (the daemon's job), holders whose Node is gone are
   freed (:mod:`pykured.lock.liveness`), both JSON forms are read whatever our concurrency.
 * A waiting node reads the DaemonSet once per wait: the daemon waits ``--period``, at most a minute

@@ -37,6 +37,11 @@ one object per slot instead of one per group:
 * Outside a wait and a hold (no watch), a LIST serves the same pass's next reads for ``FRESH`` seconds, and
   the answer to a release serves the next pass's: an agent after its reboot lists its slots once.
 * An ambiguous write failure (5xx, timeout) is settled by re-listing; it is never blindly repeated.
+* ``--max-unavailable`` (:mod:`pykured.lock.budget`): each ``acquire`` that may take a slot computes the
+  limit, the lower of ``--concurrency`` and the budget (a percentage of the DaemonSet's nodes, one GET:
+  :func:`pykured.lock.counts.daemonset_count`), and takes only a slot below it; the holders of every
+  labelled Lease count against it. The watch's wait looks at the last limit computed (a hint: the take
+  decides).
 * RBAC: ``get``, ``list``, ``watch``, ``create``, ``update`` on leases in the namespace.
 """
 
