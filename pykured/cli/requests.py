@@ -25,6 +25,7 @@ from pykured.fleet import view as fleetview
 from pykured.fleet.freeze import read_freeze, read_policy
 from pykured.gocompat import logrus
 from pykured.gocompat.goflags import GoValueError, format_duration, parse_duration
+from pykured.lock.budget import Budget, BudgetError
 from pykured.policy.document import PolicyDoc, PolicyMapError
 from pykured.policy.freeze import FreezeRecord
 from pykured.requests import record as rebootrequest
@@ -337,6 +338,38 @@ def _freeze_line(record: FreezeRecord) -> str:
     return f"FROZEN: {one_line(record.describe())}; no new reboot starts\n"
 
 
+def _budget(text: str) -> Budget | None:
+    """``--max-unavailable`` of ``status`` and ``plan``: ``""`` is off."""
+    try:
+        return Budget.parse(text) if text else None
+    except BudgetError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _limit_flags(parser: argparse.ArgumentParser) -> None:
+    """The agents' ``--concurrency`` and ``--max-unavailable``, which the lock's limit comes from."""
+    options.add_agent_flag(parser, "concurrency", convert=int, text="the agents' --concurrency")
+    options.add_agent_flag(
+        parser,
+        "max-unavailable",
+        convert=_budget,
+        text="the agents' --max-unavailable: N or P% (default: off)",
+    )
+
+
+def _limit(kube: Kube, opts: argparse.Namespace) -> fleetview.LockLimit | None:
+    """The lock's limit under the agents' ``--max-unavailable`` (``None`` when they have none)."""
+    if opts.max_unavailable is None:
+        return None
+    return requester.lock_limit(
+        kube,
+        namespace=opts.ds_namespace,
+        ds_name=opts.ds_name,
+        concurrency=opts.concurrency,
+        budget=opts.max_unavailable,
+    )
+
+
 def _fleet(kube: Kube, opts: argparse.Namespace) -> tuple[list[NodeState], list[fleetview.LockInfo]]:
     """The Nodes ``status`` and ``plan`` show (named, or by selector) and the lock holders they read."""
     views = (
@@ -369,7 +402,9 @@ def status_main(
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
     parser.add_argument("--watch", "-w", action="store_true", help="refresh every --interval seconds")
     parser.add_argument("--interval", type=float, default=2.0)
-    options.add(parser, options.LOCK, options.POLICY, options.CLUSTER)
+    options.add(parser, options.LOCK, options.POLICY)
+    _limit_flags(parser)
+    options.add(parser, options.CLUSTER)
     opts = parser.parse_args(list(argv))
     logrus.configure("text", "error")
 
@@ -378,10 +413,11 @@ def status_main(
         while True:
             frozen = _freeze_in_force(kube, opts.ds_namespace, opts.policy_configmap, now())
             views, locks = _fleet(kube, opts)
+            limit = _limit(kube, opts)
             moment = now()
             table = fleetview.rows(views, locks, now=moment)
             if opts.output == "json":
-                data = fleetview.to_json(table, locks)
+                data = fleetview.to_json(table, locks, limit=limit)
                 if frozen is not None:
                     data["freeze"] = json.loads(frozen.to_json())
                 out.write(json.dumps(data, sort_keys=True) + "\n")
@@ -390,7 +426,7 @@ def status_main(
                     control(out, "\x1b[H\x1b[2J")  # the screen clear is meant; the values below are not
                 if frozen is not None:
                     out.write(_freeze_line(frozen))
-                out.write(fleetview.render_table(table, locks, now=moment))
+                out.write(fleetview.render_table(table, locks, now=moment, limit=limit))
             out.flush()
             if not opts.watch:
                 return 0
@@ -438,7 +474,7 @@ def plan_main(
     parser.add_argument("--selector", "-l", default="")
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
     options.add(parser, options.LOCK, options.POLICY)
-    options.add_agent_flag(parser, "concurrency", convert=int, text="the agents' --concurrency")
+    _limit_flags(parser)
     options.add(parser, options.CLUSTER)
     opts = parser.parse_args(list(argv))
     logrus.configure("text", "error")
@@ -454,6 +490,7 @@ def plan_main(
             unreadable=[unreadable] if unreadable else [],
             concurrency=opts.concurrency,
             blackouts=doc.blackouts,
+            limit=_limit(kube, opts),
             now=now(),
         )
         if opts.output == "json":

@@ -25,6 +25,7 @@ from pykured.blockers import NodeMark
 from pykured.core.errors import ConfigError
 from pykured.gocompat import goshlex, gourl
 from pykured.gocompat.goflags import GoValueError, go_quote
+from pykured.lock.budget import Budget, BudgetError
 from pykured.notify.redact import redact_url
 
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
@@ -127,6 +128,22 @@ def check_choice(value: str, choices: tuple[str, ...], *, flag: str) -> None:
     if value not in choices:
         expected = ", ".join(choices[:-1]) + f" or {choices[-1]}"
         raise ConfigError(f"invalid {flag} configured {value}, expected {expected}", exit_code=1)
+
+
+def check_budget(value: int | str, *, flag: str) -> None:
+    """``--max-unavailable`` / ``--concurrency-per-label`` (int-or-percent, its syntax checked by the flag
+    reader): a number of nodes below 1, or one beyond :data:`~pykured.lock.budget.MAX_NUMBER`, is fatal.
+    ``""`` is unset."""
+    if value == "":
+        return
+    if isinstance(value, int) and value < 1:
+        raise ConfigError(
+            f"invalid --{flag} {value}: must be >= 1, or a percentage (1% to 100%)", exit_code=1
+        )
+    try:
+        Budget.of(value)
+    except BudgetError as exc:
+        raise ConfigError(f"invalid --{flag} {value}: {exc}", exit_code=1) from None
 
 
 def local_zone(env: Mapping[str, str]) -> datetime.tzinfo:

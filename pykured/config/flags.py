@@ -25,6 +25,8 @@ class Kind(enum.Enum):
     REGEXP = "regexp"
     STRING_SLICE = "strings"
     STRING_ARRAY = "stringArray"
+    INT_OR_PERCENT = "int|percent"
+    """Kubernetes' int-or-percent (``3`` or ``25%``), as a DaemonSet's ``maxUnavailable``; pflag has none."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -327,7 +329,21 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
         "pykured: with --lock-backend=lease, also limit reboots per value of this node label, e.g. "
         "topology.kubernetes.io/zone (default: off)",
     ),
-    _x("concurrency-per-label", INT, "1", "pykured: nodes per --concurrency-label value rebooting at once"),
+    _x(
+        "concurrency-per-label",
+        Kind.INT_OR_PERCENT,
+        "1",
+        "pykured: nodes per --concurrency-label value rebooting at once: N, or P% of the nodes with that "
+        "value (at least 1)",
+    ),
+    _x(
+        "max-unavailable",
+        Kind.INT_OR_PERCENT,
+        "",
+        "pykured: also limit the nodes rebooting at once to N, or to P% of the nodes the DaemonSet runs on "
+        "(its status.desiredNumberScheduled; rounded down, at least 1); the lower of this and --concurrency "
+        "wins (default: off)",
+    ),
     _x(
         "prefer-no-schedule-early",
         BOOL,

@@ -47,6 +47,7 @@ from pykured.gocompat.goflags import (
     parse_int,
 )
 from pykured.gocompat.goregexp import compile_re2
+from pykured.lock.budget import Budget, BudgetError
 
 _SERVICE_LINK = re.compile(r"^(tcp|udp|sctp)://")
 
@@ -106,7 +107,27 @@ def _convert(spec: FlagSpec, text: str | None) -> Any:
         return parse_string_slice(text)
     if kind is Kind.STRING_ARRAY:
         return [text]
+    if kind is Kind.INT_OR_PERCENT:
+        return _int_or_percent(text)
     return text
+
+
+def _int_or_percent(text: str) -> int | str:
+    """Kubernetes' int-or-percent: an ``int`` (Go's ``strconv``, as pflag's int; its range is checked at
+    start-up), ``"P%"`` (P from 1 to 100), or ``""`` (unset)."""
+    if not text:
+        return ""
+    if text.endswith("%"):
+        try:
+            return str(Budget.parse(text))
+        except BudgetError as exc:
+            raise GoValueError(str(exc)) from exc
+    try:
+        return parse_int(text)
+    except GoValueError as exc:
+        raise GoValueError(
+            f"{exc}; want a number of nodes (e.g. 3) or a percentage of them (e.g. 25%)"
+        ) from exc
 
 
 def _go_char(byte: int) -> str:
@@ -213,7 +234,7 @@ def _parser(state: FlagValues) -> _Parser:
 
 def _env_text(spec: FlagSpec, raw: str) -> list[str]:
     """The ``Set`` arguments kured's ``LoadFromEnv`` derives from an env value (raises GoValueError)."""
-    if spec.kind is Kind.INT:
+    if spec.kind is Kind.INT or (spec.kind is Kind.INT_OR_PERCENT and raw and not raw.endswith("%")):
         return [str(atoi(raw))]
     if spec.kind is Kind.BOOL:
         return [format_bool(parse_bool(raw))]
@@ -238,7 +259,7 @@ def _apply_env(state: FlagValues, env: Mapping[str, str]) -> None:
             for text in _env_text(spec, raw):
                 state.set(spec, text)
         except GoValueError as exc:
-            scalar = spec.kind in (Kind.INT, Kind.BOOL, Kind.DURATION)
+            scalar = spec.kind in (Kind.INT, Kind.BOOL, Kind.DURATION, Kind.INT_OR_PERCENT)
             if scalar and _SERVICE_LINK.match(raw):
                 state.warnings.append(
                     f"Ignoring {var}={raw}: it looks like a Kubernetes service link variable "
@@ -252,6 +273,8 @@ def _env_error(spec: FlagSpec, var: str, raw: str) -> str:
     """kured ``LoadFromEnv``'s message for a value its flag type rejects (the wording differs by type)."""
     if spec.kind is Kind.INT:
         return f"Invalid value for env var named {var}"
+    if spec.kind is Kind.INT_OR_PERCENT:
+        return f"Invalid value for env var named {var}: want a number of nodes or a percentage (1% to 100%)"
     if spec.kind is Kind.BOOL:
         return f"Invalid value for {var}: {raw}"
     if spec.kind is Kind.DURATION:

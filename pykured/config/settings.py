@@ -29,6 +29,7 @@ from pykured.config.reader import HelpRequested
 from pykured.core.errors import ConfigError
 from pykured.gocompat.goflags import Duration
 from pykured.gocompat.goregexp import GoRegexp, compile_re2
+from pykured.lock.budget import Budget
 from pykured.notify.redact import redact_password, redact_url
 from pykured.policy.maintenance import MaintenancePolicy
 from pykured.policy.weekly import TimeWindow
@@ -117,7 +118,8 @@ class Config:
     blackout: tuple[str, ...] = ()
     policy_configmap: str = "kured-policy"
     concurrency_label: str = ""
-    concurrency_per_label: int = 1
+    concurrency_per_label: int | str = 1
+    max_unavailable: int | str = ""
     prefer_no_schedule_early: bool = False
     resume_rolls: bool = False
     settle_pod_selector: tuple[str, ...] = ()
@@ -186,6 +188,16 @@ class Config:
     def alert_filter(self) -> GoRegexp | None:
         """``--alert-filter-regexp`` compiled with RE2 semantics (None when unset)."""
         return None if self.alert_filter_regexp is None else compile_re2(self.alert_filter_regexp)
+
+    @property
+    def max_unavailable_budget(self) -> Budget | None:
+        """``--max-unavailable`` as a budget (``None``: off)."""
+        return None if self.max_unavailable == "" else Budget.of(self.max_unavailable)
+
+    @property
+    def concurrency_per_label_budget(self) -> Budget:
+        """``--concurrency-per-label`` as a budget (a number of nodes, or a share of a label value's)."""
+        return Budget.of(self.concurrency_per_label)
 
     @property
     def lease_name_prefix(self) -> str:

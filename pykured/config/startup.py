@@ -30,7 +30,8 @@ logging. pykured's own additions: a label without ``=`` is fatal at step 4 (kure
 a signal above 64 at step 7 (kured fails only at reboot time), ``Zincati marker file: X`` after ``Reboot
 method: zincati``, the checks of pykured's extension flags and pykured's warnings (ignored Slack settings,
 an empty alert filter or pod selector, ignored service-link variables and positional arguments) after step
-8, and ``Lock backend: lease`` at step 10 when the backend is not kured's annotation.
+8, ``Lock backend: lease`` at step 10 when the backend is not kured's annotation, and ``Max unavailable: …``
+after it when ``--max-unavailable`` is set.
 """
 
 from __future__ import annotations
@@ -134,8 +135,8 @@ def _extensions(cfg: Config) -> list[str]:
         raise _fatal(f"invalid --max-failed-drains {cfg.max_failed_drains}: must be >= 0")
     if cfg.prefer_no_schedule_early and not cfg.prefer_no_schedule_taint:
         raise _fatal("--prefer-no-schedule-early needs --prefer-no-schedule-taint")
-    if cfg.concurrency_per_label < 1:
-        raise _fatal(f"invalid --concurrency-per-label {cfg.concurrency_per_label}: must be >= 1")
+    checks.check_budget(cfg.concurrency_per_label, flag="concurrency-per-label")
+    checks.check_budget(cfg.max_unavailable, flag="max-unavailable")
     if cfg.settle_prometheus_query and not cfg.prometheus_url:
         raise _fatal("--settle-prometheus-query needs --prometheus-url")
     for flag, names in (
@@ -220,6 +221,10 @@ def lock_records(cfg: Config) -> list[tuple[int, str]]:
     info = [f"Lock Annotation: {cfg.ds_namespace}/{cfg.ds_name}:{cfg.lock_annotation}"]
     if cfg.lock_backend != "daemonset":
         info.append(f"Lock backend: {cfg.lock_backend}")
+    budget = cfg.max_unavailable_budget
+    if budget is not None:
+        of = f" of the nodes of DaemonSet {cfg.ds_namespace}/{cfg.ds_name}" if budget.percent else " nodes"
+        info.append(f"Max unavailable: {budget}{of} (with --concurrency {cfg.concurrency}: the lower wins)")
     if cfg.lock_ttl.ns > 0:
         info.append(f"Lock TTL set, lock will expire after: {cfg.lock_ttl}")
     else:

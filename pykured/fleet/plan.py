@@ -11,7 +11,9 @@ read.
 A node whose records cannot be read is one row saying so (``UNREADABLE: …`` in WHY); it never fails the plan.
 Every cell is one line of terminal-safe text (:func:`pykured.core.printable.one_line`).
 
-The estimate is ``ceil(waiting / concurrency) × median(recorded cycle)`` from now. It assumes the window
+The estimate is ``ceil(waiting / limit) × median(recorded cycle)`` from now, the limit being the agents'
+``--concurrency``, lowered by their ``--max-unavailable`` (then shown: ``limit: 3 (--concurrency 5,
+--max-unavailable 25% of 12 nodes)``). It assumes the window
 stays open and nothing blocks; while the fleet is halted or frozen there is none. Pure: no I/O, ``now``
 passed in; the facts come from :mod:`pykured.fleet.view`'s rows.
 """
@@ -73,6 +75,8 @@ class Plan:
     estimate: Estimate
     locks: tuple[fleetview.LockInfo, ...]
     unreadable: tuple[str, ...]
+    limit: fleetview.LockLimit | None = None
+    """The lock's limit, when the agents have a ``--max-unavailable`` budget (the estimate's pace)."""
 
 
 def _why(row: fleetview.Row, status: agentstatus.AgentStatus | None) -> str:
@@ -105,10 +109,12 @@ def build(
     unreadable: Sequence[str] = (),
     concurrency: int = 1,
     blackouts: Sequence[Blackout] = (),
+    limit: fleetview.LockLimit | None = None,
     now: datetime.datetime,
 ) -> Plan:
     """The plan of the roll for these nodes. ``blackouts``: the policy ConfigMap's (the agents' closed
-    window is named after the one in force; a ``--blackout`` flag of the agents is not seen here)."""
+    window is named after the one in force; a ``--blackout`` flag of the agents is not seen here).
+    ``limit``: the lock's limit under a ``--max-unavailable`` budget; it replaces ``concurrency``."""
     table = fleetview.rows(views, locks, now=now)
     by_name = {v.name: v for v in views}
     holders = sorted({h for info in locks for h in info.holders})
@@ -135,9 +141,10 @@ def build(
     return Plan(
         rows=tuple(out),
         freeze=active,
-        estimate=_estimate(remaining, cycles, max(1, concurrency), active, now),
+        estimate=_estimate(remaining, cycles, limit.value if limit else max(1, concurrency), active, now),
         locks=tuple(locks),
         unreadable=tuple(unreadable),
+        limit=limit,
     )
 
 
@@ -220,6 +227,7 @@ def render_table(plan: Plan) -> str:
     if not plan.rows:
         lines.append("(no nodes)")
     lines.append(_estimate_line(plan.estimate))
+    lines += [plan.limit.line()] if plan.limit is not None else []
     lines += fleetview.lock_lines(plan.locks)
     lines += [f"cannot read: {one_line(what)}" for what in plan.unreadable]
     return "\n".join(lines) + "\n"
@@ -236,7 +244,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
             "by": plan.freeze.by,
             "describe": plan.freeze.describe(),
         }
-    return {
+    return ({"limit": plan.limit.to_json()} if plan.limit is not None else {}) | {
         "freeze": freeze,
         "nodes": [
             {

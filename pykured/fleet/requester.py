@@ -32,6 +32,8 @@ from pykured.fleet.locks import open_backends
 from pykured.kube.api import KubeApi
 from pykured.kube.client import JSON_PATCH, MERGE_PATCH, Obj
 from pykured.lock.base import forbidden
+from pykured.lock.budget import Budget
+from pykured.lock.counts import daemonset_count
 from pykured.lock.record import decode
 from pykured.requests import keeper
 from pykured.requests import record as rebootrequest
@@ -269,6 +271,18 @@ def all_nodes(kube: KubeApi, selector: str = "") -> list[NodeState]:
     except errors.KubeError as exc:
         raise RequestError(f"cannot list nodes: {exc}") from None
     return [NodeState.from_obj(item) for item in items]
+
+
+def lock_limit(
+    kube: KubeApi, *, namespace: str, ds_name: str, concurrency: int, budget: Budget | None
+) -> fleetview.LockLimit:
+    """The lock's limit as the agents compute it: a percentage budget is taken of the DaemonSet's
+    ``status.desiredNumberScheduled`` (one GET; ``None`` when it cannot be read, as the agents then allow
+    one)."""
+    nodes = None
+    if budget is not None and budget.percent:
+        nodes = daemonset_count(kube, namespace=namespace, name=ds_name)()
+    return fleetview.LockLimit(concurrency, budget, nodes)
 
 
 def lock_holders(

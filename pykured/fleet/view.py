@@ -22,6 +22,7 @@ from pykured.core.printable import one_line
 from pykured.core.times import format_rfc3339, parse_rfc3339
 from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION, NodeState
 from pykured.kube.node import PYKURED_PREFIX
+from pykured.lock.budget import Budget, effective_limit, explain
 from pykured.requests import record as rebootrequest
 from pykured.roll import order as roll
 from pykured.roll import record as rollrecord
@@ -38,6 +39,33 @@ class LockInfo:
     backend: str
     holders: tuple[str, ...] = ()
     error: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LockLimit:
+    """The nodes that may hold the lock at once: the agents' ``--concurrency``, lowered by their
+    ``--max-unavailable`` (a percentage of ``nodes``, the DaemonSet's ``status.desiredNumberScheduled``;
+    ``None``: it could not be read, and the agents then allow one)."""
+
+    concurrency: int
+    budget: Budget | None = None
+    nodes: int | None = None
+
+    @property
+    def value(self) -> int:
+        return effective_limit(concurrency=self.concurrency, budget=self.budget, count=self.nodes)
+
+    def line(self) -> str:
+        """``limit: 3 (--concurrency 5, --max-unavailable 25% of 12 nodes)``."""
+        return "limit: " + explain(concurrency=self.concurrency, budget=self.budget, count=self.nodes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "limit": self.value,
+            "concurrency": max(self.concurrency, 1),
+            "maxUnavailable": None if self.budget is None else self.budget.config_value(),
+            "nodes": self.nodes,
+        }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -236,14 +264,17 @@ def lock_lines(locks: Sequence[LockInfo]) -> list[str]:
     return out
 
 
-def render_table(table: Sequence[Row], locks: Sequence[LockInfo], *, now: datetime.datetime) -> str:
-    """The text table, then one line per lock backend."""
+def render_table(
+    table: Sequence[Row], locks: Sequence[LockInfo], *, now: datetime.datetime, limit: LockLimit | None = None
+) -> str:
+    """The text table, then one line per lock backend (and the lock's limit, when a budget is given)."""
     cells = [HEADER, *(r.cells(now) for r in table)]
     widths = [max(len(c[i]) for c in cells) for i in range(len(HEADER))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
     if not table:
         lines.append("(no nodes)")
-    return "\n".join([*lines, _roll_line(table, current_roll(table)), *lock_lines(locks)]) + "\n"
+    limits = [limit.line()] if limit is not None else []
+    return "\n".join([*lines, _roll_line(table, current_roll(table)), *lock_lines(locks), *limits]) + "\n"
 
 
 def _roll_json(table: Sequence[Row], current: roll.Roll) -> dict[str, Any] | None:
@@ -257,9 +288,11 @@ def _roll_json(table: Sequence[Row], current: roll.Roll) -> dict[str, Any] | Non
     }
 
 
-def to_json(table: Sequence[Row], locks: Sequence[LockInfo]) -> dict[str, Any]:
-    """The same facts for ``-o json``."""
-    return {
+def to_json(
+    table: Sequence[Row], locks: Sequence[LockInfo], *, limit: LockLimit | None = None
+) -> dict[str, Any]:
+    """The same facts for ``-o json`` (``limit`` only when a budget is given)."""
+    return ({"limit": limit.to_json()} if limit is not None else {}) | {
         "nodes": [
             {
                 "node": r.node,

@@ -14,6 +14,9 @@ daemonsets and ``update`` on the named one (no patch, no list, no watch).
   ``{"maxOwners":N,"locks":[]}`` (multi), as kured does.
 * An unreadable value is never overwritten: acquire reports it held by ``UNKNOWN_HOLDER`` and logs how to
   fix it (``pykured lock release``).
+* ``--max-unavailable`` (:mod:`pykured.lock.budget`): a take also needs fewer live holders than the budget, a
+  percentage being taken of the ``status.desiredNumberScheduled`` of the DaemonSet the take read anyway (no
+  request, no rule more); the value written keeps kured's ``maxOwners`` (``--concurrency``).
 * Differences from kured: no in-process release delay (the daemon's job), holders whose Node is gone are
   freed (:mod:`pykured.lock.liveness`), both JSON forms are read whatever our concurrency.
 * A waiting node reads the DaemonSet once per wait: the daemon waits ``--period``, at most a minute
@@ -36,6 +39,8 @@ from typing import TYPE_CHECKING, Any
 from pykured.core.errors import ConflictError, ForbiddenError, KubeError, LockError, NotFoundError
 from pykured.gocompat.goflags import Duration
 from pykured.lock.base import AcquireResult, GoneHolderHook
+from pykured.lock.budget import Budget, effective_limit
+from pykured.lock.counts import desired_count
 from pykured.lock.liveness import HolderLiveness
 from pykured.lock.record import (
     UNKNOWN_HOLDER,
@@ -93,8 +98,13 @@ class AnnotationLock:
         monotonic: Callable[[], float] = time.monotonic,
         missing_ok: bool = False,
         may_take: Callable[[], bool] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self._kube = kube
+        self._budget = budget
+        """``--max-unavailable``: a percentage is taken of the ``status.desiredNumberScheduled`` of the
+        DaemonSet each ``acquire`` reads anyway."""
+        self._limit = effective_limit(concurrency=concurrency, budget=budget, count=None)
         self._may_take = may_take
         """Asked right before a slot is written (the maintenance window): a read retried through an API
         outage must not take a slot after the window closed."""
@@ -134,7 +144,8 @@ class AnnotationLock:
 
     @property
     def concurrency(self) -> int:
-        return max(self._concurrency, 1)
+        """``--concurrency``, lowered by ``--max-unavailable`` as the last ``acquire`` read its count."""
+        return self._limit
 
     @property
     def where(self) -> str:
@@ -228,12 +239,19 @@ class AnnotationLock:
             current = live(entries, now_ns)
             if find(current, me):
                 return AcquireResult(True, current, reentrant=True)
+            count = desired_count(ds) if self._budget is not None and self._budget.percent else None
+            limit = self._limit = effective_limit(
+                concurrency=self._concurrency, budget=self._budget, count=count
+            )
             gone = frozenset[str]()
-            if len(current) >= self.concurrency:
+            if len(current) >= limit:
                 gone = self._liveness.gone(current, exclude=me)
                 entries = tuple(e for e in entries if e.node_id not in gone)
             new = LockEntry(me, unschedulable, now_ns, self._ttl.ns)
+            # the budget only lowers the limit; the value written keeps kured's maxOwners (--concurrency)
             planned = plan_acquire(entries, new=new, concurrency=self._concurrency, now_ns=now_ns)
+            if len(live(entries, now_ns)) >= limit:
+                planned = None
             if planned is None or (self._may_take is not None and not self._may_take()):
                 return AcquireResult(False, current)
             try:

@@ -9,7 +9,8 @@ operator's inspection.
 
 Invariants every implementation keeps:
 
-* ``acquire`` never lets more than ``concurrency`` unexpired holders exist; it is reentrant (a holder
+* ``acquire`` never lets more than ``concurrency`` unexpired holders exist (with ``--max-unavailable``, the
+  limit computed at that ``acquire``, never above ``--concurrency``); it is reentrant (a holder
   re-acquiring gets ``acquired=True`` without a write) and never overwrites a value it cannot read.
 * ``holding(honour_ttl=False)`` returns the entry even after its TTL expired, so the holder always finishes
   its own post-reboot cycle (uncordon from its ``unschedulable`` memory) — kured #63 fixed. The daemon's
@@ -83,7 +84,8 @@ class Lock(Protocol):
 
     @property
     def concurrency(self) -> int:
-        """The number of slots (``--concurrency``, at least 1)."""
+        """The number of slots (``--concurrency``, at least 1), lowered by a ``--max-unavailable`` budget as
+        the last ``acquire`` computed it (:mod:`pykured.lock.budget`)."""
         ...
 
     def acquire(self, *, unschedulable: bool, now_ns: int, node_id: str | None = None) -> AcquireResult:

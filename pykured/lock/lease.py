@@ -37,6 +37,11 @@ one object per slot instead of one per group:
 * Outside a wait and a hold (no watch), a LIST serves the same pass's next reads for ``FRESH`` seconds, and
   the answer to a release serves the next pass's: an agent after its reboot lists its slots once.
 * An ambiguous write failure (5xx, timeout) is settled by re-listing; it is never blindly repeated.
+* ``--max-unavailable`` (:mod:`pykured.lock.budget`): each ``acquire`` that may take a slot computes the
+  limit, the lower of ``--concurrency`` and the budget (a percentage of the DaemonSet's nodes, one GET:
+  :func:`pykured.lock.counts.daemonset_count`), and takes only a slot below it; the holders of every
+  labelled Lease count against it. The watch's wait looks at the last limit computed (a hint: the take
+  decides).
 * RBAC: ``get``, ``list``, ``watch``, ``create``, ``update`` on leases in the namespace.
 """
 
@@ -54,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 from pykured.core.errors import ConflictError, KubeError, LockError
 from pykured.gocompat.goflags import Duration
 from pykured.lock.base import AcquireResult, GoneHolderHook
+from pykured.lock.budget import Budget, effective_limit
 from pykured.lock.liveness import HolderLiveness
 from pykured.lock.record import (
     GO_ZERO_TIME_NS,
@@ -210,8 +216,13 @@ class LeaseLock:
         liveness_interval: float | None = 30.0,
         sleep: Callable[[float], None] = time.sleep,
         may_take: Callable[[], bool] | None = None,
+        budget: Budget | None = None,
+        count: Callable[[], int | None] | None = None,
     ) -> None:
         self._may_take = may_take
+        self._budget, self._count = budget, count
+        """``--max-unavailable`` and the count a percentage of it is taken of (:func:`_refresh_limit`)."""
+        self._limit = effective_limit(concurrency=concurrency, budget=budget, count=None)
         """Asked right before a slot is written (the maintenance window), as in the annotation lock."""
         self._kube = kube
         self._namespace = namespace
@@ -269,7 +280,14 @@ class LeaseLock:
 
     @property
     def concurrency(self) -> int:
-        return max(self._concurrency, 1)
+        """``--concurrency``, lowered by ``--max-unavailable`` as the last ``acquire`` read its count."""
+        return self._limit
+
+    def _refresh_limit(self) -> int:
+        """The limit now: with a percentage budget, of the count read now (one GET)."""
+        count = self._count() if self._budget is not None and self._budget.percent and self._count else None
+        self._limit = effective_limit(concurrency=self._concurrency, budget=self._budget, count=count)
+        return self._limit
 
     @property
     def where(self) -> str:
@@ -372,17 +390,18 @@ class LeaseLock:
         current = live(entries.values(), now_ns)
         if find(current, me):
             return AcquireResult(True, current, reentrant=True)
-        if len(current) >= self.concurrency:
+        limit = self._refresh_limit()
+        if len(current) >= limit:
             if not self._free_gone_holders(leases, entries, me):
                 return AcquireResult(False, current)
             leases = self._list()
             entries = {name: e for name, lease in leases.items() if (e := lease_entry(lease)) is not None}
             current = live(entries.values(), now_ns)
-            if len(current) >= self.concurrency:
+            if len(current) >= limit:
                 return AcquireResult(False, current)
         conflicted = False
         allowed = self._may_take is None or self._may_take()  # the window may have closed meanwhile
-        for name in self._candidates(leases, entries, me, now_ns) if allowed else ():
+        for name in self._candidates(leases, entries, me, now_ns, limit) if allowed else ():
             lease = leases.get(name)
             body = self._body(name, lease, me, unschedulable, now_ns)
             try:
@@ -408,10 +427,11 @@ class LeaseLock:
         )
 
     def _candidates(
-        self, leases: dict[str, Obj], entries: dict[str, LockEntry], me: str, now_ns: int
+        self, leases: dict[str, Obj], entries: dict[str, LockEntry], me: str, now_ns: int, limit: int
     ) -> list[str]:
-        """Free slot names: our own expired slot, then empty ones, then other expired ones (oldest first)."""
-        names = [f"{self._prefix}-{i}" for i in range(self.concurrency)]
+        """Free slot names below ``limit``: our own expired slot, then empty ones, then other expired ones
+        (oldest first)."""
+        names = [f"{self._prefix}-{i}" for i in range(limit)]
         own = [n for n in names if n in entries and entries[n].node_id == me]
         empty = [n for n in names if n not in entries]
         expired = sorted(

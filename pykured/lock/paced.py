@@ -3,12 +3,14 @@
 See :mod:`pykured.lock.groups` for the rule and the slot choice. :class:`GroupPacedLock` wraps the cluster
 lock (``--lock-backend=lease``): ``acquire`` takes a group slot of the node's label value (compare-and-swap
 on ``<prefix>-g-<slug>-<i>``), then the cluster slot; if the cluster slot is not free the group slot is
-given back at once. ``release`` frees the cluster slot, then the group slot. Everything else is the cluster
-lock's, ``watched`` and the wait included: a node refused by its full group waits on the cluster lock's
-watch, as the group's holders hold cluster slots and free them first. The exception is a group holder that
-holds no cluster slot (between its two writes, or crashed there): its slot goes stale after the grace with
-no change of the cluster lock, so the wait after such a refusal ends by then. A node without the label is
-paced by the cluster lock alone.
+given back at once. ``release`` frees the cluster slot, then the group slot. With
+``--concurrency-per-label=P%`` a group's limit is P % of the Nodes carrying its label value (at least 1;
+counted by :func:`pykured.lock.counts.label_count`, 1 while they cannot be counted). Everything else is the
+cluster lock's, ``watched`` and the wait included: a node refused by its full group waits on the cluster
+lock's watch, as the group's holders hold cluster slots and free them first. The exception is a group
+holder that holds no cluster slot (between its two writes, or crashed there): its slot goes stale after the
+grace with no change of the cluster lock, so the wait after such a refusal ends by then. A node without the
+label is paced by the cluster lock alone.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from pykured.core.errors import ConflictError, KubeError, NotFoundError
 from pykured.lock.base import AcquireResult, Lock
+from pykured.lock.budget import Budget
 from pykured.lock.groups import (
     DEFAULT_GRACE_NS,
     GROUP_ANNOTATION,
@@ -69,6 +72,8 @@ class GroupPacedLock:
         limit: int,
         group_of: Callable[[str], str | None],
         grace_ns: int = DEFAULT_GRACE_NS,
+        share: Budget | None = None,
+        group_count: Callable[[str], int | None] | None = None,
     ) -> None:
         self.inner = inner
         self._kube = kube
@@ -76,6 +81,10 @@ class GroupPacedLock:
         self._prefix = prefix
         self.label = label
         self.limit = max(limit, 1)
+        self._share = share
+        """``--concurrency-per-label=P%``: each group's limit is P % of its nodes (``group_count``), at least
+        1; it replaces ``limit``."""
+        self._group_count = group_count
         self._group_of = group_of
         self._grace_ns = grace_ns
         self._selector = f"{GROUP_LOCK_LABEL}={prefix}"
@@ -101,6 +110,13 @@ class GroupPacedLock:
         return self.inner.watched
 
     # -- group slots --------------------------------------------------------------------------------------
+
+    def group_limit(self, group: str) -> int:
+        """The holders ``group`` may have at once: ``limit``, or the share of its nodes counted now."""
+        if self._share is None:
+            return self.limit
+        count = self._group_count(group) if self._share.percent and self._group_count is not None else None
+        return self._share.limit(count)
 
     def _group_leases(self) -> dict[str, Obj]:
         answer = self._kube.list_leases(self._namespace, label_selector=self._selector)
@@ -129,7 +145,7 @@ class GroupPacedLock:
         choice = choose_group_slot(
             prefix=self._prefix,
             group=group,
-            limit=self.limit,
+            limit=self.group_limit(group),
             slots=slots,
             me=me,
             cluster_holders=cluster,

@@ -26,6 +26,8 @@ from pykured.core.errors import KubeError, LockError, NotFoundError
 from pykured.gocompat.goflags import Duration
 from pykured.lock.annotation import WAITING_POLL, AnnotationLock
 from pykured.lock.base import GoneHolderHook, Lock, LockView
+from pykured.lock.budget import Budget
+from pykured.lock.counts import daemonset_count, label_count
 from pykured.lock.lease import LeaseLock
 from pykured.lock.liveness import LIVENESS_INTERVAL
 from pykured.lock.paced import GroupPacedLock, node_label_lookup
@@ -57,7 +59,9 @@ class LockConfig(Protocol):
     @property
     def concurrency_label(self) -> str: ...
     @property
-    def concurrency_per_label(self) -> int: ...
+    def concurrency_per_label(self) -> int | str: ...
+    @property
+    def max_unavailable(self) -> int | str: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,6 +173,12 @@ def open_read_only(
 
 # -- the two backends ----------------------------------------------------------------------------------------
 
+
+def max_unavailable(cfg: LockConfig) -> Budget | None:
+    """``--max-unavailable`` as a budget (``None``: off, kured's ``--concurrency`` alone)."""
+    return None if cfg.max_unavailable == "" else Budget.of(cfg.max_unavailable)
+
+
 _ZERO = Duration(0)
 
 
@@ -186,6 +196,7 @@ def _build_annotation(cfg: LockConfig, kube: KubeApi, *, guard_only: bool, hooks
         may_take=hooks.may_take,
         poll_interval=WAITING_POLL,
         liveness_interval=LIVENESS_INTERVAL,
+        budget=None if guard_only else max_unavailable(cfg),
     )
 
 
@@ -204,6 +215,7 @@ def _open_annotation(kube: KubeApi, place: LockPlace) -> LockView:
 
 
 def _build_lease(cfg: LockConfig, kube: KubeApi, *, guard_only: bool, hooks: LockHooks) -> Lock:
+    budget = max_unavailable(cfg)
     lease = LeaseLock(
         kube,
         may_take=hooks.may_take,
@@ -214,17 +226,22 @@ def _build_lease(cfg: LockConfig, kube: KubeApi, *, guard_only: bool, hooks: Loc
         ttl=cfg.lock_ttl,
         on_gone_holder=hooks.on_gone_holder,
         liveness_interval=LIVENESS_INTERVAL,
+        budget=None if guard_only else budget,
+        count=daemonset_count(kube, namespace=cfg.ds_namespace, name=cfg.ds_name),
     )
     if guard_only or not cfg.concurrency_label:
         return lease
+    share = Budget.of(cfg.concurrency_per_label)
     return GroupPacedLock(
         lease,
         kube,
         namespace=cfg.ds_namespace,
         prefix=cfg.lease_name_prefix,
         label=cfg.concurrency_label,
-        limit=cfg.concurrency_per_label,
+        limit=share.value,
         group_of=node_label_lookup(kube, cfg.concurrency_label),
+        share=share if share.percent else None,
+        group_count=label_count(kube, label=cfg.concurrency_label) if share.percent else None,
     )
 
 

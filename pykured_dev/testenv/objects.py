@@ -132,6 +132,20 @@ class ObjectHelpers:
         }
         return self.kube().create(f"/apis/apps/v1/namespaces/{namespace}/daemonsets", body)
 
+    def schedule_daemonset(self, namespace: str, name: str, *, desired: int) -> Obj:
+        """The DaemonSet controller's report (it does not run here): ``desired`` nodes should run the
+        DaemonSet, and do (a PUT of the ``status`` subresource, as the controller writes it)."""
+        kube = self.kube()
+        path = f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}"
+        ds = kube.get(path)
+        ds["status"] = {
+            "desiredNumberScheduled": desired,
+            "currentNumberScheduled": desired,
+            "numberReady": desired,
+            "numberMisscheduled": 0,
+        }
+        return kube.request("PUT", f"{path}/status", body=ds)
+
     def owner_ref(self, obj: Obj, *, controller: bool = True) -> Obj:
         """An ownerReference pointing at ``obj``."""
         return {

@@ -316,6 +316,7 @@ def test_every_pykured_setting(tmp_path: Path) -> None:
             "blockingNodeAnnotations": ["example.com/why"],
             "concurrencyLabel": "topology.kubernetes.io/zone",
             "concurrencyPerLabel": 2,
+            "maxUnavailable": "25%",
             "settle": {
                 "podSelectors": ["app=ceph-osd"],
                 "pdbs": True,
@@ -350,6 +351,7 @@ def test_every_pykured_setting(tmp_path: Path) -> None:
         "--fleetlock-listen=127.0.0.1:3333",
         "--fleetlock-group=workers",
         "--log-level=debug",
+        "--max-unavailable=25%",
         "--maintenance-window=FREQ=MONTHLY;BYDAY=+2TU;BYHOUR=1;DURATION=4h",
         "--maintenance-window=FREQ=DAILY;BYHOUR=3;DURATION=1h",
         "--blackout=2026-12-23T16:00/2027-01-02T10:00 year-end freeze",
@@ -420,6 +422,29 @@ def test_every_pykured_setting(tmp_path: Path) -> None:
     assert len(config["maintenance-window"]) == 2
     assert config["before-reboot-annotations"] == ["a.example/ok", "b.example/ok"]
     assert config["period"] == "5m0s"  # extraArgs come last: they win
+    assert config["max-unavailable"] == "25%" and config["concurrency-per-label"] == 2
+
+
+@pytest.mark.parametrize(
+    ("pykured", "arg", "lists_nodes"),
+    [({"maxUnavailable": 3}, "--max-unavailable=3", False), ({"maxUnavailable": 0}, None, False),
+     ({"maxUnavailable": ""}, None, False),
+     ({"lockBackend": "lease", "concurrencyLabel": "zone", "concurrencyPerLabel": "50%"},
+      "--concurrency-per-label=50%", True),
+     ({"lockBackend": "lease", "concurrencyLabel": "zone", "concurrencyPerLabel": 2},
+      "--concurrency-per-label=2", False)],
+    ids=["max-unavailable-number", "max-unavailable-0-off", "max-unavailable-empty-off", "per-label-share",
+         "per-label-number"],
+)  # fmt: skip
+def test_budgets_render_their_flag_and_a_share_per_label_may_list_nodes(
+    pykured: dict[str, Any], arg: str | None, lists_nodes: bool, tmp_path: Path
+) -> None:
+    ours = by_key(render("pykured", {"pykured": pykured}, tmp_path))
+    args = ours[("DaemonSet", "kured")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    budgets = [a for a in args if a.startswith(("--max-unavailable", "--concurrency-per-label"))]
+    assert budgets == ([arg] if arg else [])
+    rule = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}
+    assert (rule in ours[("ClusterRole", "kured")]["rules"]) is lists_nodes
 
 
 def helm(*args: str, workdir: Path, kubeconfig: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -454,6 +479,9 @@ def test_helm_lint_is_clean(tmp_path: Path) -> None:
         ({"pykured": {"settle": {"pdb": True}}}, "pdb"),
         ({"service": {"typ": "NodePort"}}, "typ"),
         ({"pykured": {"imageDigest": "latest"}}, "imageDigest"),
+        ({"pykured": {"maxUnavailable": "150%"}}, "maxUnavailable"),
+        ({"pykured": {"maxUnavailable": "a quarter"}}, "maxUnavailable"),
+        ({"pykured": {"concurrencyPerLabel": "0%"}}, "concurrencyPerLabel"),
     ],
     ids=[
         "configuration-typo",
@@ -463,6 +491,9 @@ def test_helm_lint_is_clean(tmp_path: Path) -> None:
         "nested-typo",
         "service-typo",
         "digest-not-sha256",
+        "max-unavailable-above-100",
+        "max-unavailable-words",
+        "per-label-zero-percent",
     ],
 )
 def test_the_schema_rejects_typos(values: dict[str, Any], complaint: str, tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from pykured.config import Config, parse
 from pykured.config import settings as config
 from pykured.config.flags import FLAGS, KURED_FLAGS, Kind
 from pykured.config.reader import read_flags
-from pykured.config.startup import settle
+from pykured.config.startup import lock_records, settle
 from pykured.core.errors import ConfigError
 from pykured.gocompat.goflags import Duration
 
@@ -46,7 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "sentinel-loop-backoff": D("1h"), "events": True, "extra-notify-url": (), "fleetlock-listen": "",
     "fleetlock-mode": "node-local", "fleetlock-group": "default", "fleetlock-base-path": "/", "machine-id-file": "/etc/machine-id",
     "maintenance-window": (), "blackout": (), "policy-configmap": "kured-policy", "concurrency-label": "",
-    "concurrency-per-label": 1, "resume-rolls": False, "prefer-no-schedule-early": False, "settle-pod-selector": (), "settle-nodes-ready": False, "settle-pdbs": False,
+    "concurrency-per-label": 1, "max-unavailable": "", "resume-rolls": False, "prefer-no-schedule-early": False, "settle-pod-selector": (), "settle-nodes-ready": False, "settle-pdbs": False,
     "settle-prometheus-query": "", "settle-timeout": D("30m"), "before-reboot-annotations": (),
     "after-reboot-annotations": (), "reboot-hook-timeout": D("1h"), "reboot-deadline": D("0"),
     "max-failed-drains": 0, "blocking-node-label": (), "blocking-node-annotation": (),
@@ -100,7 +100,7 @@ SAMPLES: dict[str, tuple[str | None, Any]] = {
     "maintenance-window": ("FREQ=DAILY;BYHOUR=1;DURATION=1h", ("FREQ=DAILY;BYHOUR=1;DURATION=1h",)),
     "blackout": ("2026-12-23/2026-12-24", ("2026-12-23/2026-12-24",)),
     "policy-configmap": ("my-policy", "my-policy"), "concurrency-label": (None, None),
-    "concurrency-per-label": ("2", 2), "resume-rolls": (None, None), "prefer-no-schedule-early": (None, None),
+    "concurrency-per-label": ("2", 2), "max-unavailable": ("25%", "25%"), "resume-rolls": (None, None), "prefer-no-schedule-early": (None, None),
     "settle-pod-selector": ("app=web", ("app=web",)),
     "settle-nodes-ready": ("true", True), "settle-pdbs": ("true", True),
     "settle-prometheus-query": (None, None), "settle-timeout": ("5m", D("5m")),
@@ -664,3 +664,74 @@ def test_resume_rolls_from_the_flag_or_kured_resume_rolls() -> None:
     env = {"KURED_LOCK_BACKEND": "lease", "KURED_RESUME_ROLLS": "true"}
     assert parse(["--node-id=n"], env).resume_rolls
     assert not parse(["--node-id=n", "--lock-backend=lease"], {}).resume_rolls
+
+
+# -- budgets (--max-unavailable, --concurrency-per-label) ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flag", "text", "value"),
+    [("max-unavailable", "3", 3), ("max-unavailable", "25%", "25%"), ("max-unavailable", "100%", "100%"),
+     ("max-unavailable", "", ""), ("concurrency-per-label", "50%", "50%"), ("concurrency-per-label", "2", 2)],
+)  # fmt: skip
+def test_budgets_are_int_or_percent(flag: str, text: str, value: int | str) -> None:
+    """Kubernetes' IntOrString: an int stays an int (dump-config prints 3), a percentage its text."""
+    field = flag.replace("-", "_")
+    for cfg in (parse([f"--{flag}={text}"], NODE), parse([], {**NODE, f"KURED_{field.upper()}": text})):
+        assert getattr(cfg, field) == value
+        assert cfg.to_public_dict()[flag] == value
+
+
+def test_budget_values_as_budgets() -> None:
+    cfg = parse(["--max-unavailable=25%", "--concurrency-per-label=2"], NODE)
+    assert str(cfg.max_unavailable_budget) == "25%" and cfg.max_unavailable_budget.percent  # type: ignore[union-attr]
+    assert str(cfg.concurrency_per_label_budget) == "2" and not cfg.concurrency_per_label_budget.percent
+    assert parse([], NODE).max_unavailable_budget is None
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("0%", "a percentage must be from 1% to 100%"), ("101%", "a percentage must be from 1% to 100%"),
+     ("x%", "want a number of nodes"), ("2.5%", "want a number of nodes"), ("lots", "want a number of nodes"),
+     ("2.5", "want a number of nodes"), (" 3", "want a number of nodes")],
+)  # fmt: skip
+@pytest.mark.parametrize("flag", ["max-unavailable", "concurrency-per-label"])
+def test_a_budget_that_is_no_int_or_percent_exits_2_like_pflag(flag: str, text: str, why: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse([f"--{flag}={text}"], NODE)
+    assert err.value.exit_code == 2 and "\n" not in str(err.value)
+    assert str(err.value).startswith(f'invalid argument "{text}" for "--{flag}" flag: ') and why in str(
+        err.value
+    )
+
+
+@pytest.mark.parametrize(
+    ("flag", "text", "message"),
+    [("max-unavailable", "0", "invalid --max-unavailable 0: must be >= 1, or a percentage (1% to 100%)"),
+     ("max-unavailable", "-2", "invalid --max-unavailable -2: must be >= 1"),
+     ("max-unavailable", "100001", "invalid --max-unavailable 100001: a number of nodes must be from 1 to 100000"),
+     ("concurrency-per-label", "0", "invalid --concurrency-per-label 0: must be >= 1")],
+)  # fmt: skip
+def test_a_budget_out_of_range_exits_1(flag: str, text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse([f"--{flag}={text}"], NODE)
+    assert err.value.exit_code == 1 and str(err.value).startswith(message)
+
+
+@pytest.mark.parametrize("text", ["lots", "0%", "150%", "2.5"])
+def test_a_bad_budget_in_the_environment_exits_1_as_kureds_env_loader(text: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse([], {**NODE, "KURED_MAX_UNAVAILABLE": text})
+    assert err.value.exit_code == 1
+    assert str(err.value).startswith("Invalid value for env var named KURED_MAX_UNAVAILABLE: want a number")
+
+
+def test_max_unavailable_start_up_line() -> None:
+    lines = [m for _, m in lock_records(parse(["--max-unavailable=25%", "--concurrency=4"], NODE))]
+    assert (
+        "Max unavailable: 25% of the nodes of DaemonSet kube-system/kured (with --concurrency 4: the lower wins)"
+        in lines
+    )
+    lines = [m for _, m in lock_records(parse(["--max-unavailable=2"], NODE))]
+    assert "Max unavailable: 2 nodes (with --concurrency 1: the lower wins)" in lines
+    assert not any(m.startswith("Max unavailable") for _, m in lock_records(parse([], NODE)))

@@ -11,6 +11,7 @@ from typing import Any
 from pykured.cycle.state import NodeState
 from pykured.fleet import plan
 from pykured.fleet import view as fleetview
+from pykured.lock.budget import Budget
 from pykured.policy.blackout import Blackout
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.pause import PAUSED_ANNOTATION
@@ -153,3 +154,30 @@ def test_a_garbled_freeze_holds_every_waiting_node() -> None:
     assert result.rows[0].held_by == ("frozen: the freeze record cannot be read (not JSON: Expecting value); "
                                       "it holds until rewritten",)  # fmt: skip
     assert plan.render_table(result).startswith("FROZEN: frozen: the freeze record cannot be read")
+
+
+def test_a_budget_sets_the_pace_and_its_limit_is_shown() -> None:
+    """``--max-unavailable=25%`` of 12 nodes with ``--concurrency=5``: 3 at a time, and the plan says why."""
+    limit = fleetview.LockLimit(5, Budget(25, percent=True), 12)
+    result = plan.build(fleet(), LOCKS, freeze=None, concurrency=5, limit=limit, now=NOW)
+    text = plan.render_table(result)
+    assert "limit: 3 (--concurrency 5, --max-unavailable 25% of 12 nodes)\n" in text
+    assert text.index("estimated end") < text.index("limit: 3") < text.index("lock (annotation)")
+    assert result.estimate.concurrency == 3
+    assert result.estimate.end == NOW + datetime.timedelta(seconds=2 * 600)  # ceil(5 / 3) = 2 cycles
+    data = plan.to_json(result)
+    assert data["limit"] == {"limit": 3, "concurrency": 5, "maxUnavailable": "25%", "nodes": 12}
+
+
+def test_a_budget_of_an_unknown_count_shows_one() -> None:
+    limit = fleetview.LockLimit(5, Budget(25, percent=True), None)
+    result = plan.build(fleet(), LOCKS, freeze=None, concurrency=5, limit=limit, now=NOW)
+    assert "limit: 1 (--concurrency 5, --max-unavailable 25% of an unknown number of nodes: 1)" in (
+        plan.render_table(result)
+    )
+    assert result.estimate.concurrency == 1
+
+
+def test_without_a_budget_the_plan_has_no_limit_line() -> None:
+    result = plan.build(fleet(), LOCKS, freeze=None, concurrency=5, now=NOW)
+    assert "limit:" not in plan.render_table(result) and "limit" not in plan.to_json(result)

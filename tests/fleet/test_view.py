@@ -5,9 +5,12 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import pytest
+
 from pykured.cycle.state import NodeState
 from pykured.fleet import rollout
 from pykured.fleet import view as fleetview
+from pykured.lock.budget import Budget
 from pykured.requests import record as rebootrequest
 from pykured.status import agent as agentstatus
 
@@ -268,3 +271,22 @@ def test_every_cell_is_one_line_of_terminal_safe_text() -> None:
     assert "\x1b" not in rendered and "\x9b" not in rendered and "\u202e" not in rendered
     assert "forged-row" in rendered and len(rendered.splitlines()) == 1 + 1 + 2
     assert "\\u001b]0;owned\\u0007\\u000aNODE" in rendered
+
+
+QUARTER, Limit = Budget(25, percent=True), fleetview.LockLimit
+
+
+@pytest.mark.parametrize(
+    ("limit", "line", "value"),
+    [(Limit(5, QUARTER, 12), "limit: 3 (--concurrency 5, --max-unavailable 25% of 12 nodes)", 3),
+     (Limit(2, QUARTER, 12), "limit: 2 (--concurrency 2, --max-unavailable 25% of 12 nodes)", 2),
+     (Limit(4, Budget(3), None), "limit: 3 (--concurrency 4, --max-unavailable 3)", 3)],
+)  # fmt: skip
+def test_status_shows_the_limit_after_the_lock_holders(limit: Any, line: str, value: int) -> None:
+    locks = [fleetview.LockInfo("lease", ("a",))]
+    table = fleetview.rows(roll_views(), locks, now=NOW)
+    text = fleetview.render_table(table, locks, now=NOW, limit=limit)
+    assert text.endswith(f"lock (lease): a\n{line}\n")
+    assert fleetview.to_json(table, locks, limit=limit)["limit"]["limit"] == value
+    assert "limit" not in fleetview.to_json(table, locks)
+    assert "limit:" not in fleetview.render_table(table, locks, now=NOW)

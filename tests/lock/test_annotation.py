@@ -16,6 +16,7 @@ import pytest
 from pykured.core.errors import KubeError, LockError
 from pykured.gocompat.goflags import Duration
 from pykured.lock.annotation import AnnotationLock
+from pykured.lock.budget import Budget
 from pykured.lock.record import UNKNOWN_HOLDER
 from tests.fakes import FakeClock, FakeKube
 from tests.lock import conftest
@@ -312,3 +313,56 @@ def test_entries_of_an_unreadable_value_raise(kube: FakeKube, lock_ns: str) -> N
         view.entries()
     assert not isinstance(caught.value.__cause__, KubeError)  # the value, not the API
     assert view.raw_value() == "{not json"
+
+
+HALF, QUARTER = Budget(50, percent=True), Budget(25, percent=True)
+
+
+def set_desired(kube: Any, namespace: str, value: object) -> None:
+    """The DaemonSet controller's count of the nodes the DaemonSet runs on (or a garbled one)."""
+    ds = kube.daemonsets[(namespace, "kured")]
+    ds["status"] = {"desiredNumberScheduled": value}
+
+
+@pytest.mark.parametrize(
+    ("desired", "budget", "allowed"),
+    [(4, HALF, 2), (12, QUARTER, 3), (100, QUARTER, 3), (None, HALF, 1), ("4", HALF, 1), (-4, HALF, 1),
+     (None, Budget(2), 2)],
+    ids=["half-of-4", "quarter-of-12", "concurrency-lower", "absent", "garbled", "negative", "a-number"],
+)  # fmt: skip
+def test_max_unavailable_on_the_annotation_lock(
+    kube: FakeKube, lock_ns: str, nodes: Any, desired: object, budget: Budget, allowed: int
+) -> None:
+    """``--max-unavailable``: a share of the DaemonSet's desiredNumberScheduled (read with the lock), the
+    lower of it and --concurrency; an absent or garbled count allows one. kured's maxOwners stays
+    --concurrency."""
+    if desired is not None:
+        set_desired(kube, lock_ns, desired)
+    names = nodes(allowed + 1)
+    locks = [make_annotation_lock(kube, lock_ns, n, concurrency=3, budget=budget) for n in names]
+    for lock in locks[:allowed]:
+        assert lock.acquire(unschedulable=False, now_ns=T_NS).acquired
+    refused = locks[-1].acquire(unschedulable=False, now_ns=T_NS)
+    assert not refused.acquired and len(refused.holders) == allowed
+    assert locks[-1].concurrency == allowed
+    stored = raw(kube, lock_ns)
+    assert stored is not None and stored.startswith('{"maxOwners":3,')
+    assert locks[0].release()
+    assert locks[-1].acquire(unschedulable=False, now_ns=T_NS).acquired
+
+
+def test_a_count_that_grows_raises_the_limit_at_the_next_acquire(
+    kube: FakeKube, lock_ns: str, nodes: Any
+) -> None:
+    a, b = nodes(2)
+    set_desired(kube, lock_ns, 4)
+    half = Budget(25, percent=True)
+    assert (
+        make_annotation_lock(kube, lock_ns, a, concurrency=5, budget=half)
+        .acquire(unschedulable=False, now_ns=T_NS)
+        .acquired
+    )
+    late = make_annotation_lock(kube, lock_ns, b, concurrency=5, budget=half)
+    assert not late.acquire(unschedulable=False, now_ns=T_NS).acquired
+    set_desired(kube, lock_ns, 8)
+    assert late.acquire(unschedulable=False, now_ns=T_NS).acquired and late.concurrency == 2

@@ -14,6 +14,7 @@ import pytest
 
 from pykured.core.errors import KubeError
 from pykured.gocompat.goflags import Duration
+from pykured.lock.budget import Budget
 from pykured.lock.lease import (
     LOCK_LABEL,
     MANAGED_BY,
@@ -338,3 +339,52 @@ def test_a_freed_slot_ends_the_wait_of_a_watching_waiter(kube: FakeKube, nodes: 
     entry = lease_entry(kube.get_lease(namespace, "pykured-lock-0"))
     assert entry is not None and entry.node_id == waiter
     kube.end_watches()
+
+
+@pytest.mark.parametrize(
+    ("count", "budget", "allowed"),
+    [(8, Budget(25, percent=True), 2), (100, Budget(50, percent=True), 3),
+     (None, Budget(50, percent=True), 1), (0, Budget(50, percent=True), 1), (None, Budget(2), 2)],
+    ids=["quarter-of-8", "concurrency-lower", "unknown", "zero", "a-number"],
+)  # fmt: skip
+def test_max_unavailable_on_the_lease_lock(
+    kube: FakeKube, nodes: Any, count: int | None, budget: Budget, allowed: int
+) -> None:
+    """``--max-unavailable``: the lower of --concurrency and the budget of the count read at each acquire; an
+    unknown count allows one, never --concurrency."""
+    namespace = "kube-system"
+    names = nodes(allowed + 1)
+    reads: list[int] = []
+
+    def counted() -> int | None:
+        reads.append(1)
+        return count
+
+    locks = [make_lease_lock(kube, namespace, n, concurrency=3, budget=budget, count=counted) for n in names]
+    for lock in locks[:allowed]:
+        assert lock.acquire(unschedulable=False, now_ns=T_NS).acquired
+    refused = locks[-1].acquire(unschedulable=False, now_ns=T_NS)
+    assert not refused.acquired and len(refused.holders) == allowed
+    assert locks[-1].concurrency == allowed
+    assert sorted(lease["metadata"]["name"] for lease in kube.list_leases(namespace)["items"]) == [
+        f"pykured-lock-{i}" for i in range(allowed)
+    ]
+    assert bool(reads) is budget.percent  # a number of nodes needs no count
+    assert locks[0].release()
+    assert locks[-1].acquire(unschedulable=False, now_ns=T_NS).acquired
+
+
+def test_a_lower_budget_counts_the_holders_of_every_slot(kube: FakeKube, nodes: Any) -> None:
+    """The count shrank (or the budget was lowered): holders of slots above the new limit still count."""
+    namespace = "kube-system"
+    *holders, late = nodes(3)
+    sizes = iter([8, 8, 4])
+    for name in holders:
+        lock = make_lease_lock(kube, namespace, name, concurrency=4, budget=Budget(25, percent=True),
+                               count=lambda: next(sizes))  # fmt: skip
+        assert lock.acquire(unschedulable=False, now_ns=T_NS).acquired
+    make_lease_lock(kube, namespace, holders[0], concurrency=4).release()
+    shrunk = make_lease_lock(kube, namespace, late, concurrency=4, budget=Budget(25, percent=True),
+                             count=lambda: next(sizes))  # fmt: skip
+    result = shrunk.acquire(unschedulable=False, now_ns=T_NS)
+    assert not result.acquired and result.holder_names == holders[1]

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pykured.lock.budget import Budget
 from pykured.lock.paced import RECHECK_MARGIN, GroupPacedLock, node_label_lookup
 from tests.fakes import FakeKube
 from tests.lock.conftest import T_NS, make_annotation_lock, make_lease_lock
@@ -20,6 +21,11 @@ def add_nodes(kube: FakeKube, *names: str, labels: Mapping[str, str] | None = No
     for name in names:
         kube.add_node(name, labels=labels)
     return names
+
+
+def labelled(kube: FakeKube, zone: str, n: int) -> tuple[str, ...]:
+    """``n`` Nodes of ``zone``."""
+    return add_nodes(kube, *(f"{zone}-{i}" for i in range(n)), labels={ZONE: zone})
 
 
 def paced(kube: Any, ns: str, node: str, *, concurrency: int, limit: int = 1) -> GroupPacedLock:
@@ -120,3 +126,46 @@ def test_a_waiter_refused_by_a_group_holder_without_a_cluster_slot_looks_again_w
     assert lock_a2.acquire(unschedulable=False, now_ns=T_NS + 31 * S).acquired
     lock_a2.wait_for_change(3600.0)
     assert seen[1:] == [3600.0]  # taken: no bound left over
+
+
+def test_a_share_per_label_value_is_taken_of_that_values_nodes(kube: FakeKube) -> None:
+    """``--concurrency-per-label=50%``: each zone's limit is half of its Nodes (at least one), counted from
+    the Nodes carrying the value; a zone that cannot be counted allows one."""
+    big = labelled(kube, "big", 4)
+    small = labelled(kube, "small", 1)
+    counted: list[str] = []
+
+    def count(value: str) -> int | None:
+        counted.append(value)
+        return len(kube.list_nodes(label_selector=f"{ZONE}={value}")["items"])
+
+    def shared(node: str) -> GroupPacedLock:
+        return GroupPacedLock(
+            make_lease_lock(kube, "kube-system", node, concurrency=5), kube, namespace="kube-system",
+            prefix="pykured-lock", label=ZONE, limit=50, group_of=node_label_lookup(kube, ZONE),
+            share=Budget(50, percent=True), group_count=count,
+        )  # fmt: skip
+
+    assert [shared(n).acquire(unschedulable=False, now_ns=T_NS).acquired for n in big] == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    assert shared(small[0]).acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert shared(big[0]).group_limit("big") == 2 and shared(big[0]).group_limit("small") == 1
+    assert set(counted) == {"big", "small"}
+
+
+def test_a_share_of_an_uncountable_group_allows_one(kube: FakeKube) -> None:
+    a, b = labelled(kube, "z", 2)
+
+    def shared(node: str) -> GroupPacedLock:
+        return GroupPacedLock(
+            make_lease_lock(kube, "kube-system", node, concurrency=5), kube, namespace="kube-system",
+            prefix="pykured-lock", label=ZONE, limit=100, group_of=node_label_lookup(kube, ZONE),
+            share=Budget(100, percent=True), group_count=lambda _value: None,
+        )  # fmt: skip
+
+    assert shared(a).acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert not shared(b).acquire(unschedulable=False, now_ns=T_NS).acquired

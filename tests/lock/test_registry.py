@@ -189,3 +189,41 @@ def test_a_registry_of_its_own_is_opened_whole(kube: Any) -> None:
     place = LockPlace(namespace=NS, ds_name="kured", annotation="a", lease_prefix="kured-lock")
     views = open_read_only(kube, place, registry=LockRegistry((THIRD,)))
     assert list(views) == ["third"] and views["third"].where == f"{NS}/third-lock-*"
+
+
+@pytest.mark.parametrize("backend", ["daemonset", "lease"])
+def test_max_unavailable_is_a_share_of_the_daemonsets_nodes_on_both_backends(kube: Any, backend: str) -> None:
+    """``--max-unavailable=50%`` with --concurrency=3: the DaemonSet runs on 2 nodes, so one reboots at once;
+    on 4 nodes, two."""
+    kube.daemonsets[(NS, "kured")]["status"] = {"desiredNumberScheduled": 2}
+    locks = {
+        n: build_lock(config(n, backend, concurrency=3, max_unavailable="50%"), kube) for n in ("a1", "a2")
+    }
+    assert locks["a1"].acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert not locks["a2"].acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert locks["a2"].concurrency == 1
+    kube.daemonsets[(NS, "kured")]["status"] = {"desiredNumberScheduled": 4}
+    assert locks["a2"].acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert locks["a2"].concurrency == 2
+
+
+@pytest.mark.parametrize("backend", ["daemonset", "lease"])
+def test_without_max_unavailable_concurrency_alone_limits(kube: Any, backend: str) -> None:
+    """Off by default: kured's --concurrency, whatever the DaemonSet's count (here none)."""
+    locks = [build_lock(config(n, backend, concurrency=2), kube) for n in ("a1", "a2", "b1")]
+    assert [lock.acquire(unschedulable=False, now_ns=T_NS).acquired for lock in locks] == [True, True, False]
+
+
+def test_a_share_per_label_is_counted_from_the_labelled_nodes(kube: Any) -> None:
+    """``--concurrency-per-label=50%``: zone a has 2 Nodes (one at once), zone b 1 (one)."""
+    kube.add_node("a3", labels={ZONE: "zone-a"})
+    kube.add_node("a4", labels={ZONE: "zone-a"})
+
+    def paced(node: str) -> Lock:
+        return build_lock(config(node, "lease", concurrency=5, concurrency_label=ZONE,
+                                 concurrency_per_label="50%"), kube)  # fmt: skip
+
+    assert [paced(n).acquire(unschedulable=False, now_ns=T_NS).acquired for n in ("a1", "a2", "a3")] == [
+        True, True, False,
+    ]  # fmt: skip
+    assert paced("b1").acquire(unschedulable=False, now_ns=T_NS).acquired

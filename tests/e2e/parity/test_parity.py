@@ -345,6 +345,57 @@ def test_zone_pacing(parity: Bench, driver: str) -> None:
     assert run.drive()
 
 
+@pytest.mark.parametrize("backend", ["lease", "daemonset"])
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_max_unavailable(parity: Bench, driver: str, backend: str) -> None:
+    """``--max-unavailable=25%`` with ``--concurrency=3``: a quarter of the DaemonSet's 4 nodes is one, so a
+    held slot holds this node back (with the taint); of 8 nodes it is two, and it goes."""
+
+    def four(namespace: str, _node: str) -> None:
+        parity.k8s.schedule_daemonset(namespace, "kured", desired=4)
+
+    flags = ["--concurrency=3", "--max-unavailable=25%", "--prefer-no-schedule-taint=parity/waiting"]
+    run = parity.run(driver, flags, backend=backend, before_start=four)
+    (other,) = parity.k8s.add_nodes(parity.k8s.unique("po"))
+    lock = run.agent_lock()
+    assert lock.acquire(unschedulable=False, now_ns=0, node_id=other).acquired
+    run.need()
+    assert not run.drive(passes=2)
+    assert run.holders() == [other] and run.reboots() == 0 and not run.cordoned()
+    assert "parity/waiting:PreferNoSchedule" in run.taints()
+    if run.fleetlock:
+        assert run.replies[-1] == (423, "lock_held")
+    parity.k8s.schedule_daemonset(run.namespace, "kured", desired=8)
+    assert run.drive()
+    assert sorted(run.holders()) == sorted([other, run.node]) and lock.concurrency == 2
+    assert lock.release(node_id=other)
+    run.reboot()
+    run.settle()
+    done(run)
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_zone_share(parity: Bench, driver: str) -> None:
+    """``--concurrency-per-label=50%``: the zone has 4 Nodes, so two of it at once; with two others holding
+    slots this node waits although ``--concurrency=3`` has one free, and goes when one of them is done."""
+    zone = {"parity/zone": parity.k8s.unique("z")}
+    flags = ["--concurrency=3", "--concurrency-label=parity/zone", "--concurrency-per-label=50%"]
+    run = parity.run(driver, flags, backend="lease", labels=zone)
+    first, second, _idle = parity.k8s.add_nodes(*(parity.k8s.unique("po") for _ in range(3)), labels=zone)
+    lock = run.agent_lock()
+    assert lock.acquire(unschedulable=False, now_ns=0, node_id=first).acquired
+    assert lock.acquire(unschedulable=False, now_ns=0, node_id=second).acquired
+    run.need()
+    assert not run.drive(passes=2)
+    assert run.reboots() == 0 and not run.cordoned() and sorted(run.holders()) == sorted([first, second])
+    assert lock.release(node_id=second)
+    assert run.drive()
+    assert lock.release(node_id=first)
+    run.reboot()
+    run.settle()
+    done(run)
+
+
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_the_lock_release_delay(parity: Bench, driver: str) -> None:
     """``--lock-release-delay``: the slot stays held after the reboot until the delay (stored on the Node)."""
