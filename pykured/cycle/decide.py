@@ -76,6 +76,23 @@ class Backoff(enum.Enum):
     """The reboot never happened (bootID unchanged after every attempt): holds every trigger."""
 
 
+class Escalation(enum.Enum):
+    """One step of ``--drain-escalation``: what happens when ``--drain-timeout`` runs out.
+
+    The flag is an ordered list: ``delete`` may come first and is followed by another ``--drain-timeout``;
+    ``force`` or ``quarantine`` (at most one of them) ends it. A drain that fails for anything but the timeout
+    (an API error, a pod the filters refuse) is not escalated: kured's path (release, retry) or
+    ``--force-reboot`` applies."""
+
+    DELETE = "delete"
+    """Delete the pods still there without the eviction API (a PodDisruptionBudget no longer holds them),
+    each with its grace period; the drain's filters still apply."""
+    FORCE = "force"
+    """Reboot anyway, as ``--force-reboot`` does."""
+    QUARANTINE = "quarantine"
+    """Leave the node cordoned and not rebooted, mark it quarantined, release the lock: the roll goes on."""
+
+
 class Hold(enum.Enum):
     """What a ``WAIT`` waits for (FleetLock answers Zincati by it; the daemon logs the reason)."""
 
@@ -216,6 +233,8 @@ class CyclePolicy:
     """FleetLock: how long a rebooted node must be Ready before its cycle ends without a steady-state."""
     stuck_after: datetime.timedelta = datetime.timedelta(hours=1)
     """FleetLock: how long after the grant an unchanged bootID counts as a stuck finalization."""
+    escalation: tuple[Escalation, ...] = ()
+    """``--drain-escalation``, in order (empty: off, kured's behaviour)."""
 
 
 # -- the rules ----------------------------------------------------------------------------------------------
@@ -327,18 +346,40 @@ class DrainOutcome(enum.Enum):
     """Cordon or drain failed and ``--force-reboot`` is set."""
     RELEASE = "release"
     """Cordon or drain failed: uncordon (if ours), release, no new cycle for one period (kured)."""
+    QUARANTINE = "quarantine"
+    """The drain timed out and ``--drain-escalation`` ends in ``quarantine``: leave the node cordoned, mark
+    it quarantined, release; no reboot."""
     LOST = "lost"
     """The slot was lost while draining (freed by hand, expired and taken): no reboot; the next pass cleans
     up."""
 
 
-def drain_outcome(failure: str | None, *, holding: bool, policy: CyclePolicy) -> DrainOutcome:
-    """The decision after a drain, the same for every driver."""
+def next_escalation(*, timed_out: bool, taken: int, policy: CyclePolicy) -> Escalation | None:
+    """The escalation step after a drain (or after ``taken`` escalation steps) that ended; ``None``: none
+    (the drain completed or failed for another reason than the timeout, or the list is used up)."""
+    if not timed_out or taken >= len(policy.escalation):
+        return None
+    return policy.escalation[taken]
+
+
+def drain_outcome(
+    failure: str | None,
+    *,
+    holding: bool,
+    policy: CyclePolicy,
+    escalation: Escalation | None = None,
+) -> DrainOutcome:
+    """The decision after a drain (and its ``delete`` escalation steps), the same for every driver.
+    ``escalation``: the step :func:`next_escalation` gave last (``None``: none is left)."""
     if not holding:
         return DrainOutcome.LOST
     if failure is None:
         return DrainOutcome.REBOOT
-    return DrainOutcome.REBOOT_ANYWAY if policy.force_reboot else DrainOutcome.RELEASE
+    if escalation is Escalation.QUARANTINE:
+        return DrainOutcome.QUARANTINE
+    if escalation is Escalation.FORCE or policy.force_reboot:
+        return DrainOutcome.REBOOT_ANYWAY
+    return DrainOutcome.RELEASE
 
 
 def _retry_due(node: NodeState, policy: CyclePolicy) -> datetime.datetime:
