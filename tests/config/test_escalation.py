@@ -46,7 +46,10 @@ def test_off_by_default() -> None:
     [
         (["--drain-escalation=reboot"], "invalid --drain-escalation step 'reboot'"),
         (["--drain-escalation=delete,delete"], "a step named twice"),
-        (["--drain-escalation=force,quarantine"], "delete comes first, then at most one of force or quarantine"),
+        (
+            ["--drain-escalation=force,quarantine"],
+            "delete comes first, then at most one of force or quarantine",
+        ),
         (["--drain-escalation=quarantine,delete"], "delete comes first"),
         (["--drain-escalation=force,delete"], "delete comes first"),
     ],

@@ -13,13 +13,17 @@ from pykured.cycle import state
 from pykured.cycle.decide import (
     Backoff,
     CyclePolicy,
+    DrainOutcome,
     Driver,
+    Escalation,
     Observation,
     Step,
     Trigger,
     cordon_was_ours,
     decide,
+    drain_outcome,
     needs_blockers,
+    next_escalation,
     rebooted,
     unschedulable_to_record,
 )
@@ -617,3 +621,46 @@ def test_a_reboot_that_never_happened_backs_off_every_trigger() -> None:
     for trigger in (Trigger.SENTINEL, Trigger.REQUEST, BOTH):
         action = decide(obs(trigger=trigger, reboot_attempts=2, **node), policy=FULL, now=NOW)
         assert (action.step, action.backoff) == (Step.GIVE_UP, Backoff.NO_REBOOT)
+
+
+# -- --drain-escalation ------------------------------------------------------------------------------------
+
+DQ = (Escalation.DELETE, Escalation.QUARANTINE)
+
+
+@pytest.mark.parametrize(
+    ("escalation", "timed_out", "taken", "expected"),
+    [
+        ((), True, 0, None),
+        (DQ, False, 0, None),
+        (DQ, True, 0, Escalation.DELETE),
+        (DQ, True, 1, Escalation.QUARANTINE),
+        (DQ, True, 2, None),
+        ((Escalation.FORCE,), True, 0, Escalation.FORCE),
+    ],
+    ids=["off", "not-a-timeout", "first", "second", "used-up", "force"],
+)
+def test_next_escalation(
+    escalation: tuple[Escalation, ...], timed_out: bool, taken: int, expected: Escalation | None
+) -> None:
+    policy = CyclePolicy(escalation=escalation)
+    assert next_escalation(timed_out=timed_out, taken=taken, policy=policy) is expected
+
+
+@pytest.mark.parametrize(
+    ("failure", "holding", "force", "escalation", "expected"),
+    [
+        (None, True, False, Escalation.QUARANTINE, DrainOutcome.REBOOT),
+        ("t", False, False, Escalation.QUARANTINE, DrainOutcome.LOST),
+        ("t", True, False, None, DrainOutcome.RELEASE),
+        ("t", True, True, None, DrainOutcome.REBOOT_ANYWAY),
+        ("t", True, False, Escalation.FORCE, DrainOutcome.REBOOT_ANYWAY),
+        ("t", True, False, Escalation.QUARANTINE, DrainOutcome.QUARANTINE),
+    ],
+    ids=["drained", "lost", "kured", "force-reboot", "force", "quarantine"],
+)
+def test_drain_outcome_with_escalation(
+    failure: str | None, holding: bool, force: bool, escalation: Escalation | None, expected: DrainOutcome
+) -> None:
+    policy = CyclePolicy(force_reboot=force)
+    assert drain_outcome(failure, holding=holding, policy=policy, escalation=escalation) is expected

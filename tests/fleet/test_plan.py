@@ -153,3 +153,15 @@ def test_a_garbled_freeze_holds_every_waiting_node() -> None:
     assert result.rows[0].held_by == ("frozen: the freeze record cannot be read (not JSON: Expecting value); "
                                       "it holds until rewritten",)  # fmt: skip
     assert plan.render_table(result).startswith("FROZEN: frozen: the freeze record cannot be read")
+
+
+def test_a_quarantined_node_is_held_by_its_quarantine() -> None:
+    from pykured.policy.quarantine import QUARANTINED_ANNOTATION, QuarantineRecord
+
+    record = QuarantineRecord.make(reason="drain timed out", at=NOW - HOUR, pods=["ns/a"], cordoned=True)
+    marks = {QUARANTINED_ANNOTATION: record.to_json()}
+    views = [node("node-q", cordoned=True, sentinel=True, step="blocked", blocked="quarantined",
+                  blocked_by="quarantined …", annotations=marks)]  # fmt: skip
+    result = plan.build(views, LOCKS, freeze=None, now=NOW)
+    (row,) = result.rows
+    assert row.held_by == (f"{record.describe()} (pykured unquarantine node-q ends it)",)
