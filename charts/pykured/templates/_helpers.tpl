@@ -113,6 +113,9 @@ every process list on the host. They come from a Secret (pykured.notifySecret) t
 - --{{ index $pair 0 }}={{ index $pair 1 }}
 {{- end }}
 {{- end }}
+{{- with $p.drainEscalation }}
+- --drain-escalation={{ join "," . }}
+{{- end }}
 {{- range $pair := list (list "maintenance-window" $p.maintenanceWindows) (list "blackout" $p.blackouts) (list "settle-pod-selector" $p.settle.podSelectors) (list "blocking-node-label" $p.blockingNodeLabels) (list "blocking-node-annotation" $p.blockingNodeAnnotations) }}
 {{- range index $pair 1 }}
 - --{{ index $pair 0 }}={{ . }}
