@@ -49,6 +49,8 @@ FEATURES = (
             "test_failed_drains_halt_the_fleet[{driver}]"),
     Feature("drain escalation: delete past a PodDisruptionBudget (`--drain-escalation=delete`)",
             "test_drain_escalation_delete[{driver}]"),
+    Feature("drain escalation: delete, then reboot anyway (`--drain-escalation=delete,force`)",
+            "test_drain_escalation_delete_then_force[{driver}]"),
     Feature("drain escalation: quarantine and `pykured unquarantine` (`--drain-escalation=quarantine`)",
             "test_drain_escalation_quarantine[daemonset-{driver}]"),
     Feature("drain escalation: quarantine on the Lease lock",

@@ -262,6 +262,33 @@ def test_drain_escalation_delete(parity: Bench, driver: str) -> None:
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
+def test_drain_escalation_delete_then_force(parity: Bench, driver: str) -> None:
+    """``--drain-escalation=delete,force``: a pod a finalizer keeps after its deletion does not leave within
+    the second timeout either: the reboot goes ahead anyway (FleetLock: 200), each step said in an Event."""
+    hold = {"metadata": {"finalizers": ["parity.example/hold"]}}
+
+    def before_start(namespace: str, node: str) -> None:
+        guarded_pod(parity, namespace, node)
+        parity.k8s.kube().request("PATCH", f"/api/v1/namespaces/{namespace}/pods/guarded", body=hold,
+                                  content_type="application/merge-patch+json")  # fmt: skip
+
+    run = parity.run(
+        driver, ["--drain-timeout=2s", "--drain-escalation=delete,force"], before_start=before_start
+    )
+    try:
+        run.need()
+        assert run.drive(passes=2), run.replies
+        assert run.holders() == [run.node] and run.reboots() == 1
+        assert run.events().count("DrainEscalated") == 2 and "DrainFailed" not in run.events()
+        pod = run.kube.get_pod(run.namespace, "guarded")
+        assert pod["metadata"].get("deletionTimestamp")  # deleted, held by its finalizer: rebooted over it
+    finally:
+        release = {"metadata": {"finalizers": None}}
+        parity.k8s.kube().request("PATCH", f"/api/v1/namespaces/{run.namespace}/pods/guarded", body=release,
+                                  content_type="application/merge-patch+json")  # fmt: skip
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
 @pytest.mark.parametrize("backend", ["daemonset", "lease"])
 def test_drain_escalation_quarantine(parity: Bench, driver: str, backend: str) -> None:
     """``--drain-escalation=quarantine``: the node stays cordoned and is not rebooted, the lock is released,
