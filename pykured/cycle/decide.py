@@ -31,6 +31,9 @@ Invariants:
   neither writes a loop back-off nor waits for one; a back-off after a reboot that never happened holds
   every trigger.
 * Every action has a reason (it is what the daemon logs).
+* A quarantined node (``--drain-escalation=…,quarantine``) is never uncordoned by the cycle and never drained:
+  a cycle that finds the quarantine before its drain (a restart mid-way through the quarantine step, a
+  record written by hand) ends without touching the cordon; a new one is blocked (the quarantine blocker).
 """
 
 from __future__ import annotations
@@ -492,6 +495,8 @@ def _decide_holding(obs: Observation, policy: CyclePolicy, now: datetime.datetim
         )  # fmt: skip
     if obs.draining:
         return Action(Step.WAIT, "draining", hold=Hold.DRAINING)
+    if node.quarantined:
+        return Action(Step.ABORT, "the node is quarantined (pykured unquarantine ends it)", uncordon=False)
     if fleetlock:
         # Drained but not granted: drain (again: idempotent) unless Zincati no longer wants the reboot.
         if obs.required is False:
@@ -517,7 +522,7 @@ def _decide_lost(obs: Observation, policy: CyclePolicy, now: datetime.datetime) 
     plan = lost_lock(node)
     return Action(
         Step.CLEANUP, "the lock is no longer held by this node", post_reboot=plan.post_reboot,
-        settle_cordon=plan.settle_cordon, uncordon=plan.uncordon,
+        settle_cordon=plan.settle_cordon, uncordon=plan.uncordon and not node.quarantined,
         remove_in_progress=_remove_in_progress(obs, policy),
     )  # fmt: skip
 

@@ -664,3 +664,42 @@ def test_drain_outcome_with_escalation(
 ) -> None:
     policy = CyclePolicy(force_reboot=force)
     assert drain_outcome(failure, holding=holding, policy=policy, escalation=escalation) is expected
+
+
+def _quarantined(node: NodeState) -> NodeState:
+    return dataclasses.replace(node, annotations={**node.annotations, "pykured.dev/quarantined": "{garbled"})
+
+
+@pytest.mark.parametrize("driver", [Driver.DAEMON, Driver.FLEETLOCK])
+def test_a_holder_found_quarantined_before_its_drain_ends_without_touching_the_cordon(driver: Driver) -> None:
+    """A restart in the middle of the quarantine step (the record written, the slot not yet released), or a
+    record written by hand: no drain, no uncordon; the slot goes."""
+    node = _quarantined(
+        node_state(
+            holding=True,
+            cycle_started=True,
+            unschedulable=True,
+            entry_unschedulable=False,
+            fleetlock_cycle=driver is Driver.FLEETLOCK,
+        )
+    )
+    action = decide(dataclasses.replace(obs(), node=node, driver=driver), policy=POLICY, now=NOW)
+    assert (action.step, action.uncordon) == (Step.ABORT, False)
+    plain = node_state(
+        holding=True,
+        cycle_started=True,
+        unschedulable=True,
+        entry_unschedulable=False,
+        fleetlock_cycle=driver is Driver.FLEETLOCK,
+    )
+    assert decide(dataclasses.replace(obs(), node=plain, driver=driver), policy=POLICY, now=NOW).step is (
+        Step.DRAIN_AND_REBOOT
+    )
+
+
+def test_a_lost_cycle_of_a_quarantined_node_keeps_its_cordon() -> None:
+    """The slot released, the memory not yet cleared (a restart in between): the cleanup leaves the cordon."""
+    node = node_state(cycle_started=True, unschedulable=True)
+    assert decide(dataclasses.replace(obs(), node=node), policy=POLICY, now=NOW).uncordon is True
+    action = decide(dataclasses.replace(obs(), node=_quarantined(node)), policy=POLICY, now=NOW)
+    assert (action.step, action.settle_cordon, action.uncordon) == (Step.CLEANUP, True, False)
