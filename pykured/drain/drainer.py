@@ -29,7 +29,8 @@ Invariants:
   :meth:`Drainer.delete_remaining` (``--drain-escalation=delete``) then deletes the pods the same filters
   select, without the eviction API (a PodDisruptionBudget no longer holds them), each with its own grace
   period (or ``--drain-grace-period``, as the drain), and waits for them within another ``timeout``; it
-  says so in exactly one log line naming the pods (bounded: :func:`pykured.core.printable.bounded_names`).
+  says so in exactly one log line naming the pods (bounded: :func:`pykured.core.printable.bounded_names`);
+  the per-pod lines go to debug then.
 """
 
 from __future__ import annotations
@@ -145,6 +146,9 @@ class Drainer:
         """Told the latest refusal holding the drain back, and ``""`` when a drain completes."""
         self._blocker = ""
         self._blocker_lock = threading.Lock()
+        self._per_pod = logging.INFO
+        """The level of the per-pod lines (kubectl's); DEBUG in an escalation step, whose one line names
+        the pods."""
 
     # -- cordon --------------------------------------------------------------------------------------------
 
@@ -241,6 +245,7 @@ class Drainer:
         if warnings and not escalate:
             logger.warning("WARNING: %s", warnings)
         refs = [d.pod for d in selection.to_evict]
+        self._per_pod = logging.DEBUG if escalate else logging.INFO
         if escalate:
             logger.warning(
                 "Drain escalation (delete) on node %s: deleting %d pods without the eviction API "
@@ -331,7 +336,7 @@ class Drainer:
         for ref in waiting:
             pod = present.get(ref.uid)
             if pod is None:
-                logger.info("pod/%s %s", ref.name, "evicted" if use_eviction else "deleted")
+                logger.log(self._per_pod, "pod/%s %s", ref.name, "evicted" if use_eviction else "deleted")
                 gone.append(ref)
             elif deleted_longer_than(pod, self._skip_wait, now=now):
                 logger.info("pod %s still terminating after %ds; not waiting for it", ref, self._skip_wait)
@@ -343,7 +348,7 @@ class Drainer:
     def _evict_one(self, ref: PodRef, use_eviction: bool, stop: threading.Event) -> str:
         """Evict or delete one pod, retrying 429s; returns ``_OK``, ``_STOPPED`` or an error text."""
         grace = self._grace if self._grace >= 0 else None
-        logger.info("evicting pod %s", ref)
+        logger.log(self._per_pod, "evicting pod %s", ref)
         attempt = 0
         while not stop.is_set():
             try:

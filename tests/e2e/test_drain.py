@@ -196,6 +196,7 @@ def test_escalation_deletes_what_the_pdb_holds_with_the_drains_filters_and_the_p
         return False
 
     caplog.set_level(logging.INFO, logger="pykured.drain")
+    caplog.clear()
     worker = threading.Thread(target=lambda: eventually(watch_grace, timeout=20, every=0.05))
     worker.start()
     result = drainer.delete_remaining()
@@ -203,8 +204,10 @@ def test_escalation_deletes_what_the_pdb_holds_with_the_drains_filters_and_the_p
     assert [r.name for r in result.evicted] == ["guarded"] and result.used_eviction is False
     assert _names_on(kube, node) == {"ds-pod", "static"}
     assert seen and set(seen) == {3}, seen  # the pod's own grace period
-    lines = [r.getMessage() for r in caplog.records if "Drain escalation" in r.getMessage()]
-    assert lines == [
+    lines = [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.INFO and "guarded" in r.getMessage()
+    ]
+    assert lines == [  # exactly one line names the pods the step overrode
         f"Drain escalation (delete) on node {node}: deleting 1 pods without the eviction API "
         f"(PodDisruptionBudgets no longer hold them): {namespace}/guarded"
     ]
