@@ -49,7 +49,8 @@ DEFAULTS: dict[str, Any] = {
     "concurrency-per-label": 1, "resume-rolls": False, "prefer-no-schedule-early": False, "settle-pod-selector": (), "settle-nodes-ready": False, "settle-pdbs": False,
     "settle-prometheus-query": "", "settle-timeout": D("30m"), "before-reboot-annotations": (),
     "after-reboot-annotations": (), "reboot-hook-timeout": D("1h"), "reboot-deadline": D("0"),
-    "max-failed-drains": 0, "drain-escalation": (), "blocking-node-label": (), "blocking-node-annotation": (),
+    "max-failed-drains": 0, "blocking-node-label": (), "blocking-node-annotation": (),
+    "drain-escalation": (),
 }  # fmt: skip
 
 
