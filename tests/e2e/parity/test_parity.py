@@ -22,6 +22,7 @@ from pykured.cycle import state
 from pykured.cycle.decide import Step
 from pykured.cycle.streak import FAILED_DRAINS_ANNOTATION, Streak
 from pykured.cycle.streak import read as read_streak
+from pykured.fleet import view as fleetview
 from pykured.fleet.freeze import freeze
 from pykured.fleet.quarantine import unquarantine
 from pykured.policy.freeze import FreezeRecord
@@ -314,6 +315,8 @@ def test_drain_escalation_quarantine(parity: Bench, driver: str, backend: str) -
         assert run.daemon.last_action is not None and run.daemon.last_action.step is Step.BLOCKED
         assert run.daemon.last_action.blocked is not None
         assert run.daemon.last_action.blocked.kind == "quarantined"
+    row = fleetview.node_row(run.state(), now=datetime.datetime.now(datetime.UTC))  # pykured status
+    assert row.step == "quarantined" and row.blocked_by == record.describe()
     done = unquarantine(run.kube, run.node)
     assert done.uncordoned and not run.cordoned() and quarantine_record(run.annotations()) is None
     pdb = f"/apis/policy/v1/namespaces/{run.namespace}/poddisruptionbudgets/guarded"
