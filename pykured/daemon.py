@@ -44,6 +44,7 @@ from pykured.cycle.steps import Behaviour, Hands
 from pykured.host.sentinel import Sentinel
 from pykured.kube.api import KubeApi
 from pykured.policy.maintenance import Window
+from pykured.policy.quarantine import quarantine_record
 from pykured.requests.keeper import RequestKeeper
 from pykured.requests.record import REQUEST_ANNOTATION, Classified
 from pykured.requests.watch import RequestWatch
@@ -343,6 +344,7 @@ class Daemon:
             self._lock_clear = entry is None
             node = node.with_entry(entry)
         self._held_since_ns = entry.created_ns if entry is not None else None
+        self.hands.metrics.set_quarantined(self.node, quarantine_record(node.annotations) is not None)
         request = self._request = self.requests.observe(node, now)
         trigger = Trigger.SENTINEL if required else Trigger.NONE
         if request.pending:  # a request for the current boot counts as the sentinel does (no loop guard)

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pykured.blockers import Blocker, NodeMarkBlocker, PodBlocker, PrometheusAlertBlocker
-from pykured.config import Config
+from pykured.config import Config, checks
 from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import CyclePolicy
+from pykured.cycle.decide import CyclePolicy, Escalation
 from pykured.cycle.halt import HaltWatch
 from pykured.cycle.nodecopy import NodeCopy
 from pykured.cycle.steps import Behaviour, Hands
@@ -38,6 +38,7 @@ from pykured.metrics import Metrics
 from pykured.notify import KuredMessages, Notifier
 from pykured.policy.maintenance import Window
 from pykured.policy.pause import PauseBlocker
+from pykured.policy.quarantine import QuarantineBlocker
 from pykured.policy.source import FreezeBlocker, PolicySource, PolicyWindow
 from pykured.roll.queue import RollQueue
 
@@ -233,6 +234,7 @@ def build_policy(cfg: Config) -> CyclePolicy:
         release_delay=_delta(cfg.lock_release_delay.seconds),
         sentinel_loop_backoff=_delta(cfg.sentinel_loop_backoff.seconds),
         force_reboot=cfg.force_reboot,
+        escalation=tuple(Escalation(step) for step in checks.check_escalation(cfg.drain_escalation)),
     )
 
 
@@ -346,8 +348,9 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
     def blockers_for(name: str) -> list[Blocker]:
         read = own_node_reader(kube, copy) if name == node else None
         pause = PauseBlocker(kube, name, read=read)
+        quarantine = QuarantineBlocker(kube, name, read=read)
         marks = build_node_mark_blockers(cfg, kube, name, read=read)
-        return [*freeze, pause, *marks, *prometheus, *build_pod_blockers(cfg, kube, name)]
+        return [*freeze, pause, quarantine, *marks, *prometheus, *build_pod_blockers(cfg, kube, name)]
 
     streak = build_streak(cfg, kube, source=maintenance, notifier=notifier)
     fleetlock = None

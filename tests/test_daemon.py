@@ -21,16 +21,17 @@ from pykured.core import errors
 from pykured.core.model import Reason
 from pykured.cycle import state
 from pykured.cycle.book import NodeBook
-from pykured.cycle.decide import CyclePolicy, Step
+from pykured.cycle.decide import CyclePolicy, Escalation, Step
 from pykured.cycle.steps import Behaviour, Hands
 from pykured.daemon import LOCK_WAIT_SLACK, Daemon, Senses, Settings
-from pykured.drain import Drainer
+from pykured.drain import Drainer, DrainResult
 from pykured.gocompat.goflags import Duration
 from pykured.kube.events import EventRecorder
 from pykured.kube.taints import PreferNoScheduleTaint
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.record import LockEntry, encode_entry
 from pykured.metrics import Metrics
+from pykured.policy.quarantine import MAX_PODS, QUARANTINED_ANNOTATION, QuarantineBlocker, QuarantineRecord
 from pykured.policy.weekly import TimeWindow
 from pykured.requests.record import REQUEST_ANNOTATION
 from pykured.roll import record as rollrecord
@@ -515,6 +516,140 @@ def test_force_reboot_reboots_after_a_failed_drain() -> None:
     )
     rig.daemon.run_once()
     assert rig.rebooter.calls == 1 and rig.holders() == [NODE]
+
+
+class StuckDrainer(Drainer):
+    """A drain (and each ``delete`` escalation step) that times out with ``pods`` still on the node, or
+    completes once ``empties_after`` steps have run; ``calls`` names the steps run."""
+
+    def __init__(self, kube: FakeKube, *, pods: tuple[str, ...], empties_after: int = 99) -> None:
+        super().__init__(kube, node=NODE, poll_interval=0.0)
+        self.pods = pods
+        self.empties_after = empties_after
+        self.calls: list[str] = []
+
+    def _step(self, name: str) -> DrainResult:
+        self.calls.append(name)
+        if len(self.calls) > self.empties_after:
+            return DrainResult(NODE, (), (), "", name == "drain", 0.0)
+        raise errors.DrainTimeout("global timeout reached: 2s", pods=self.pods)
+
+    def drain(self) -> DrainResult:
+        return self._step("drain")
+
+    def delete_remaining(self) -> DrainResult:
+        return self._step("delete")
+
+
+class StreakRecorder:
+    """``--max-failed-drains``' counter, recorded: each drain's end as the cycle tells it."""
+
+    def __init__(self) -> None:
+        self.ends: list[tuple[str, str | None]] = []
+
+    def drained(self, node: str, failure: str | None) -> None:
+        self.ends.append((node, failure))
+
+
+def escalating_rig(
+    escalation: tuple[Escalation, ...], *, empties_after: int = 99, pods: tuple[str, ...] = ("ns/guarded",)
+) -> tuple[Rig, StuckDrainer, StreakRecorder]:
+    rig = make_rig(policy=CyclePolicy(escalation=escalation))
+    drainer = StuckDrainer(rig.kube, pods=pods, empties_after=empties_after)
+    streak = StreakRecorder()
+    rig.daemon.hands.drainer = drainer
+    rig.daemon.hands.streak = streak  # type: ignore[assignment]
+    rig.hold()
+    rig.remember(unschedulable_before=False)
+    rig.cordon()
+    return rig, drainer, streak
+
+
+def test_escalation_quarantine_leaves_the_node_cordoned_releases_and_marks_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pods = tuple(f"ns/pod-{i:03d}" for i in range(500))
+    rig, drainer, streak = escalating_rig((Escalation.QUARANTINE,), pods=pods)
+    with caplog.at_level("INFO"):
+        assert rig.daemon.run_once() == PERIOD
+    assert drainer.calls == ["drain"] and rig.rebooter.calls == 0
+    assert rig.holders() == [] and rig.kube.nodes[NODE]["spec"]["unschedulable"] is True
+    memory = rig.memory()
+    assert list(memory) == [QUARANTINED_ANNOTATION]  # the cycle's memory is gone, the quarantine stays
+    record = QuarantineRecord.from_json(memory[QUARANTINED_ANNOTATION])
+    assert record.cordoned and record.at == T0 and record.pods == pods[:MAX_PODS] and record.more == 480
+    assert "--drain-escalation=quarantine" in record.reason and not record.unreadable
+    assert rig.kube.event_reasons() == ["Draining", "Quarantined", "LockReleased"]
+    assert rig.sample("pykured_quarantined", node=NODE) == 1.0
+    assert streak.ends == [(NODE, "global timeout reached: 2s")]  # counted toward --max-failed-drains
+    lines = [r.getMessage() for r in caplog.records if "Drain escalation" in r.getMessage()]
+    assert len(lines) == 1 and "500 pods would not leave: ns/pod-000, " in lines[0], lines
+    assert lines[0].endswith("ns/pod-009 and 490 more") and len(lines[0]) < 1000
+
+
+def test_escalation_delete_then_the_node_empties_and_reboots() -> None:
+    rig, drainer, streak = escalating_rig((Escalation.DELETE, Escalation.QUARANTINE), empties_after=1)
+    rig.daemon.run_once()
+    assert drainer.calls == ["drain", "delete"] and rig.rebooter.calls == 1 and rig.holders() == [NODE]
+    assert rig.kube.event_reasons() == ["Draining", "DrainEscalated", "Rebooting"]
+    assert QUARANTINED_ANNOTATION not in rig.memory()
+    assert streak.ends == [(NODE, None)]  # the drain completed (by deleting): not a failed drain
+
+
+def test_escalation_delete_then_quarantine_when_the_node_still_does_not_empty() -> None:
+    rig, drainer, _ = escalating_rig((Escalation.DELETE, Escalation.QUARANTINE))
+    rig.daemon.run_once()
+    assert drainer.calls == ["drain", "delete"] and rig.rebooter.calls == 0 and rig.holders() == []
+    assert QUARANTINED_ANNOTATION in rig.memory()
+    assert rig.kube.event_reasons() == ["Draining", "DrainEscalated", "Quarantined", "LockReleased"]
+
+
+def test_escalation_delete_then_force_reboots_anyway(caplog: pytest.LogCaptureFixture) -> None:
+    rig, drainer, _ = escalating_rig((Escalation.DELETE, Escalation.FORCE))
+    with caplog.at_level("INFO"):
+        rig.daemon.run_once()
+    assert drainer.calls == ["drain", "delete"] and rig.rebooter.calls == 1 and rig.holders() == [NODE]
+    assert rig.kube.event_reasons() == ["Draining", "DrainEscalated", "DrainEscalated", "Rebooting"]
+    lines = [r.getMessage() for r in caplog.records if "Drain escalation (force)" in r.getMessage()]
+    assert lines == [
+        f"Drain escalation (force) on node {NODE}: the drain did not finish in time; rebooting anyway over "
+        "1 pods still there: ns/guarded"
+    ]
+
+
+def test_escalation_delete_alone_ends_as_a_failed_drain() -> None:
+    rig, drainer, _ = escalating_rig((Escalation.DELETE,))
+    rig.daemon.run_once()
+    assert drainer.calls == ["drain", "delete"] and rig.rebooter.calls == 0 and rig.holders() == []
+    assert rig.kube.event_reasons() == ["Draining", "DrainEscalated", "DrainFailed"]
+    assert rig.kube.nodes[NODE]["spec"].get("unschedulable") in (None, False)  # kured's path: uncordoned
+
+
+def test_only_a_timeout_escalates() -> None:
+    """A drain that fails for another reason (here: the cordon) takes kured's path, not the quarantine."""
+    rig = make_rig(policy=CyclePolicy(escalation=(Escalation.QUARANTINE,)))
+    rig.hold()
+    rig.kube.fail_next(
+        lambda m, p, body: errors.KubeError("boom") if m == "PATCH" and "spec" in body else None
+    )
+    rig.daemon.run_once()
+    assert rig.rebooter.calls == 0 and rig.holders() == [] and QUARANTINED_ANNOTATION not in rig.memory()
+    assert "Quarantined" not in rig.kube.event_reasons() and "DrainFailed" in rig.kube.event_reasons()
+
+
+def test_a_quarantined_node_is_blocked_and_its_metric_follows_the_record() -> None:
+    rig = make_rig()
+    rig.daemon.senses = dataclasses.replace(rig.daemon.senses, blockers=[QuarantineBlocker(rig.kube, NODE)])
+    record = QuarantineRecord.make(reason="drain timed out", at=T0, pods=["ns/a"], cordoned=True)
+    rig.kube.patch_node(NODE, {"metadata": {"annotations": {QUARANTINED_ANNOTATION: record.to_json()}}})
+    rig.daemon.run_once()
+    assert rig.step() is Step.BLOCKED and rig.holders() == []
+    assert rig.sample("pykured_quarantined", node=NODE) == 1.0
+    assert rig.sample("pykured_blocked", reason="quarantined") == 1.0
+    rig.kube.patch_node(NODE, {"metadata": {"annotations": {QUARANTINED_ANNOTATION: None}}})
+    rig.daemon.run_once()
+    assert rig.step() is Step.ACQUIRE and rig.holders() == [NODE]
+    assert rig.sample("pykured_quarantined", node=NODE) == 0.0
 
 
 def test_a_failed_reboot_is_logged_counted_and_retried_later(rig: Rig) -> None:

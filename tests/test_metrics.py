@@ -196,6 +196,7 @@ def test_grafana_dashboard_covers_every_metric() -> None:
     instance.notify_failed("slack")
     instance.fleetlock_request("v1", "pre-reboot")
     instance.set_reboot_required("n1", True)
+    instance.set_quarantined("n1", True)
     names = {
         re.sub(r"_(bucket|sum|count)$", "", line.split("{")[0].split(" ")[0])
         for line in instance.render()[0].decode().splitlines()

@@ -104,6 +104,12 @@ COMMANDS: tuple[Command, ...] = (
         Reach.NAMESPACED,
     ),
     Command(
+        "unquarantine",
+        "end a node's quarantine (--drain-escalation): NODE...; uncordons it if pykured cordoned it",
+        "pykured.cli.quarantine:unquarantine_main",
+        Reach.CLUSTER,
+    ),
+    Command(
         "lock",
         "the reboot lock: lock status | lock release NODE",
         "pykured.cli.lock:lock_main",

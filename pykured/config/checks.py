@@ -144,6 +144,29 @@ def check_budget(value: int | str, *, flag: str) -> None:
         Budget.of(value)
     except BudgetError as exc:
         raise ConfigError(f"invalid --{flag} {value}: {exc}", exit_code=1) from None
+ESCALATION_STEPS = ("delete", "force", "quarantine")
+"""``--drain-escalation``'s steps; ``force`` and ``quarantine`` end the list (at most one of them)."""
+
+
+def check_escalation(steps: tuple[str, ...]) -> tuple[str, ...]:
+    """``--drain-escalation`` in order, each step once: ``delete`` first if at all, then at most one of
+    ``force`` and ``quarantine``; anything else is a :class:`ConfigError`."""
+    cleaned = tuple(step.strip() for step in steps if step.strip())
+    for step in cleaned:
+        if step not in ESCALATION_STEPS:
+            raise ConfigError(
+                f"invalid --drain-escalation step {step!r}: expected delete, force or quarantine", exit_code=1
+            )
+    if len(set(cleaned)) != len(cleaned):
+        raise ConfigError(f"--drain-escalation={','.join(cleaned)}: a step named twice", exit_code=1)
+    ends = [step for step in cleaned if step != "delete"]
+    if len(ends) > 1 or (ends and cleaned[-1] != ends[0]) or ("delete" in cleaned and cleaned[0] != "delete"):
+        raise ConfigError(
+            f"--drain-escalation={','.join(cleaned)}: delete comes first, then at most one of force or "
+            "quarantine, which ends the list",
+            exit_code=1,
+        )
+    return cleaned
 
 
 def local_zone(env: Mapping[str, str]) -> datetime.tzinfo:

@@ -419,6 +419,15 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
         "until pykured unfreeze (default: 0, off)",
     ),
     _x(
+        "drain-escalation",
+        SLICE,
+        "",
+        "pykured: what happens when --drain-timeout runs out, in order: delete (delete the pods left without "
+        "the eviction API, then another --drain-timeout), then force (reboot anyway) or quarantine (leave "
+        "the node cordoned, not rebooted, and release the lock) (default: none, kured's behaviour)",
+        varname="steps",
+    ),
+    _x(
         "blocking-node-label",
         ARRAY,
         "",

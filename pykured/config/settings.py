@@ -132,6 +132,7 @@ class Config:
     reboot_hook_timeout: Duration = _H
     reboot_deadline: Duration = _ZERO
     max_failed_drains: int = 0
+    drain_escalation: tuple[str, ...] = ()
     blocking_node_label: tuple[str, ...] = ()
     blocking_node_annotation: tuple[str, ...] = ()
     # derived at parse time

@@ -122,6 +122,17 @@ def _checker(cfg: Config, log: Log) -> None:
         )
 
 
+def _escalation(cfg: Config) -> None:
+    """``--drain-escalation``: valid steps in a valid order, a timeout to act on, no contradiction."""
+    escalation = checks.check_escalation(cfg.drain_escalation)
+    if escalation and cfg.drain_timeout.ns <= 0:
+        raise _fatal("--drain-escalation needs --drain-timeout (it acts when the timeout runs out)")
+    if "quarantine" in escalation and cfg.force_reboot:
+        raise _fatal(
+            "--drain-escalation=quarantine contradicts --force-reboot (a quarantined node is not rebooted)"
+        )
+
+
 def _extensions(cfg: Config) -> list[str]:
     """pykured's own checks (fatal) and warnings, after kured's start-up checks."""
     checks.check_choice(cfg.lock_backend, LOCK_BACKENDS.names, flag="lock-backend")
@@ -133,6 +144,7 @@ def _extensions(cfg: Config) -> list[str]:
         raise _fatal("--resume-rolls needs --lock-backend=lease")
     if cfg.max_failed_drains < 0:
         raise _fatal(f"invalid --max-failed-drains {cfg.max_failed_drains}: must be >= 0")
+    _escalation(cfg)
     if cfg.prefer_no_schedule_early and not cfg.prefer_no_schedule_taint:
         raise _fatal("--prefer-no-schedule-early needs --prefer-no-schedule-taint")
     checks.check_budget(cfg.concurrency_per_label, flag="concurrency-per-label")

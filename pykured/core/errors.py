@@ -13,6 +13,7 @@ so policy code (retry, block, warn) only ever catches these types::
     │   └── TooManyRequestsError 429 (eviction blocked by a PodDisruptionBudget, or throttling)
     ├── LockError              the lock could not be read, decoded, taken or released
     ├── DrainError             cordon or drain failed or timed out
+    │   └── DrainTimeout       --drain-timeout ran out; .pods names the pods still on the node
     ├── RebootError            the reboot could not be triggered
     └── NotifyError            a notification could not be sent (only ever logged)
 """
@@ -63,6 +64,15 @@ class LockError(PykuredError):
 
 class DrainError(PykuredError):
     """Cordon or drain failed or timed out."""
+
+
+class DrainTimeout(DrainError):
+    """``--drain-timeout`` ran out before the node emptied; ``pods`` names (``namespace/name``) the pods
+    that would not leave (being evicted, or evicted and still terminating)."""
+
+    def __init__(self, message: str, *, pods: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.pods = pods
 
 
 class RebootError(PykuredError):

@@ -20,6 +20,7 @@ Pure, standard library only.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 _UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
 _MULTI_LINE = re.compile(f"[{_UNSAFE}]")
@@ -38,3 +39,18 @@ def terminal_safe(text: str) -> str:
 def one_line(text: str) -> str:
     """``text`` with every unsafe character escaped, newlines and tabs too (one table cell, one line)."""
     return text if text.isprintable() else _ONE_LINE.sub(_escape, text)
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters (the last one ``…`` when cut)."""
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+def bounded_names(names: Sequence[str], *, limit: int = 10, each: int = 80, uncounted: int = 0) -> str:
+    """Names for one log line or message, bounded whatever their number: ``ns/a, ns/b and 490 more`` (each
+    cut at ``each`` characters and made one line, at most ``limit`` of them; ``uncounted``: how many more
+    there are than ``names`` holds). A drain of 500 pods names ten, never a 100 KB line."""
+    shown = [one_line(cut(name, each)) for name in names[:limit]]
+    more = len(names) - len(shown) + max(0, uncounted)
+    text = ", ".join(shown) if shown else "none"
+    return text + (f" and {more} more" if more > 0 else "")

@@ -2,8 +2,8 @@
 
 Concept: everything the reboot cycle writes on a Node except ``spec.unschedulable`` (:mod:`pykured.drain`)
 and the taint (:mod:`pykured.kube.taints`): kured's reboot annotations, the labels, pykured's
-``pykured.dev/*``
-memory, the back-off and FleetLock's mark. Reading returns a :class:`~pykured.cycle.state.NodeState`.
+``pykured.dev/*`` memory, the back-off, FleetLock's mark and the quarantine
+(:mod:`pykured.policy.quarantine`). Reading returns a :class:`~pykured.cycle.state.NodeState`.
 
 Invariants:
 * Every write is a patch of only the keys concerned (never the whole object), so it cannot clobber
@@ -40,6 +40,7 @@ from pykured.cycle.state import (
 from pykured.kube.api import KubeApi
 from pykured.kube.client import JSON_PATCH, MERGE_PATCH, Obj
 from pykured.lock.record import LockEntry
+from pykured.policy.quarantine import QuarantineRecord, set_quarantine
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +118,11 @@ class NodeBook:
             reboot_attempts=reboot_attempts,
         )
         return self._write(changes)
+
+    def quarantine(self, record: QuarantineRecord) -> None:
+        """Write the quarantine (``pykured.dev/quarantined``) on the Node."""
+        set_quarantine(self._kube, self.node, record)
+        logger.debug("node %s quarantined: %s", self.node, record.to_json())
 
     def mark(self, ident: str | None) -> None:
         """Set (or, with ``None``, remove) FleetLock's mark: the Zincati id that runs this node's cycle."""

@@ -31,6 +31,9 @@ Invariants:
   neither writes a loop back-off nor waits for one; a back-off after a reboot that never happened holds
   every trigger.
 * Every action has a reason (it is what the daemon logs).
+* A quarantined node (``--drain-escalation=…,quarantine``) is never uncordoned by the cycle and never drained:
+  a cycle that finds the quarantine before its drain (a restart mid-way through the quarantine step, a
+  record written by hand) ends without touching the cordon; a new one is blocked (the quarantine blocker).
 """
 
 from __future__ import annotations
@@ -74,6 +77,23 @@ class Backoff(enum.Enum):
     """The sentinel was still present right after a completed reboot: holds the sentinel only."""
     NO_REBOOT = "no-reboot"
     """The reboot never happened (bootID unchanged after every attempt): holds every trigger."""
+
+
+class Escalation(enum.Enum):
+    """One step of ``--drain-escalation``: what happens when ``--drain-timeout`` runs out.
+
+    The flag is an ordered list: ``delete`` may come first and is followed by another ``--drain-timeout``;
+    ``force`` or ``quarantine`` (at most one of them) ends it. A drain that fails for anything but the timeout
+    (an API error, a pod the filters refuse) is not escalated: kured's path (release, retry) or
+    ``--force-reboot`` applies."""
+
+    DELETE = "delete"
+    """Delete the pods still there without the eviction API (a PodDisruptionBudget no longer holds them),
+    each with its grace period; the drain's filters still apply."""
+    FORCE = "force"
+    """Reboot anyway, as ``--force-reboot`` does."""
+    QUARANTINE = "quarantine"
+    """Leave the node cordoned and not rebooted, mark it quarantined, release the lock: the roll goes on."""
 
 
 class Hold(enum.Enum):
@@ -216,6 +236,8 @@ class CyclePolicy:
     """FleetLock: how long a rebooted node must be Ready before its cycle ends without a steady-state."""
     stuck_after: datetime.timedelta = datetime.timedelta(hours=1)
     """FleetLock: how long after the grant an unchanged bootID counts as a stuck finalization."""
+    escalation: tuple[Escalation, ...] = ()
+    """``--drain-escalation``, in order (empty: off, kured's behaviour)."""
 
 
 # -- the rules ----------------------------------------------------------------------------------------------
@@ -327,18 +349,40 @@ class DrainOutcome(enum.Enum):
     """Cordon or drain failed and ``--force-reboot`` is set."""
     RELEASE = "release"
     """Cordon or drain failed: uncordon (if ours), release, no new cycle for one period (kured)."""
+    QUARANTINE = "quarantine"
+    """The drain timed out and ``--drain-escalation`` ends in ``quarantine``: leave the node cordoned, mark
+    it quarantined, release; no reboot."""
     LOST = "lost"
     """The slot was lost while draining (freed by hand, expired and taken): no reboot; the next pass cleans
     up."""
 
 
-def drain_outcome(failure: str | None, *, holding: bool, policy: CyclePolicy) -> DrainOutcome:
-    """The decision after a drain, the same for every driver."""
+def next_escalation(*, timed_out: bool, taken: int, policy: CyclePolicy) -> Escalation | None:
+    """The escalation step after a drain (or after ``taken`` escalation steps) that ended; ``None``: none
+    (the drain completed or failed for another reason than the timeout, or the list is used up)."""
+    if not timed_out or taken >= len(policy.escalation):
+        return None
+    return policy.escalation[taken]
+
+
+def drain_outcome(
+    failure: str | None,
+    *,
+    holding: bool,
+    policy: CyclePolicy,
+    escalation: Escalation | None = None,
+) -> DrainOutcome:
+    """The decision after a drain (and its ``delete`` escalation steps), the same for every driver.
+    ``escalation``: the step :func:`next_escalation` gave last (``None``: none is left)."""
     if not holding:
         return DrainOutcome.LOST
     if failure is None:
         return DrainOutcome.REBOOT
-    return DrainOutcome.REBOOT_ANYWAY if policy.force_reboot else DrainOutcome.RELEASE
+    if escalation is Escalation.QUARANTINE:
+        return DrainOutcome.QUARANTINE
+    if escalation is Escalation.FORCE or policy.force_reboot:
+        return DrainOutcome.REBOOT_ANYWAY
+    return DrainOutcome.RELEASE
 
 
 def _retry_due(node: NodeState, policy: CyclePolicy) -> datetime.datetime:
@@ -451,6 +495,8 @@ def _decide_holding(obs: Observation, policy: CyclePolicy, now: datetime.datetim
         )  # fmt: skip
     if obs.draining:
         return Action(Step.WAIT, "draining", hold=Hold.DRAINING)
+    if node.quarantined:
+        return Action(Step.ABORT, "the node is quarantined (pykured unquarantine ends it)", uncordon=False)
     if fleetlock:
         # Drained but not granted: drain (again: idempotent) unless Zincati no longer wants the reboot.
         if obs.required is False:
@@ -476,7 +522,7 @@ def _decide_lost(obs: Observation, policy: CyclePolicy, now: datetime.datetime) 
     plan = lost_lock(node)
     return Action(
         Step.CLEANUP, "the lock is no longer held by this node", post_reboot=plan.post_reboot,
-        settle_cordon=plan.settle_cordon, uncordon=plan.uncordon,
+        settle_cordon=plan.settle_cordon, uncordon=plan.uncordon and not node.quarantined,
         remove_in_progress=_remove_in_progress(obs, policy),
     )  # fmt: skip
 

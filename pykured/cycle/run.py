@@ -26,6 +26,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from pykured.core.printable import bounded_names
 from pykured.core.times import format_rfc3339
 from pykured.cycle.decide import (
     Action,
@@ -33,16 +34,19 @@ from pykured.cycle.decide import (
     CyclePolicy,
     DrainOutcome,
     Driver,
+    Escalation,
     Observation,
     Step,
     decide,
     drain_outcome,
     gate_point,
+    next_escalation,
 )
 from pykured.cycle.state import NodeState, unix_ns
-from pykured.cycle.steps import Behaviour, Hands, Steps
+from pykured.cycle.steps import Behaviour, DrainFailure, Hands, Steps
 from pykured.gates.phase import GateResult
 from pykured.lock.record import LockEntry
+from pykured.policy.quarantine import QuarantineRecord
 
 logger = logging.getLogger(__name__)
 
@@ -225,7 +229,14 @@ class CycleRunner:
             self._gate_passed()
             if self.hands.gates:
                 self.hands.gates.note_drain()
-        failure = self.steps.drain(event=self.texts.drain_event)
+        failed = self.steps.drain(event=self.texts.drain_event)
+        taken = 0
+        escalation = self._next_escalation(failed, taken)
+        while escalation is Escalation.DELETE and failed is not None and not self.steps.cancel.is_set():
+            failed = self.steps.delete_remaining(failed)
+            taken += 1
+            escalation = self._next_escalation(failed, taken)
+        failure = failed.text if failed is not None else None
         if self.steps.cancel.is_set():
             logger.info("Stopped while draining node %s: the next pass resumes the cycle", self.node)
             return Outcome(failure=failure)
@@ -233,7 +244,7 @@ class CycleRunner:
             self.hands.streak.drained(self.node, failure)
         with self._after_drain():
             view = self.hands.book.view(self._holding(now))
-            outcome = drain_outcome(failure, holding=view.holding, policy=self.policy)
+            outcome = drain_outcome(failure, holding=view.holding, policy=self.policy, escalation=escalation)
             if outcome is DrainOutcome.LOST:
                 logger.warning("Node %s lost its reboot slot while draining", self.node)
                 return Outcome(drain=outcome, failure=failure)
@@ -241,13 +252,50 @@ class CycleRunner:
                 assert failure is not None
                 self._drain_failed(failure, view, ours=action.uncordon)
                 return Outcome(drain=outcome, failure=failure, retry=True, pause=self.period_s)
-            if failure is not None:
+            if outcome is DrainOutcome.QUARANTINE:
+                assert failed is not None
+                self._quarantine(failed, ours=action.uncordon, now=self._clock())
+                return Outcome(drain=outcome, failure=failure, pause=self.period_s)
+            if failed is not None and escalation is Escalation.FORCE:
+                logger.warning(
+                    "Drain escalation (force) on node %s: the drain did not finish in time; rebooting anyway "
+                    "over %d pods still there: %s",
+                    self.node,
+                    len(failed.pods),
+                    bounded_names(failed.pods),
+                )
+                self.hands.events.record(
+                    "DrainEscalated",
+                    f"drain timed out: rebooting anyway over {len(failed.pods)} pods still there",
+                    warning=True,
+                )
+            elif failure is not None:
                 logger.warning(
                     "Unable to cordon or drain %s: %s; rebooting anyway (--force-reboot)", self.node, failure
                 )
             self.steps.pause_before_reboot()
             self._reboot(self.hands.book.view(), self._clock())
             return Outcome(drain=outcome, failure=failure)
+
+    def _next_escalation(self, failed: DrainFailure | None, taken: int) -> Escalation | None:
+        timed_out = failed is not None and failed.timed_out
+        return next_escalation(timed_out=timed_out, taken=taken, policy=self.policy)
+
+    def _quarantine(self, failed: DrainFailure, *, ours: bool, now: datetime.datetime) -> None:
+        """``--drain-escalation=…,quarantine``: one log line naming the pods, then the quarantine step."""
+        steps = ",".join(e.value for e in self.policy.escalation)
+        reason = f"the drain did not finish in time (--drain-escalation={steps})"
+        record = QuarantineRecord.make(reason=reason, at=now, pods=failed.pods, cordoned=ours)
+        logger.error(
+            "Drain escalation (quarantine) on node %s: %s; leaving it cordoned and not rebooted, releasing "
+            "the lock (pykured unquarantine %s ends it); %d pods would not leave: %s",
+            self.node,
+            reason,
+            self.node,
+            len(failed.pods),
+            bounded_names(failed.pods),
+        )
+        self.steps.quarantine(record, message=record.describe())
 
     def _holding(self, now: datetime.datetime) -> LockEntry | None:
         return self.hands.lock.holding(now_ns=unix_ns(now), honour_ttl=False, node_id=self.node)

@@ -31,6 +31,7 @@ from pykured.core.times import format_rfc3339, parse_rfc3339
 from pykured.kube.node import PYKURED_PREFIX as PYKURED_PREFIX  # noqa: PLC0414 (re-exported: every key here)
 from pykured.kube.node import NodeView
 from pykured.lock.record import LockEntry
+from pykured.policy.quarantine import quarantine_record
 
 # -- every annotation key of the cycle ----------------------------------------------------------------------
 
@@ -181,6 +182,12 @@ class NodeState(NodeView):
     def fleetlock_id(self) -> str | None:
         """The Zincati id while FleetLock runs this node's cycle (``None``: not FleetLock's)."""
         return self.annotations.get(FLEETLOCK_ID_ANNOTATION)
+
+    @property
+    def quarantined(self) -> bool:
+        """The node carries a quarantine (``pykured.dev/quarantined``, a garbled one too): its cordon stays
+        and no cycle drains it (:mod:`pykured.policy.quarantine`)."""
+        return quarantine_record(self.annotations) is not None
 
     @property
     def cycle_started(self) -> bool:

@@ -40,6 +40,7 @@ from pykured.kube.taints import PreferNoScheduleTaint
 from pykured.lock.base import Lock
 from pykured.metrics import Metrics, NullMetrics
 from pykured.notify import Notifier
+from pykured.policy.quarantine import QuarantineRecord
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,24 @@ class Hands:
     """``--max-failed-drains``: every drain's end is counted fleet-wide (:mod:`pykured.cycle.streak`)."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class DrainFailure:
+    """Why a cordon, drain or escalation step failed."""
+
+    text: str
+    pods: tuple[str, ...] = ()
+    """For a timeout: the pods that would not leave (``namespace/name``)."""
+    timed_out: bool = False
+    """``--drain-timeout`` ran out (what ``--drain-escalation`` acts on)."""
+
+    @classmethod
+    def of(cls, exc: errors.PykuredError) -> DrainFailure:
+        text = str(exc) or type(exc).__name__
+        if isinstance(exc, errors.DrainTimeout):
+            return cls(text, exc.pods, timed_out=True)
+        return cls(text)
+
+
 class Steps:
     """The steps for one node."""
 
@@ -102,12 +121,12 @@ class Steps:
         """kured's ``--annotate-nodes``: reboot in progress, most recent reboot needed."""
         self.hands.book.add_reboot_annotations(now)
 
-    def drain(self, *, event: str) -> str | None:
+    def drain(self, *, event: str) -> DrainFailure | None:
         """Pre-reboot labels, ``--drain-delay``, drain notification, cordon and drain; the failure, if any."""
         self.hands.book.apply_labels(self.behaviour.pre_labels)
         self._sleep(self.behaviour.drain_delay_s)
         if self.cancel.is_set():
-            return "cancelled before the drain"
+            return DrainFailure("cancelled before the drain")
         logger.info("Draining node %s", self.node)
         self.hands.notifier.notify_drain(self.node)
         self.hands.events.record("Draining", event)
@@ -116,10 +135,37 @@ class Steps:
             self.hands.drainer.cordon()
             self.hands.drainer.drain()
         except errors.PykuredError as exc:
-            return str(exc) or type(exc).__name__
+            return DrainFailure.of(exc)
         finally:
             self.hands.metrics.observe_drain(self._monotonic() - started)
         return None
+
+    def delete_remaining(self, failure: DrainFailure) -> DrainFailure | None:
+        """``--drain-escalation=delete``: delete the pods the drain left, without the eviction API (the
+        drainer logs the one line naming them); the failure, if any."""
+        self.hands.events.record(
+            "DrainEscalated",
+            f"drain timed out: deleting {len(failure.pods)} pods without the eviction API",
+            warning=True,
+        )
+        started = self._monotonic()
+        try:
+            self.hands.drainer.delete_remaining()
+        except errors.PykuredError as exc:
+            return DrainFailure.of(exc)
+        finally:
+            self.hands.metrics.observe_drain(self._monotonic() - started)
+        return None
+
+    def quarantine(self, record: QuarantineRecord, *, message: str) -> None:
+        """Leave the node cordoned and not rebooted: the record on the Node (before the slot goes, so the
+        node never takes it again unmarked), an Event, a notification, the metric; then release and forget."""
+        self.hands.book.quarantine(record)
+        self.hands.events.record("Quarantined", message, warning=True)
+        self.hands.notifier.send(f"Node {self.node} quarantined: {message}")
+        self.hands.metrics.set_quarantined(self.node, True)
+        self.release(event="released the reboot lock: node quarantined")
+        self.forget(backoff_until=None)
 
     def pause_before_reboot(self) -> None:
         """``--reboot-delay`` between the drain and the reboot (or the grant)."""

@@ -25,6 +25,12 @@ Invariants:
   :class:`pykured.core.errors.DrainError`; a timeout uses kubectl's texts
   (``error when evicting pods/"x" -n "ns": global timeout reached: 1m0s``).
 * Log lines follow kubectl's output: ``evicting pod ns/name``, ``pod/name evicted``, ``WARNING: …``.
+* A timeout raises :class:`~pykured.core.errors.DrainTimeout`, naming the pods that would not leave.
+  :meth:`Drainer.delete_remaining` (``--drain-escalation=delete``) then deletes the pods the same filters
+  select, without the eviction API (a PodDisruptionBudget no longer holds them), each with its own grace
+  period (or ``--drain-grace-period``, as the drain), and waits for them within another ``timeout``; it
+  says so in exactly one log line naming the pods (bounded: :func:`pykured.core.printable.bounded_names`);
+  the per-pod lines go to debug then.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from pykured.core import errors
+from pykured.core.printable import bounded_names
 from pykured.drain.filters import (
     PodRef,
     PodSelection,
@@ -139,6 +146,9 @@ class Drainer:
         """Told the latest refusal holding the drain back, and ``""`` when a drain completes."""
         self._blocker = ""
         self._blocker_lock = threading.Lock()
+        self._per_pod = logging.INFO
+        """The level of the per-pod lines (kubectl's); DEBUG in an escalation step, whose one line names
+        the pods."""
 
     # -- cordon --------------------------------------------------------------------------------------------
 
@@ -205,7 +215,17 @@ class Drainer:
 
     def drain(self) -> DrainResult:
         """Evict (or delete) the node's pods and wait until they are gone; raises
-        :class:`~pykured.core.errors.DrainError`."""
+        :class:`~pykured.core.errors.DrainError` (:class:`~pykured.core.errors.DrainTimeout` when
+        ``timeout`` ran out)."""
+        return self._empty(escalate=False)
+
+    def delete_remaining(self) -> DrainResult:
+        """``--drain-escalation=delete``: delete (not evict) the pods the drain's filters still select, each
+        honouring its grace period, and wait for them within another ``timeout``; one log line names them.
+        Raises as :meth:`drain` does."""
+        return self._empty(escalate=True)
+
+    def _empty(self, *, escalate: bool) -> DrainResult:
         start = self._clock()
         self._denials.clear()
         self._blocker = ""
@@ -213,7 +233,7 @@ class Drainer:
         try:
             pods = self._list(label_selector=self._selector or None)
             missing, failed = self._lookup_daemonsets(pods)
-            use_eviction = self._kube.supports_eviction()
+            use_eviction = not escalate and self._kube.supports_eviction()
         except errors.KubeError as exc:
             raise errors.DrainError(f"error preparing drain of node {self.node}: {exc}") from exc
         selection = self.pods_to_evict(
@@ -222,9 +242,19 @@ class Drainer:
         if selection.errors:
             raise errors.DrainError(aggregate(selection.errors))
         warnings = selection.warning_text()
-        if warnings:
+        if warnings and not escalate:
             logger.warning("WARNING: %s", warnings)
-        evicted = self._evict_and_wait([d.pod for d in selection.to_evict], use_eviction, deadline)
+        refs = [d.pod for d in selection.to_evict]
+        self._per_pod = logging.DEBUG if escalate else logging.INFO
+        if escalate:
+            logger.warning(
+                "Drain escalation (delete) on node %s: deleting %d pods without the eviction API "
+                "(PodDisruptionBudgets no longer hold them): %s",
+                self.node,
+                len(refs),
+                bounded_names([str(r) for r in refs]),
+            )
+        evicted = self._evict_and_wait(refs, use_eviction, deadline)
         seconds = self._clock() - start
         logger.info("node/%s drained (%d pods in %.1fs)", self.node, len(evicted), seconds)
         self._tell_blocker("")
@@ -236,6 +266,7 @@ class Drainer:
         if not refs:
             return ()
         stop = threading.Event()
+        stuck: list[PodRef] = []
         failures: list[str] = []
         waiting: list[PodRef] = []
         gone: list[PodRef] = []
@@ -254,6 +285,7 @@ class Drainer:
                 if self._cancel.is_set():
                     raise errors.DrainError(f"drain of node {self.node} cancelled")
                 if deadline is not None and self._clock() >= deadline:
+                    stuck = [futures[f] for f in pending] + waiting
                     failures.extend(self._timeout_errors([futures[f] for f in pending], waiting))
                     break
                 now = self._clock()
@@ -267,6 +299,9 @@ class Drainer:
         finally:
             stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
+        if stuck:
+            pods = tuple(f"{r.namespace}/{r.name}" for r in stuck)
+            raise errors.DrainTimeout(aggregate(failures), pods=pods)
         if failures:
             raise errors.DrainError(aggregate(failures))
         return tuple(gone)
@@ -301,7 +336,7 @@ class Drainer:
         for ref in waiting:
             pod = present.get(ref.uid)
             if pod is None:
-                logger.info("pod/%s %s", ref.name, "evicted" if use_eviction else "deleted")
+                logger.log(self._per_pod, "pod/%s %s", ref.name, "evicted" if use_eviction else "deleted")
                 gone.append(ref)
             elif deleted_longer_than(pod, self._skip_wait, now=now):
                 logger.info("pod %s still terminating after %ds; not waiting for it", ref, self._skip_wait)
@@ -313,7 +348,7 @@ class Drainer:
     def _evict_one(self, ref: PodRef, use_eviction: bool, stop: threading.Event) -> str:
         """Evict or delete one pod, retrying 429s; returns ``_OK``, ``_STOPPED`` or an error text."""
         grace = self._grace if self._grace >= 0 else None
-        logger.info("evicting pod %s", ref)
+        logger.log(self._per_pod, "evicting pod %s", ref)
         attempt = 0
         while not stop.is_set():
             try:

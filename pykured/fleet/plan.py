@@ -36,6 +36,7 @@ from pykured.policy.blackout import Blackout, active_blackout
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.pause import describe as describe_pause
 from pykured.policy.pause import paused_record
+from pykured.policy.quarantine import quarantine_record
 from pykured.status import agent as agentstatus
 
 HEADER = ("NODE", "NEEDS-REBOOT", "WHY", "HELD-BY", "ORDER", "CORDONED")
@@ -173,8 +174,11 @@ def _plan_row(
         pause = paused_record(view.annotations)
         if pause is not None and pause.active(now):
             held.append(describe_pause(pause))
-        own = status is not None and status.blocked in ("pause", "freeze")  # read fresh above instead
-        if row.blocked_by and not own:
+        quarantine = quarantine_record(view.annotations)
+        if quarantine is not None:
+            held.append(f"{quarantine.describe()} (pykured unquarantine {row.node} ends it)")
+        own = status is not None and status.blocked in ("pause", "freeze", "quarantined")  # read fresh above
+        if row.blocked_by and not own and quarantine is None:
             held.append(_named(row.blocked_by, blackout))
     why = _why(row, status)
     if row.unreadable:

@@ -23,6 +23,7 @@ from pykured.core.times import format_rfc3339, parse_rfc3339
 from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION, NodeState
 from pykured.kube.node import PYKURED_PREFIX
 from pykured.lock.budget import Budget, effective_limit, explain
+from pykured.policy.quarantine import quarantine_record
 from pykured.requests import record as rebootrequest
 from pykured.roll import order as roll
 from pykured.roll import record as rollrecord
@@ -90,6 +91,8 @@ class Row:
     """The latest refusal holding the node's drain back, as its agent published it (webhook, 429)."""
     unreadable: str = ""
     """What on the Node could not be read, and why ("" when everything could)."""
+    quarantined: str = ""
+    """The node's quarantine (``--drain-escalation``), described ("" when it is not quarantined)."""
 
     def cells(self, now: datetime.datetime) -> tuple[str, ...]:
         last = rebootrequest.ago(now, self.last_reboot, future="0s ago") if self.last_reboot else "-"
@@ -112,6 +115,13 @@ def _needs(view: NodeState, status: agentstatus.AgentStatus | None, req: rebootr
 
 
 def _blocked_by(view: NodeState, status: agentstatus.AgentStatus | None, holders: Sequence[str]) -> str:
+    quarantine = quarantine_record(view.annotations)
+    if quarantine is not None and view.name not in holders:
+        return quarantine.describe()
+    return _agent_blocked_by(view, status, holders)
+
+
+def _agent_blocked_by(view: NodeState, status: agentstatus.AgentStatus | None, holders: Sequence[str]) -> str:
     backoff = parse_rfc3339(view.annotations.get(BACKOFF_UNTIL_ANNOTATION, ""))
     if status is None:
         return ""
@@ -154,6 +164,8 @@ _AGENT_STEPS = {"acquire": ("acquiring lock", "waiting for lock"), "wait": ("idl
 
 def _step(view: NodeState, status: agentstatus.AgentStatus | None, holding: bool) -> str:
     memory = _memory_step(view, holding)
+    if not memory and quarantine_record(view.annotations) is not None:
+        return "quarantined"
     if memory or status is None:
         return memory or "no agent status"
     names = _AGENT_STEPS.get(status.step)
@@ -206,6 +218,7 @@ def node_row(view: NodeState, *, holders: Sequence[str] = (), now: datetime.date
         ordered=status.resume_rolls if status else False,
         drain_blocked_by=status.drain_blocked_by if status else "",
         unreadable=unreadable,
+        quarantined=quarantine.describe() if (quarantine := quarantine_record(view.annotations)) else "",
     )
 
 
@@ -308,6 +321,7 @@ def to_json(
                 "roll": r.roll or None,
                 "drainBlockedBy": r.drain_blocked_by or None,
                 **({"unreadable": r.unreadable} if r.unreadable else {}),
+                **({"quarantined": r.quarantined} if r.quarantined else {}),
             }
             for r in table
         ],

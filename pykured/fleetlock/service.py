@@ -52,6 +52,7 @@ from pykured.fleetlock.worker import Worker, Workers
 from pykured.lock.base import Lock
 from pykured.metrics import Metrics, NullMetrics
 from pykured.policy.maintenance import Window
+from pykured.policy.quarantine import quarantine_record
 
 logger = logging.getLogger(__name__)
 
@@ -168,6 +169,7 @@ class FleetLockService:
         runner = self._node(node).runner
         entry = self.lock.holding(now_ns=unix_ns(now), honour_ttl=False, node_id=node)
         view = runner.hands.book.view(entry)
+        self.metrics.set_quarantined(node, quarantine_record(view.annotations) is not None)
         in_window = self.window.contains(now)
         failed = self._failures.get(node)
         taint = runner.hands.taint

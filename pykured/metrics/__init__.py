@@ -54,6 +54,7 @@ REQUEST_DEADLINE = 10.0
 
 BLOCK_REASONS = (
     "none", "window", "sentinel", "prometheus", "pods", "lock", "freeze", "policy", "pause", "node",
+    "quarantined",
 )  # fmt: skip
 REBOOT_OUTCOMES = ("triggered", "completed", "failed", "handoff")
 KURED_VERSION = "1.23.0"
@@ -178,6 +179,12 @@ class Metrics:
             "1 while the freeze is a halt: a node did not come back within --reboot-deadline.",
             registry=reg,
         )
+        self._quarantined = Gauge(
+            "pykured_quarantined",
+            "1 while the node is quarantined (--drain-escalation=quarantine; pykured unquarantine ends it).",
+            ["node"],
+            registry=reg,
+        )
         self._holding_gate = _OneHot(
             Gauge(
                 "pykured_lock_held_by_gate",
@@ -200,6 +207,10 @@ class Metrics:
     def set_blocked(self, reason: str | None) -> None:
         """The current blocking reason (``None`` = not blocked)."""
         self._blocked.set(reason or "none")
+
+    def set_quarantined(self, node: str, quarantined: bool) -> None:
+        """``pykured_quarantined{node}``: the node carries a quarantine (``pykured.dev/quarantined``)."""
+        self._quarantined.labels(node).set(1 if quarantined else 0)
 
     def watch_freeze(self, frozen: Callable[[], bool]) -> None:
         """``pykured_freeze_active`` is computed at scrape time from ``frozen()``."""
@@ -382,6 +393,9 @@ class NullMetrics(Metrics):
         pass
 
     def set_blocked(self, reason: str | None) -> None:
+        pass
+
+    def set_quarantined(self, node: str, quarantined: bool) -> None:
         pass
 
     def lock_holders(self, backend: str, n: int) -> None:

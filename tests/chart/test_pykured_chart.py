@@ -591,3 +591,36 @@ def test_the_least_privilege_switches(tmp_path: Path) -> None:
     path.write_text(json.dumps({"pykured": {"rbac": {"podDelete": True}}}))
     done = helm("template", "kured", str(CHART), "-f", str(path), workdir=tmp_path)
     assert done.returncode != 0 and "podDelete" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("steps", "pods_delete"),
+    [(["delete", "quarantine"], True), (["quarantine"], False), ([], False)],
+    ids=["delete-quarantine", "quarantine", "off"],
+)
+def test_drain_escalation_and_its_pods_delete_grant(
+    steps: list[str], pods_delete: bool, tmp_path: Path
+) -> None:
+    """``pykured.drainEscalation``: the flag, and ``delete`` on pods only when the list includes delete; the
+    agent accepts what the chart renders; the schema refuses a step that does not exist."""
+    values = {"configuration": {"drainTimeout": "10m"}, "pykured": {"drainEscalation": steps}}
+    ours = by_key(render("pykured", values, tmp_path))
+    args = ours[("DaemonSet", "kured")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    flags = [a for a in args if a.startswith("--drain-escalation")]
+    assert flags == ([f"--drain-escalation={','.join(steps)}"] if steps else [])
+    delete = {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}
+    assert (delete in ours[("ClusterRole", "kured")]["rules"]) is pods_delete
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "kured"), *args, "--dump-config"],
+        env={"PATH": os.environ.get("PATH", ""), "KURED_NODE_ID": "n1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["drain-escalation"] == steps
+    path = tmp_path / "typo.yaml"
+    path.write_text(json.dumps({"pykured": {"drainEscalation": ["reboot"]}}))
+    refused = helm("template", "kured", str(CHART), "-f", str(path), workdir=tmp_path)
+    assert refused.returncode != 0 and "drainEscalation" in refused.stderr

@@ -131,6 +131,7 @@ def test_pykured_help_lists_the_commands_after_the_flags() -> None:
         "rollout",
         "freeze",
         "unfreeze",
+        "unquarantine",
         "lock",
         "notify-test",
     ]

@@ -50,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "settle-prometheus-query": "", "settle-timeout": D("30m"), "before-reboot-annotations": (),
     "after-reboot-annotations": (), "reboot-hook-timeout": D("1h"), "reboot-deadline": D("0"),
     "max-failed-drains": 0, "blocking-node-label": (), "blocking-node-annotation": (),
+    "drain-escalation": (),
 }  # fmt: skip
 
 
@@ -107,6 +108,7 @@ SAMPLES: dict[str, tuple[str | None, Any]] = {
     "before-reboot-annotations": ("lb/ok", ("lb/ok",)), "after-reboot-annotations": ("lb/ok", ("lb/ok",)),
     "reboot-hook-timeout": ("10m", D("10m")), "reboot-deadline": ("45m", D("45m")),
     "max-failed-drains": ("3", 3),
+    "drain-escalation": (None, None),  # needs --drain-timeout: tests/config/test_escalation.py
     "blocking-node-label": ("example.com/hold=yes", ("example.com/hold=yes",)),
     "blocking-node-annotation": ("example.com/hold", ("example.com/hold",)),
 }  # fmt: skip

@@ -32,3 +32,16 @@ def test_one_line_escapes_newlines_and_tabs_too() -> None:
 def test_escaped_json_stays_json() -> None:
     document = json.dumps({"reason": "a\x7fb\x1b"}, sort_keys=True)  # json.dumps leaves DEL raw
     assert json.loads(terminal_safe(document)) == {"reason": "a\x7fb\x1b"}
+
+
+def test_bounded_names_stay_short_whatever_their_number() -> None:
+    from pykured.core.printable import bounded_names, cut
+
+    names = [f"ns/pod-{i:03d}" for i in range(500)]
+    text = bounded_names(names)
+    assert text == ", ".join(names[:10]) + " and 490 more"
+    assert bounded_names(["ns/" + "x" * 10_000], each=20) == "ns/" + "x" * 16 + "…"
+    assert bounded_names([]) == "none" and bounded_names(["a"], uncounted=3) == "a and 3 more"
+    assert bounded_names(["ns/a\nforged line"]) == "ns/a\\u000aforged line"
+    assert len(bounded_names(["ns/" + "y" * 300] * 500)) < 1000
+    assert cut("abc", 3) == "abc" and cut("abcd", 3) == "ab…"

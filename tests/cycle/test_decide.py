@@ -13,13 +13,17 @@ from pykured.cycle import state
 from pykured.cycle.decide import (
     Backoff,
     CyclePolicy,
+    DrainOutcome,
     Driver,
+    Escalation,
     Observation,
     Step,
     Trigger,
     cordon_was_ours,
     decide,
+    drain_outcome,
     needs_blockers,
+    next_escalation,
     rebooted,
     unschedulable_to_record,
 )
@@ -617,3 +621,85 @@ def test_a_reboot_that_never_happened_backs_off_every_trigger() -> None:
     for trigger in (Trigger.SENTINEL, Trigger.REQUEST, BOTH):
         action = decide(obs(trigger=trigger, reboot_attempts=2, **node), policy=FULL, now=NOW)
         assert (action.step, action.backoff) == (Step.GIVE_UP, Backoff.NO_REBOOT)
+
+
+# -- --drain-escalation ------------------------------------------------------------------------------------
+
+DQ = (Escalation.DELETE, Escalation.QUARANTINE)
+
+
+@pytest.mark.parametrize(
+    ("escalation", "timed_out", "taken", "expected"),
+    [
+        ((), True, 0, None),
+        (DQ, False, 0, None),
+        (DQ, True, 0, Escalation.DELETE),
+        (DQ, True, 1, Escalation.QUARANTINE),
+        (DQ, True, 2, None),
+        ((Escalation.FORCE,), True, 0, Escalation.FORCE),
+    ],
+    ids=["off", "not-a-timeout", "first", "second", "used-up", "force"],
+)
+def test_next_escalation(
+    escalation: tuple[Escalation, ...], timed_out: bool, taken: int, expected: Escalation | None
+) -> None:
+    policy = CyclePolicy(escalation=escalation)
+    assert next_escalation(timed_out=timed_out, taken=taken, policy=policy) is expected
+
+
+@pytest.mark.parametrize(
+    ("failure", "holding", "force", "escalation", "expected"),
+    [
+        (None, True, False, Escalation.QUARANTINE, DrainOutcome.REBOOT),
+        ("t", False, False, Escalation.QUARANTINE, DrainOutcome.LOST),
+        ("t", True, False, None, DrainOutcome.RELEASE),
+        ("t", True, True, None, DrainOutcome.REBOOT_ANYWAY),
+        ("t", True, False, Escalation.FORCE, DrainOutcome.REBOOT_ANYWAY),
+        ("t", True, False, Escalation.QUARANTINE, DrainOutcome.QUARANTINE),
+    ],
+    ids=["drained", "lost", "kured", "force-reboot", "force", "quarantine"],
+)
+def test_drain_outcome_with_escalation(
+    failure: str | None, holding: bool, force: bool, escalation: Escalation | None, expected: DrainOutcome
+) -> None:
+    policy = CyclePolicy(force_reboot=force)
+    assert drain_outcome(failure, holding=holding, policy=policy, escalation=escalation) is expected
+
+
+def _quarantined(node: NodeState) -> NodeState:
+    return dataclasses.replace(node, annotations={**node.annotations, "pykured.dev/quarantined": "{garbled"})
+
+
+@pytest.mark.parametrize("driver", [Driver.DAEMON, Driver.FLEETLOCK])
+def test_a_holder_found_quarantined_before_its_drain_ends_without_touching_the_cordon(driver: Driver) -> None:
+    """A restart in the middle of the quarantine step (the record written, the slot not yet released), or a
+    record written by hand: no drain, no uncordon; the slot goes."""
+    node = _quarantined(
+        node_state(
+            holding=True,
+            cycle_started=True,
+            unschedulable=True,
+            entry_unschedulable=False,
+            fleetlock_cycle=driver is Driver.FLEETLOCK,
+        )
+    )
+    action = decide(dataclasses.replace(obs(), node=node, driver=driver), policy=POLICY, now=NOW)
+    assert (action.step, action.uncordon) == (Step.ABORT, False)
+    plain = node_state(
+        holding=True,
+        cycle_started=True,
+        unschedulable=True,
+        entry_unschedulable=False,
+        fleetlock_cycle=driver is Driver.FLEETLOCK,
+    )
+    assert decide(dataclasses.replace(obs(), node=plain, driver=driver), policy=POLICY, now=NOW).step is (
+        Step.DRAIN_AND_REBOOT
+    )
+
+
+def test_a_lost_cycle_of_a_quarantined_node_keeps_its_cordon() -> None:
+    """The slot released, the memory not yet cleared (a restart in between): the cleanup leaves the cordon."""
+    node = node_state(cycle_started=True, unschedulable=True)
+    assert decide(dataclasses.replace(obs(), node=node), policy=POLICY, now=NOW).uncordon is True
+    action = decide(dataclasses.replace(obs(), node=_quarantined(node)), policy=POLICY, now=NOW)
+    assert (action.step, action.settle_cordon, action.uncordon) == (Step.CLEANUP, True, False)

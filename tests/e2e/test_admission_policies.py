@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +24,9 @@ import pytest
 import yaml
 
 from pykured.core import errors
+from pykured.fleet.quarantine import unquarantine
 from pykured.kube.client import JSON_PATCH, MERGE_PATCH, Kube
+from pykured.policy.quarantine import QUARANTINED_ANNOTATION, QuarantineRecord
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from pykured_dev.testenv.reference import helm_template, reference
@@ -41,6 +44,7 @@ from tests.testenv import TestEnv
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
+NOW = datetime.datetime(2026, 12, 3, 2, 0, tzinfo=datetime.UTC)
 
 
 @dataclasses.dataclass
@@ -330,6 +334,56 @@ def test_a_reboot_requester_writes_only_the_request(k8s: TestEnv, setup: Setup) 
     after = k8s.kube().get_node(node)
     assert not after["spec"].get("unschedulable")
     assert "pykured.dev/reboot-boot-id" not in after["metadata"].get("annotations", {})
+    requester.close()
+
+
+def test_the_quarantine_is_the_agents_on_its_own_node_and_unquarantine_may_end_it(
+    k8s: TestEnv, setup: Setup
+) -> None:
+    """The agent writes ``pykured.dev/quarantined`` on its own Node only; a reboot requester may never write
+    one, may remove it (``pykured unquarantine``) and, in the same write, undo the cordon it names: not a
+    cordon the record does not name, and no other spec change."""
+    agent, mine, other = setup.agent, setup.mine, setup.other
+    ours = QuarantineRecord.make(reason="drain timed out", at=NOW, pods=["ns/a"], cordoned=True).to_json()
+    mark = {"metadata": {"annotations": {QUARANTINED_ANNOTATION: ours}}}
+    agent.patch_node(mine, {"spec": {"unschedulable": True}})
+    agent.patch_node(mine, mark, patch_type=MERGE_PATCH)
+    refused(lambda: agent.patch_node(other, mark, patch_type=MERGE_PATCH), f"may not write Node {other}")
+    rules = next(
+        d for d in yaml.safe_load_all((ROOT / "kustomize/requester/clusterrole.yaml").read_text()) if d
+    )["rules"]
+    requester = Kube.from_kubeconfig(k8s.kubeconfig_for(k8s.user_with_cluster_role("unquarantiner", rules)))
+
+    def may_request() -> bool:  # the ClusterRoleBinding and the policy's authorizer check in effect
+        try:
+            requester.patch_node(other, {"metadata": {"annotations": {"pykured.dev/reboot-request": "x"}}})
+        except errors.ForbiddenError:
+            return False
+        return True
+
+    assert eventually(may_request, timeout=30, every=0.5)
+    refused(
+        lambda: requester.patch_node(other, mark, patch_type=MERGE_PATCH), f"not: {QUARANTINED_ANNOTATION}"
+    )
+    # an admin's cordon under a record that says pykured did not cordon: the record goes, the cordon stays
+    theirs = QuarantineRecord.make(reason="drain timed out", at=NOW, pods=[], cordoned=False).to_json()
+    k8s.kube().patch_node(other, {"spec": {"unschedulable": True},
+                                  "metadata": {"annotations": {QUARANTINED_ANNOTATION: theirs}}})  # fmt: skip
+    both = {"spec": {"unschedulable": None}, "metadata": {"annotations": {QUARANTINED_ANNOTATION: None}}}
+    refused(lambda: requester.patch_node(other, both, patch_type=MERGE_PATCH), "not its spec (cordon")
+    done = unquarantine(requester, other)
+    assert done.left_cordoned and not done.uncordoned
+    after = k8s.kube().get_node(other)
+    assert after["spec"]["unschedulable"] is True
+    assert QUARANTINED_ANNOTATION not in after["metadata"].get("annotations", {})
+    # pykured's cordon, named by the record: the requester's one write ends both
+    uncordon_only = {"spec": {"unschedulable": None}}
+    refused(lambda: requester.patch_node(mine, uncordon_only, patch_type=MERGE_PATCH), "not its spec (cordon")
+    done = unquarantine(requester, mine)
+    assert done.uncordoned
+    after = k8s.kube().get_node(mine)
+    assert not after["spec"].get("unschedulable")
+    assert QUARANTINED_ANNOTATION not in after["metadata"].get("annotations", {})
     requester.close()
 
 

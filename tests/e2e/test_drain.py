@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pykured.core.errors import DrainError, NotFoundError
+from pykured.core.errors import DrainError, DrainTimeout, NotFoundError
 from pykured.drain import (
     DAEMONSET_WARNING,
     LOCAL_STORAGE_WARNING,
@@ -154,6 +154,80 @@ def test_pdb_blocks_until_the_global_timeout(k8s: Any, place: tuple[str, str]) -
     )
     assert 1.9 < time.monotonic() - started < 6.0
     assert _names_on(k8s.kube(), node) == {"guarded"}
+
+
+@pytest.mark.k8s
+def test_a_timeout_names_the_pods_that_would_not_leave(k8s: Any, place: tuple[str, str]) -> None:
+    namespace, node = place
+    _blocking_pdb(k8s, namespace, node)
+    k8s.create_pod(namespace, "free", node=node, owner=RS_REF)
+    with pytest.raises(DrainTimeout) as info:
+        _drainer(k8s.kube(), node, timeout=Duration.parse("2s")).drain()
+    assert info.value.pods == (f"{namespace}/guarded",)  # the free pod left in time
+
+
+@pytest.mark.k8s
+def test_escalation_deletes_what_the_pdb_holds_with_the_drains_filters_and_the_pods_grace(
+    k8s: Any, place: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``--drain-escalation=delete``: after the timeout the pods the PodDisruptionBudget held are deleted
+    (no eviction), each with its own grace period; DaemonSet and mirror pods stay, as in the drain; one log
+    line names the pods."""
+    namespace, node = place
+    kube = k8s.kube()
+    ds = k8s.create_daemonset(namespace, "agent")
+    k8s.create_pod(namespace, "ds-pod", node=node, owner=k8s.owner_ref(ds))
+    k8s.create_pod(namespace, "static", node=node, annotations={MIRROR_ANNOTATION: "x"})
+    k8s.create_pod(namespace, "guarded", node=node, labels={"app": "guarded"}, owner=RS_REF, grace=3)
+    k8s.create_pdb(namespace, "pdb", {"app": "guarded"}, min_available=1)
+    k8s.set_pdb_status(namespace, "pdb", disruptions_allowed=0)
+    drainer = _drainer(kube, node, timeout=Duration.parse("5s"))  # the kubelet takes up to 2 s to delete
+    with pytest.raises(DrainTimeout):
+        drainer.drain()
+    seen: list[int] = []
+
+    def watch_grace() -> bool:
+        try:
+            grace = kube.get_pod(namespace, "guarded")["metadata"].get("deletionGracePeriodSeconds")
+        except NotFoundError:
+            return True
+        if grace is not None:
+            seen.append(grace)
+        return False
+
+    caplog.set_level(logging.INFO, logger="pykured.drain")
+    caplog.clear()
+    worker = threading.Thread(target=lambda: eventually(watch_grace, timeout=20, every=0.05))
+    worker.start()
+    result = drainer.delete_remaining()
+    worker.join(30)
+    assert [r.name for r in result.evicted] == ["guarded"] and result.used_eviction is False
+    assert _names_on(kube, node) == {"ds-pod", "static"}
+    assert seen and set(seen) == {3}, seen  # the pod's own grace period
+    lines = [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.INFO and "guarded" in r.getMessage()
+    ]
+    assert lines == [  # exactly one line names the pods the step overrode
+        f"Drain escalation (delete) on node {node}: deleting 1 pods without the eviction API "
+        f"(PodDisruptionBudgets no longer hold them): {namespace}/guarded"
+    ]
+
+
+@pytest.mark.k8s
+def test_escalation_delete_times_out_too(k8s: Any, place: tuple[str, str]) -> None:
+    """A pod that does not go even when deleted (a finalizer holds it): the delete step times out as well,
+    naming it, for the next step (force or quarantine)."""
+    namespace, node = place
+    _stuck_pod(k8s, namespace, node)
+    try:
+        drainer = _drainer(k8s.kube(), node, timeout=Duration.parse("2s"))
+        with pytest.raises(DrainTimeout):
+            drainer.drain()
+        with pytest.raises(DrainTimeout) as info:
+            drainer.delete_remaining()
+        assert info.value.pods == (f"{namespace}/stuck",)
+    finally:
+        _release(k8s, namespace)
 
 
 @pytest.mark.k8s

@@ -31,6 +31,7 @@ PROFILES = {
     "zincati": KUSTOMIZE / "overlays" / "zincati",
     "fleetlock": KUSTOMIZE / "overlays" / "fleetlock",
     "fleetlock-central": KUSTOMIZE / "overlays" / "fleetlock-central",
+    "drain-escalation": KUSTOMIZE / "overlays" / "drain-escalation",
 }
 IMAGE = f"ghcr.io/pykured/pykured:{pykured.__version__}"
 NS = "kube-system"
@@ -280,6 +281,20 @@ def test_signal_is_unprivileged_with_only_cap_kill(rendered: Any) -> None:
     }
     assert ds["spec"]["template"]["spec"]["hostPID"] is True  # kill(1, sig) must reach the host's PID 1
     assert cfg.reboot_sentinel_command == ""  # nsenter would be denied without privileges (kured#894)
+
+
+def test_drain_escalation_adds_pods_delete_and_nothing_else(rendered: Any) -> None:
+    """``--drain-escalation=delete,quarantine``: ``delete`` on pods is the one grant added to the base's."""
+    _, objects = rendered["drain-escalation"]
+    _, base = rendered["base"]
+    cfg = _parse(_container(_daemonset(objects))["args"])
+    assert cfg.drain_escalation == ("delete", "quarantine") and cfg.drain_timeout.seconds == 900
+    rules = objects[("ClusterRole", "kured")]["rules"]
+    assert rules == [*base[("ClusterRole", "kured")]["rules"], {"apiGroups": [""], "resources": ["pods"],
+                                                                 "verbs": ["delete"]}]  # fmt: skip
+    assert {
+        k: v for k, v in objects.items() if k not in (("ClusterRole", "kured"), ("DaemonSet", "kured"))
+    } == {k: v for k, v in base.items() if k not in (("ClusterRole", "kured"), ("DaemonSet", "kured"))}
 
 
 def test_zincati_hands_off_through_the_marker_file_on_the_host(rendered: Any) -> None:

@@ -375,3 +375,70 @@ def test_resume_rolls_with_the_documented_lease_rule(
         assert "forbidden" not in logs.lower().replace("events are forbidden", ""), logs
     else:
         assert "Could not update the lock queue entry" in logs and "forbidden" in logs.lower(), logs
+
+
+@pytest.mark.parametrize(
+    ("profile", "granted"),
+    [("kustomize/overlays/drain-escalation", True), ("kustomize/base", False)],
+    ids=["drain-escalation-profile", "base-refuses"],
+)
+def test_drain_escalation_delete_needs_the_profiles_pods_delete(
+    k8s: TestEnv, tmp_path: Path, fleets: list[Fleet], profile: str, granted: bool
+) -> None:
+    """``--drain-escalation=delete,quarantine`` as the ServiceAccount: a pod whose PodDisruptionBudget never
+    allows an eviction is deleted under the drain-escalation profile's RBAC (its one extra grant) and the
+    node reboots; under the base's, the API server refuses the delete (403, no timeout: kured's path, the
+    node neither reboots nor is quarantined, the pod stays)."""
+    docs = render(k8s, profile)
+    ns = k8s.new_namespace("escalation")
+    apply_profile_rbac(k8s, docs, ns)
+    daemonset = next(d for d in docs if d["kind"] == "DaemonSet")
+    k8s.create_daemonset(ns, daemonset["metadata"]["name"])
+    container = daemonset["spec"]["template"]["spec"]["containers"][0]
+    owned = (*SIMULATION_OWNED, "--drain-timeout=", "--drain-escalation=")  # a short timeout, the same steps
+    args = [a for a in container.get("args", []) if not a.startswith(owned)]
+    node = k8s.add_nodes(k8s.unique("esc"))[0]
+    apps = k8s.new_namespace()
+    k8s.create_pod(apps, "guarded", node=node, labels={"app": "guarded"})
+    k8s.create_pdb(apps, "guarded", {"app": "guarded"}, min_available=1)
+    k8s.set_pdb_status(apps, "guarded", disruptions_allowed=0)
+    identity = k8s.kubeconfig_for(*k8s.kured_identity(ns))
+    fleet = Fleet(
+        k8s,
+        workdir=tmp_path / "fleet",
+        method="command",
+        kubeconfig=lambda _n: identity,
+        args=[
+            *args,
+            f"--ds-namespace={ns}",
+            "--period=10s",
+            "--drain-timeout=3s",
+            "--drain-escalation=delete,quarantine",
+        ],
+    )
+    fleets.append(fleet)
+    fleet.__enter__()
+    fleet.add(node)
+    fleet.touch(node)
+
+    def pods() -> set[str]:
+        items = k8s.kube().list_pods(field_selector=f"spec.nodeName={node}")["items"]
+        return {p["metadata"]["name"] for p in items}
+
+    if granted:
+        assert fleet.wait_for(lambda: fleet.slots[node].reboots == 1, timeout=90), fleet.log_text(node)
+        assert "guarded" not in pods()
+        log = fleet.log_text(node)
+        assert log.count("Drain escalation (delete)") == 1 and f"{apps}/guarded" in log, log
+        assert "forbidden" not in log.replace("events are forbidden", ""), log
+    else:
+        refusal = 'cannot delete resource \\"pods\\"'
+
+        def refused() -> bool:
+            return refusal in fleet.log_text(node) or refusal.replace("\\", "") in fleet.log_text(node)
+
+        assert fleet.wait_for(refused, timeout=90), fleet.log_text(node)
+        assert fleet.wait_for(lambda: not k8s.kube().get_node(node)["spec"].get("unschedulable"), timeout=30)
+        annotations = k8s.kube().get_node(node)["metadata"].get("annotations", {})
+        assert fleet.slots[node].reboots == 0 and "pykured.dev/quarantined" not in annotations
+        assert "guarded" in pods()

@@ -181,3 +181,13 @@ def test_a_budget_of_an_unknown_count_shows_one() -> None:
 def test_without_a_budget_the_plan_has_no_limit_line() -> None:
     result = plan.build(fleet(), LOCKS, freeze=None, concurrency=5, now=NOW)
     assert "limit:" not in plan.render_table(result) and "limit" not in plan.to_json(result)
+def test_a_quarantined_node_is_held_by_its_quarantine() -> None:
+    from pykured.policy.quarantine import QUARANTINED_ANNOTATION, QuarantineRecord
+
+    record = QuarantineRecord.make(reason="drain timed out", at=NOW - HOUR, pods=["ns/a"], cordoned=True)
+    marks = {QUARANTINED_ANNOTATION: record.to_json()}
+    views = [node("node-q", cordoned=True, sentinel=True, step="blocked", blocked="quarantined",
+                  blocked_by="quarantined …", annotations=marks)]  # fmt: skip
+    result = plan.build(views, LOCKS, freeze=None, now=NOW)
+    (row,) = result.rows
+    assert row.held_by == (f"{record.describe()} (pykured unquarantine node-q ends it)",)

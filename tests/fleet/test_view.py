@@ -290,3 +290,20 @@ def test_status_shows_the_limit_after_the_lock_holders(limit: Any, line: str, va
     assert fleetview.to_json(table, locks, limit=limit)["limit"]["limit"] == value
     assert "limit" not in fleetview.to_json(table, locks)
     assert "limit:" not in fleetview.render_table(table, locks, now=NOW)
+def test_a_quarantined_node_says_so_in_step_and_blocked_by() -> None:
+    from pykured.policy.quarantine import QUARANTINED_ANNOTATION, QuarantineRecord
+
+    record = QuarantineRecord.make(reason="drain timed out", at=NOW, pods=["ns/a"], cordoned=True)
+    view = NodeState.from_obj({
+        "metadata": {"name": "n", "annotations": {
+            S: status(sentinel=True, step="blocked", blocked="quarantined", blocked_by="x"),
+            QUARANTINED_ANNOTATION: record.to_json(),
+        }},
+        "spec": {"unschedulable": True}, "status": {"nodeInfo": {"bootID": "b1"}},
+    })  # fmt: skip
+    r = row(view)
+    assert (r.step, r.blocked_by, r.quarantined) == ("quarantined", record.describe(), record.describe())
+    assert fleetview.to_json([r], [])["nodes"][0]["quarantined"] == record.describe()
+    garbled = _node("g", {QUARANTINED_ANNOTATION: "{"})
+    assert row(garbled).step == "quarantined" and row(garbled).blocked_by.startswith("quarantined: the")
+    assert "quarantined" not in fleetview.to_json([row(_node("ok", {}))], [])["nodes"][0]

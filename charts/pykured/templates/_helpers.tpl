@@ -115,6 +115,8 @@ every process list on the host. They come from a Secret (pykured.notifySecret) t
 {{- end }}
 {{- with $p.maxUnavailable }}
 - --max-unavailable={{ . }}
+{{- with $p.drainEscalation }}
+- --drain-escalation={{ join "," . }}
 {{- end }}
 {{- range $pair := list (list "maintenance-window" $p.maintenanceWindows) (list "blackout" $p.blackouts) (list "settle-pod-selector" $p.settle.podSelectors) (list "blocking-node-label" $p.blockingNodeLabels) (list "blocking-node-annotation" $p.blockingNodeAnnotations) }}
 {{- range index $pair 1 }}

@@ -19,10 +19,14 @@ from typing import Any
 import pytest
 
 from pykured.cycle import state
+from pykured.cycle.decide import Step
 from pykured.cycle.streak import FAILED_DRAINS_ANNOTATION, Streak
 from pykured.cycle.streak import read as read_streak
+from pykured.fleet import view as fleetview
 from pykured.fleet.freeze import freeze
+from pykured.fleet.quarantine import unquarantine
 from pykured.policy.freeze import FreezeRecord
+from pykured.policy.quarantine import quarantine_record
 from pykured_dev.eventually import eventually
 from tests.parity.harness import DAEMON_DRIVERS, DRIVERS, Bench, Run, bench
 from tests.testenv import TestEnv
@@ -240,6 +244,85 @@ def test_failed_drains_halt_the_fleet(parity: Bench, driver: str) -> None:
     assert record.reason.startswith(f"2 consecutive drains failed (last: {run.node}: error when evicting")
     assert read_streak(policy) == Streak()  # the halt took the count back to zero
     assert "RebootHalted" in run.events() and "DrainFailed" in run.events()
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_drain_escalation_delete(parity: Bench, driver: str) -> None:
+    """``--drain-escalation=delete``: the drain times out on a pod whose PodDisruptionBudget allows no
+    eviction; the pod is deleted without the eviction API and the reboot goes ahead (FleetLock: 200)."""
+    flags = ["--drain-timeout=5s", "--drain-escalation=delete"]  # room for the deleted pod to terminate
+    run = parity.run(driver, flags, before_start=lambda ns, node: guarded_pod(parity, ns, node))
+    run.need()
+    assert run.drive(passes=2), run.replies
+    assert run.holders() == [run.node] and run.reboots() == 1
+    pods = run.kube.list_pods(field_selector=f"spec.nodeName={run.node}")["items"]
+    assert not [
+        p for p in pods if p["metadata"]["name"] == "guarded" and not p["metadata"].get("deletionTimestamp")
+    ]
+    assert "DrainEscalated" in run.events() and "DrainFailed" not in run.events()
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_drain_escalation_delete_then_force(parity: Bench, driver: str) -> None:
+    """``--drain-escalation=delete,force``: a pod a finalizer keeps after its deletion does not leave within
+    the second timeout either: the reboot goes ahead anyway (FleetLock: 200), each step said in an Event."""
+    hold = {"metadata": {"finalizers": ["parity.example/hold"]}}
+
+    def before_start(namespace: str, node: str) -> None:
+        guarded_pod(parity, namespace, node)
+        parity.k8s.kube().request("PATCH", f"/api/v1/namespaces/{namespace}/pods/guarded", body=hold,
+                                  content_type="application/merge-patch+json")  # fmt: skip
+
+    run = parity.run(
+        driver, ["--drain-timeout=2s", "--drain-escalation=delete,force"], before_start=before_start
+    )
+    try:
+        run.need()
+        assert run.drive(passes=2), run.replies
+        assert run.holders() == [run.node] and run.reboots() == 1
+        assert run.events().count("DrainEscalated") == 2 and "DrainFailed" not in run.events()
+        pod = run.kube.get_pod(run.namespace, "guarded")
+        assert pod["metadata"].get("deletionTimestamp")  # deleted, held by its finalizer: rebooted over it
+    finally:
+        release = {"metadata": {"finalizers": None}}
+        parity.k8s.kube().request("PATCH", f"/api/v1/namespaces/{run.namespace}/pods/guarded", body=release,
+                                  content_type="application/merge-patch+json")  # fmt: skip
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("backend", ["daemonset", "lease"])
+def test_drain_escalation_quarantine(parity: Bench, driver: str, backend: str) -> None:
+    """``--drain-escalation=quarantine``: the node stays cordoned and is not rebooted, the lock is released,
+    ``pykured.dev/quarantined`` names the pod, an Event, a notification, ``pykured_quarantined``; the node is
+    blocked from the lock (FleetLock: 423) until ``pykured unquarantine``, which uncordons it; then (the PDB
+    gone) its reboot goes ahead."""
+    flags = ["--drain-timeout=5s", "--drain-escalation=quarantine"]
+    run = parity.run(
+        driver, flags, backend=backend, before_start=lambda ns, node: guarded_pod(parity, ns, node)
+    )
+    run.need()
+    assert not run.drive(passes=3), run.replies
+    assert run.holders() == [] and run.cordoned() and run.reboots() == 0
+    record = quarantine_record(run.annotations())
+    assert record is not None and record.cordoned and record.pods == (f"{run.namespace}/guarded",)
+    assert run.memory() == {}  # the cycle ended: only the quarantine is left
+    assert "Quarantined" in run.events() and "DrainFailed" not in run.events()
+    assert run.metric("pykured_quarantined", node=run.node) == 1.0
+    assert eventually(lambda: any(f"Node {run.node} quarantined" in b for b in run.receiver.bodies))
+    if run.fleetlock:
+        assert run.replies[-1][0] == 423, run.replies
+    else:
+        assert run.daemon.last_action is not None and run.daemon.last_action.step is Step.BLOCKED
+        assert run.daemon.last_action.blocked is not None
+        assert run.daemon.last_action.blocked.kind == "quarantined"
+    row = fleetview.node_row(run.state(), now=datetime.datetime.now(datetime.UTC))  # pykured status
+    assert row.step == "quarantined" and row.blocked_by == record.describe()
+    done = unquarantine(run.kube, run.node)
+    assert done.uncordoned and not run.cordoned() and quarantine_record(run.annotations()) is None
+    pdb = f"/apis/policy/v1/namespaces/{run.namespace}/poddisruptionbudgets/guarded"
+    parity.k8s.kube().request("DELETE", pdb)  # nothing holds the pod any more
+    assert run.drive(passes=4), run.replies
+    assert run.reboots() == 1 and run.metric("pykured_quarantined", node=run.node) == 0.0
 
 
 # -- reboot hooks and settle gates -------------------------------------------------------------------------
