@@ -50,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "settle-prometheus-query": "", "settle-timeout": D("30m"), "before-reboot-annotations": (),
     "after-reboot-annotations": (), "reboot-hook-timeout": D("1h"), "reboot-deadline": D("0"),
     "max-failed-drains": 0, "blocking-node-label": (), "blocking-node-annotation": (),
+    "alertmanager-url": "", "silence-during-reboot": "", "silence-max": D("2h"),
 }  # fmt: skip
 
 
@@ -109,6 +110,8 @@ SAMPLES: dict[str, tuple[str | None, Any]] = {
     "max-failed-drains": ("3", 3),
     "blocking-node-label": ("example.com/hold=yes", ("example.com/hold=yes",)),
     "blocking-node-annotation": ("example.com/hold", ("example.com/hold",)),
+    "alertmanager-url": ("http://am:9093", "http://am:9093"), "silence-during-reboot": (None, None),
+    "silence-max": ("30m", D("30m")),
 }  # fmt: skip
 
 
@@ -548,6 +551,7 @@ def test_to_public_dict_is_json_with_go_durations_and_redacted_secrets() -> None
             "--slack-hook-url=https://hooks.slack.com/services/T0/B0/XXSECRET",
             "--extra-notify-url=telegram://123:TOKEN@telegram?chats=@ops",
             "--prometheus-url=http://admin:pw@prom:9090/prometheus",
+            "--alertmanager-url=https://ops:am-pw@am.example:9093/am",
             "--lock-ttl=30m",
         ],
         NODE,
@@ -562,8 +566,9 @@ def test_to_public_dict_is_json_with_go_durations_and_redacted_secrets() -> None
     assert public["slack-hook-url"] == "https://hooks.slack.com/REDACTED/REDACTED/REDACTED/REDACTED"
     assert public["extra-notify-url"] == ["telegram://REDACTED@telegram?chats=REDACTED"]
     assert public["prometheus-url"] == "http://admin:REDACTED@prom:9090/prometheus"
+    assert public["alertmanager-url"] == "https://ops:REDACTED@am.example:9093/am"
     text = json.dumps(public)
-    for secret in ("secret", "XXSECRET", "TOKEN", ":pw@"):
+    for secret in ("secret", "XXSECRET", "TOKEN", ":pw@", "am-pw"):
         assert secret not in text
 
 
@@ -629,6 +634,23 @@ def test_calendar_windows_and_blackouts_build_the_maintenance_policy() -> None:
         (["--blocking-node-label=hold=a b"], "label value 'a b' is not a valid label value"),
         (["--blocking-node-annotation=-hold"], "invalid --blocking-node-annotation '-hold': name '-hold'"),
         (["--blocking-node-annotation=" + "x" * 64], "must be at most 63"),
+        (['--silence-during-reboot=node="{{.Node}}"'], "--silence-during-reboot needs --alertmanager-url"),
+        (
+            [
+                "--alertmanager-url=http://am:9093",
+                '--silence-during-reboot=node="{{.Node}}"',
+                "--silence-max=0s",
+            ],
+            "invalid --silence-max 0s: must be > 0",
+        ),
+        (
+            ["--alertmanager-url=http://am:9093", "--silence-during-reboot=node=={{.Node}}"],
+            "invalid --silence-during-reboot 'node=={{.Node}}'",
+        ),
+        (
+            ["--alertmanager-url=http://am:9093", '--silence-during-reboot=node="{{.Host}}"'],
+            "unknown template '{{.Host}}'",
+        ),
     ],
 )
 def test_bad_policy_input_is_one_line_exit_1(argv: list[str], message: str) -> None:
@@ -664,3 +686,16 @@ def test_resume_rolls_from_the_flag_or_kured_resume_rolls() -> None:
     env = {"KURED_LOCK_BACKEND": "lease", "KURED_RESUME_ROLLS": "true"}
     assert parse(["--node-id=n"], env).resume_rolls
     assert not parse(["--node-id=n", "--lock-backend=lease"], {}).resume_rolls
+
+
+def test_a_silence_during_reboot() -> None:
+    cfg = parse(
+        [
+            "--node-id=n",
+            "--alertmanager-url=http://am:9093",
+            '--silence-during-reboot=node="{{.Node}}",a!~"b"',
+        ],
+        {},
+    )
+    assert cfg.silence_during_reboot == 'node="{{.Node}}",a!~"b"'
+    assert cfg.silence_max == D("2h")
