@@ -2,7 +2,8 @@
 
 The text is Alertmanager's matcher list (``amtool``'s and the silence form's syntax): matchers separated by
 commas, optionally inside ``{…}``; each is ``name op value`` with ``op`` one of ``=``, ``!=``, ``=~``, ``!~``
-and the value double-quoted (``\\"``, ``\\\\`` and ``\\n`` escapes) or bare. ``{{.Node}}`` (spaces allowed
+and the value double-quoted (``\\"``, ``\\\\`` and ``\\n`` escapes) or bare (without
+``,"{}=!~`` or spaces). ``{{.Node}}`` (spaces allowed
 inside the braces) stands for the node's name, put in as it is (a Node name has only ``a-z0-9.-``; in a
 regular expression its dots also match themselves). Another ``{{…}}`` is an error.
 
@@ -26,6 +27,8 @@ _ANY_TEMPLATE = re.compile(r"\{\{.*?\}\}")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OPS = ("=~", "!~", "!=", "=")
 _ESCAPES = {'"': '"', "\\": "\\", "n": "\n"}
+_NOT_BARE = frozenset(',"{}=!~')
+"""Characters a bare (unquoted) value cannot hold: quote the value to use them."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -83,7 +86,11 @@ def validate(template: str) -> tuple[Matcher, ...]:
     for found in _ANY_TEMPLATE.findall(template):
         if not _TEMPLATE.fullmatch(found):
             raise _bad(template, f"unknown template {found!r} (only {{{{.Node}}}})")
-    return parse(render(template, node="node-1.example"))
+    try:
+        return parse(render(template, node="node-1.example"))
+    except ConfigError as exc:  # say it of the text the operator wrote, not of the rendered one
+        why = str(exc).rpartition("': ")[2]
+        raise _bad(template, why) from None
 
 
 def _skip_space(body: str, pos: int) -> int:
@@ -125,7 +132,7 @@ def _value(text: str, body: str, pos: int) -> tuple[str, int]:
             pos += 1
         raise _bad(text, "a quoted value is not closed")
     end = pos
-    while end < len(body) and body[end] != "," and not body[end].isspace() and body[end] != '"':
+    while end < len(body) and body[end] not in _NOT_BARE and not body[end].isspace():
         end += 1
     return body[pos:end], end
 

@@ -55,20 +55,23 @@ class SilenceRecord:
         return json.dumps({"id": self.ident, "until": format_rfc3339(self.until)}, separators=(",", ":"))
 
 
-def parse_record(text: object) -> SilenceRecord | None:
-    """The record from the annotation's value; ``None`` (and one log line) when it is not one."""
+def parse_record(text: object, *, log: bool = True) -> SilenceRecord | None:
+    """The record from the annotation's value; ``None`` (and, with ``log``, one log line) when it is not
+    one."""
     if text is None:
         return None
     try:
         value = boundedjson.loads(text, max_chars=MAX_RECORD, max_depth=2)
     except boundedjson.UnreadableJSON as exc:
-        logger.warning("Ignoring annotation %s: %s", SILENCE_ANNOTATION, exc)
+        if log:
+            logger.warning("Ignoring annotation %s: %s", SILENCE_ANNOTATION, exc)
         return None
     ident = value.get("id") if isinstance(value, dict) else None
     until_text = value.get("until") if isinstance(value, dict) else None
     until = parse_rfc3339(until_text) if isinstance(until_text, str) else None
     if not isinstance(ident, str) or SILENCE_ID.fullmatch(ident) is None or until is None:
-        logger.warning("Ignoring annotation %s: not a silence record", SILENCE_ANNOTATION)
+        if log:
+            logger.warning("Ignoring annotation %s: not a silence record", SILENCE_ANNOTATION)
         return None
     return SilenceRecord(ident, until)
 

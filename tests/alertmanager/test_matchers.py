@@ -32,8 +32,8 @@ def test_parse(text: str, expected: list[Matcher]) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "  ", "{}", "node", 'node=="x"x', '1node="x"', 'node="x', r'node="\q"', 'a="1" b="2"', "a=1,,b=2",
-     ",".join(f"l{i}=v" for i in range(33)), "a=" + "x" * 5000],
+    ["", "  ", "{}", "node", 'node=="x"x', "node==x", "a=b=c", '1node="x"', 'node="x', r'node="\q"',
+     'a="1" b="2"', "a=1,,b=2", ",".join(f"l{i}=v" for i in range(33)), "a=" + "x" * 5000],
 )  # fmt: skip
 def test_bad_matchers_are_config_errors(text: str) -> None:
     with pytest.raises(ConfigError, match="--silence-during-reboot"):
