@@ -7,7 +7,9 @@ Mirrors kured's ``pkg/blockers``. Each blocker answers ``check(now=...) -> Reaso
   ``<url>/api/v1/query`` the way client_golang sends it — POST form, GET fallback on 405/501. Samples with an
   ``alertname`` and a non-zero value count, filtered by :func:`filter_alerts` (``--alert-filter-regexp``,
   ``--alert-filter-match-only``, ``--alert-firing-only``). Message ``<n> active alerts: [a b …]`` (ten names,
-  then ``...``); any query failure is ``prometheus query error: <err>``.
+  then ``...``); any query failure is ``prometheus query error: <err>``. The filters (:func:`keep_alert`), the
+  message and the HTTP plumbing (:func:`api_target`, :func:`opener_for`, :func:`read_answer`) serve
+  ``--alertmanager-url`` too (:mod:`pykured.alertmanager`).
 * :class:`PodBlocker` (``--blocking-pod-selector``, repeatable = OR, commas = AND): pods on this node that are
   not Succeeded/Failed/Unknown; message ``matching pods: [names…]`` (plus ``...`` when more exist), errors
   ``pod query error: <err>``.

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pykured.alertmanager.matchers import Matcher
-from pykured.blockers import api_target, opener_for, read_answer, shown_url
+from pykured.blockers import api_target, opener_for, read_answer
 from pykured.core import boundedjson
 from pykured.core.errors import PykuredError
 
@@ -203,5 +203,4 @@ __all__ = [
     "create_silence",
     "expire_silence",
     "parse_alerts",
-    "shown_url",
 ]
