@@ -7,7 +7,9 @@ Mirrors kured's ``pkg/blockers``. Each blocker answers ``check(now=...) -> Reaso
   ``<url>/api/v1/query`` the way client_golang sends it — POST form, GET fallback on 405/501. Samples with an
   ``alertname`` and a non-zero value count, filtered by :func:`filter_alerts` (``--alert-filter-regexp``,
   ``--alert-filter-match-only``, ``--alert-firing-only``). Message ``<n> active alerts: [a b …]`` (ten names,
-  then ``...``); any query failure is ``prometheus query error: <err>``.
+  then ``...``); any query failure is ``prometheus query error: <err>``. The filters (:func:`keep_alert`), the
+  message and the HTTP plumbing (:func:`api_target`, :func:`opener_for`, :func:`read_answer`) serve
+  ``--alertmanager-url`` too (:mod:`pykured.alertmanager`).
 * :class:`PodBlocker` (``--blocking-pod-selector``, repeatable = OR, commas = AND): pods on this node that are
   not Succeeded/Failed/Unknown; message ``matching pods: [names…]`` (plus ``...`` when more exist), errors
   ``pod query error: <err>``.
@@ -99,12 +101,23 @@ def filter_alerts(
         name = metric.get("alertname")
         if name is None or _sample_value(sample) == 0:
             continue
-        if regexp is not None and (regexp.search(name) is not None) != match_only:
-            continue
-        if firing_only and metric.get("alertstate") != "firing":
-            continue
-        names.add(str(name))
+        state = metric.get("alertstate")
+        if keep_alert(
+            str(name), alertstate=state, regexp=regexp, match_only=match_only, firing_only=firing_only
+        ):
+            names.add(str(name))
     return sorted(names)
+
+
+def keep_alert(
+    name: str, *, alertstate: str | None, regexp: GoRegexp | None, match_only: bool, firing_only: bool
+) -> bool:
+    """kured's filters on one alert: ``--alert-filter-regexp`` (with ``--alert-filter-match-only``) on its
+    name, ``--alert-firing-only`` on its ``alertstate``. Every alert source (Prometheus' ``ALERTS``,
+    Alertmanager's alerts) goes through this one function."""
+    if regexp is not None and (regexp.search(name) is not None) != match_only:
+        return False
+    return not (firing_only and alertstate != "firing")
 
 
 def _sample_value(sample: Mapping[str, Any]) -> float:
@@ -221,24 +234,29 @@ def query_endpoint(url: str) -> PromTarget:
     """``<url>/api/v1/query`` (a path prefix kept, Go's ``path.Join``), with the URL's ``user:password`` as
     HTTP basic auth, as Go's ``net/http`` sends it for client_golang (the user and password percent-decoded;
     a user without a password is ``user:``)."""
+    return api_target(url, ("api", "v1", "query"), error=PromQueryError, what="Prometheus")
+
+
+def api_target(url: str, segments: Sequence[str], *, error: type[PykuredError], what: str) -> PromTarget:
+    """``<url>/<segments…>`` with the URL's userinfo as basic auth (see :func:`query_endpoint`); a URL that
+    is not ``http(s)://host…`` raises ``error`` naming ``what`` (it never shows the password)."""
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:  # its text may quote the netloc, userinfo included
-        raise PromQueryError(f"invalid Prometheus URL {shown_url(url)!r}") from None
+        raise error(f"invalid {what} URL {shown_url(url)!r}") from None
     try:
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError as exc:  # "Port could not be cast to integer value as '…'" quotes the port only
-        raise PromQueryError(f"invalid Prometheus URL {shown_url(url)!r}: {exc}") from None
+        raise error(f"invalid {what} URL {shown_url(url)!r}: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PromQueryError(f"invalid Prometheus URL {shown_url(url)!r}")
+        raise error(f"invalid {what} URL {shown_url(url)!r}")
     userinfo, at, hostport = parts.netloc.rpartition("@")
     authorization = None
     if at:
         user, _, password = userinfo.partition(":")
         pair = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
         authorization = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
-    segments = [s for s in parts.path.split("/") if s and s != "."]
-    path = "/" + "/".join([*segments, "api", "v1", "query"])
+    path = "/" + "/".join([*(s for s in parts.path.split("/") if s and s != "."), *segments])
     endpoint = urllib.parse.urlunsplit((parts.scheme, hostport, path, parts.query, ""))
     return PromTarget(endpoint, authorization)
 
@@ -255,7 +273,7 @@ class _NoCredentialRedirects(urllib.request.HTTPRedirectHandler):
         return new
 
 
-def _opener(url: str) -> urllib.request.OpenerDirector:
+def opener_for(url: str) -> urllib.request.OpenerDirector:
     """Environment proxies like Go's ``ProxyFromEnvironment``, which never proxies loopback hosts."""
     host = urllib.parse.urlsplit(url).hostname or ""
     try:
@@ -266,15 +284,17 @@ def _opener(url: str) -> urllib.request.OpenerDirector:
     return urllib.request.build_opener(urllib.request.ProxyHandler(proxies), _NoCredentialRedirects)
 
 
-def read_answer(response: Any, status: int) -> bytes:
+def read_answer(
+    response: Any, status: int, *, error: type[PykuredError] = PromQueryError, what: str = "Prometheus"
+) -> bytes:
     """At most :data:`MAX_ANSWER` bytes of an answer; a larger one (by its Content-Length or by what
-    arrives) is a :class:`PromQueryError` before it is read whole."""
+    arrives) is an ``error`` (:class:`PromQueryError`) before it is read whole."""
     length = (response.headers.get("Content-Length") or "").strip() if response.headers else ""
     if length.isdigit() and int(length) > MAX_ANSWER:
-        raise PromQueryError(f"Prometheus answer (HTTP {status}) larger than {MAX_ANSWER} bytes")
+        raise error(f"{what} answer (HTTP {status}) larger than {MAX_ANSWER} bytes")
     body: bytes = response.read(MAX_ANSWER + 1)
     if len(body) > MAX_ANSWER:
-        raise PromQueryError(f"Prometheus answer (HTTP {status}) larger than {MAX_ANSWER} bytes")
+        raise error(f"{what} answer (HTTP {status}) larger than {MAX_ANSWER} bytes")
     return body
 
 
@@ -305,7 +325,7 @@ def instant_query(url: str, query: str, *, at: float, timeout: float) -> tuple[s
     target = query_endpoint(url)
     endpoint = target.endpoint
     form = urllib.parse.urlencode({"query": query, "time": go_float(at)})
-    opener = _opener(endpoint)
+    opener = opener_for(endpoint)
     headers = {"User-Agent": "pykured"}
     if target.authorization is not None:
         headers["Authorization"] = target.authorization

@@ -12,6 +12,8 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pykured.alertmanager.gate import AlertmanagerAlertBlocker
+from pykured.alertmanager.silence import SilenceKeeper
 from pykured.blockers import Blocker, NodeMarkBlocker, PodBlocker, PrometheusAlertBlocker
 from pykured.config import Config, checks
 from pykured.cycle.book import NodeBook
@@ -133,17 +135,38 @@ def build_drainer(
 
 
 def build_prometheus_blockers(cfg: Config) -> list[Blocker]:
-    """kured's Prometheus blocker, when ``--prometheus-url`` is set (it is the same for every node)."""
-    if not cfg.prometheus_url:
-        return []
-    return [
-        PrometheusAlertBlocker(
-            cfg.prometheus_url,
-            filter_regexp=cfg.alert_filter_regexp,
-            match_only=cfg.alert_filter_match_only,
-            firing_only=cfg.alert_firing_only,
+    """kured's Prometheus blocker, when ``--prometheus-url`` is set (it is the same for every node), then
+    pykured's Alertmanager blocker, when ``--alertmanager-url`` is (the same filters)."""
+    blockers: list[Blocker] = []
+    regexp, match_only = cfg.alert_filter_regexp, cfg.alert_filter_match_only
+    firing_only = cfg.alert_firing_only
+    if cfg.prometheus_url:
+        blockers.append(
+            PrometheusAlertBlocker(
+                cfg.prometheus_url, filter_regexp=regexp, match_only=match_only, firing_only=firing_only
+            )
         )
-    ]
+    if cfg.alertmanager_url:
+        blockers.append(
+            AlertmanagerAlertBlocker(
+                cfg.alertmanager_url, filter_regexp=regexp, match_only=match_only, firing_only=firing_only
+            )
+        )
+    return blockers
+
+
+def build_silence(cfg: Config, kube: Kube, node: str, events: EventRecorder) -> SilenceKeeper | None:
+    """``--silence-during-reboot``: the keeper of ``node``'s silence in Alertmanager."""
+    if not cfg.silence_during_reboot:
+        return None
+    return SilenceKeeper(
+        kube,
+        node=node,
+        url=cfg.alertmanager_url,
+        template=cfg.silence_during_reboot,
+        longest=datetime.timedelta(seconds=cfg.silence_max.seconds),
+        events=events,
+    )
 
 
 def build_node_mark_blockers(
@@ -307,6 +330,7 @@ def build_hands(
         else None,
         gates=build_gates(cfg, kube, node),
         streak=streak,
+        silence=build_silence(cfg, kube, node, events),
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 import pytest
 
 from pykured.kube.client import SERVICE_ACCOUNT_DIR, Kube
+from pykured_dev.testenv.alertmanager import Alertmanager
 from tests.testenv import TestEnv
 
 # Nothing in the test run may reboot or signal this machine: pykured.host.reboot refuses to in safe mode.
@@ -51,6 +52,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return scope_of(nodeid) or str(super()._split_scope(nodeid))
 
     return Scopes(config, log)
+
+
+@pytest.fixture
+def alertmanager() -> Iterator[Alertmanager]:
+    """A real Alertmanager of the test's own on 127.0.0.1 (``pykured_dev.testenv.alertmanager``)."""
+    with Alertmanager() as am:
+        yield am
 
 
 def scope_of(nodeid: str) -> str | None:

@@ -727,6 +727,39 @@ def test_a_whole_cycle_pass_by_pass(rig: Rig) -> None:
     assert rig.kube.event_reasons() == ["LockAcquired", "Draining", "Rebooting", "Uncordoned", "LockReleased"]
 
 
+@dataclasses.dataclass
+class SilenceSpy:
+    """Stands in for the silence keeper (``pykured.alertmanager.silence``, tested on its own): what the
+    cycle had done each time it was asked."""
+
+    kube: FakeKube
+    calls: list[tuple[str, list[str]]] = dataclasses.field(default_factory=list)
+
+    def start(self) -> None:
+        self.calls.append(("start", self.kube.event_reasons()))
+
+    def end(self) -> bool:
+        self.calls.append(("end", self.kube.event_reasons()))
+        return True
+
+
+def test_the_silence_lasts_from_the_lock_to_the_cycles_end(rig: Rig) -> None:
+    """``--silence-during-reboot``: made right after the lock is taken (and asked again before the drain, for
+    an agent that resumes a cycle), expired when the cycle's memory is cleared."""
+    spy = SilenceSpy(rig.kube)
+    rig.daemon.hands.silence = spy  # type: ignore[assignment]
+    rig.daemon.run_once()
+    rig.daemon.run_once()
+    assert spy.calls == [("start", ["LockAcquired"]), ("start", ["LockAcquired"])]
+    rig.kube.reboot(NODE, "boot-2")
+    rig.sentinel.present = False
+    for _ in range(3):
+        rig.daemon.run_once()
+    assert [c[0] for c in spy.calls] == ["start", "start", "end"]
+    assert spy.calls[-1][1][-1] == "LockReleased"  # expired once the lock is released, as the memory goes
+    assert rig.memory() == {} and rig.holders() == []
+
+
 def test_an_api_error_mid_step_is_retried_on_the_next_pass(rig: Rig) -> None:
     rig.kube.fail_next(lambda m, p, body: errors.KubeError("down") if m == "PATCH" else None)
     assert rig.daemon.run_once() == 5.0  # the lock was taken, the memory not written

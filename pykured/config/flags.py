@@ -442,6 +442,29 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
         "(repeatable)",
         varname="key",
     ),
+    _x(
+        "alertmanager-url",
+        STR,
+        "",
+        "pykured: Alertmanager to probe for active alerts that are neither silenced nor inhibited "
+        "(--alert-filter-* apply), and where --silence-during-reboot silences",
+        varname="url",
+    ),
+    _x(
+        "silence-during-reboot",
+        STR,
+        "",
+        "pykured: silence these Alertmanager matchers from the lock until the node is back and settled "
+        '({{.Node}} is the node\'s name, e.g. node="{{.Node}}")',
+        varname="matchers",
+    ),
+    _x(
+        "silence-max",
+        DUR,
+        "2h0m0s",
+        "pykured: the longest a --silence-during-reboot silence lasts (it is expired sooner, when the node "
+        "is back and settled)",
+    ),
 )
 
 FLAGS: tuple[FlagSpec, ...] = KURED_FLAGS + EXTENSION_FLAGS

@@ -44,6 +44,7 @@ _ZERO = Duration(0)
 _H = Duration(3_600_000_000_000)
 _10M = Duration(600_000_000_000)
 _30M = Duration(1_800_000_000_000)
+_2H = Duration(7_200_000_000_000)
 _ZERO = Duration(0)
 
 
@@ -135,6 +136,9 @@ class Config:
     drain_escalation: tuple[str, ...] = ()
     blocking_node_label: tuple[str, ...] = ()
     blocking_node_annotation: tuple[str, ...] = ()
+    alertmanager_url: str = ""
+    silence_during_reboot: str = ""
+    silence_max: Duration = _2H
     # derived at parse time
     time_window: TimeWindow = _DEFAULT_WINDOW
     """The reboot window built from reboot_days, start_time, end_time and time_zone by
@@ -223,7 +227,7 @@ class Config:
                 value = redact_url(checks.strip_quotes(value))
             elif spec.name == "extra-notify-url":
                 value = [redact_url(checks.strip_quotes(url)) for url in value]
-            elif spec.name == "prometheus-url":
+            elif spec.name in ("prometheus-url", "alertmanager-url"):
                 value = redact_password(value)
             out[spec.name] = value
         return out

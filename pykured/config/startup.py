@@ -40,6 +40,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 
+from pykured.alertmanager import matchers
 from pykured.config import checks
 from pykured.config.flags import FLAGS
 from pykured.config.reader import FlagValues, read_flags
@@ -159,6 +160,7 @@ def _extensions(cfg: Config) -> list[str]:
             raise _fatal(f"--{flag}: an empty annotation name")
     cfg.blocking_node_labels  # noqa: B018 - a bad key is fatal here
     cfg.blocking_node_annotations  # noqa: B018
+    _silence(cfg)
     warnings = []
     if cfg.slack_username != "kured" or cfg.slack_channel:
         warnings.append("--slack-username and --slack-channel are ignored, as in kured")
@@ -167,6 +169,18 @@ def _extensions(cfg: Config) -> list[str]:
     if "" in cfg.blocking_pod_selector:
         warnings.append("an empty --blocking-pod-selector matches every pod on the node")
     return warnings
+
+
+def _silence(cfg: Config) -> None:
+    """``--silence-during-reboot``: it needs ``--alertmanager-url``, a positive ``--silence-max`` and
+    matchers that parse (a bad one is fatal at startup, never a failed silence at each reboot)."""
+    if not cfg.silence_during_reboot:
+        return
+    if not cfg.alertmanager_url:
+        raise _fatal("--silence-during-reboot needs --alertmanager-url")
+    if cfg.silence_max.seconds <= 0:
+        raise _fatal(f"invalid --silence-max {cfg.silence_max}: must be > 0")
+    matchers.validate(cfg.silence_during_reboot)
 
 
 def settle(flags: FlagValues, env: Mapping[str, str], *, log: Log = _quiet) -> Config:

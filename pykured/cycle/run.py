@@ -220,6 +220,7 @@ class CycleRunner:
         logger.info("Acquired reboot lock for node %s (%s)", self.node, self.hands.lock.backend)
         self.steps.begin(unschedulable_before=obs.node.unschedulable)
         self.hands.events.record("LockAcquired", f"acquired the reboot lock ({self.hands.lock.backend})")
+        self.steps.silence()
         return Outcome(acquired=True)
 
     def _drain_and_reboot(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
@@ -229,6 +230,7 @@ class CycleRunner:
             self._gate_passed()
             if self.hands.gates:
                 self.hands.gates.note_drain()
+        self.steps.silence()  # made at the lock; again here when a restarted agent resumes the cycle
         failed = self.steps.drain(event=self.texts.drain_event)
         taken = 0
         escalation = self._next_escalation(failed, taken)

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
+from pykured.alertmanager.silence import SilenceKeeper
 from pykured.core import errors
 from pykured.cycle.book import NodeBook
 from pykured.cycle.state import KEEP, Keep, NodeState
@@ -72,6 +73,9 @@ class Hands:
     """Reboot hooks and settle gates (:mod:`pykured.gates`): their marks go when the cycle is forgotten."""
     streak: DrainStreak | None = None
     """``--max-failed-drains``: every drain's end is counted fleet-wide (:mod:`pykured.cycle.streak`)."""
+    silence: SilenceKeeper | None = None
+    """``--silence-during-reboot``: a silence in Alertmanager from the lock to the cycle's end
+    (:mod:`pykured.alertmanager.silence`)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,6 +120,11 @@ class Steps:
             unschedulable_before=unschedulable_before, reboot_boot_id=None, reboot_triggered_at=None,
             release_after=None,
         )  # fmt: skip
+
+    def silence(self) -> None:
+        """The slot is ours: the node's silence in Alertmanager, unless its record says it has one."""
+        if self.hands.silence is not None:
+            self.hands.silence.start()
 
     def annotate(self, now: datetime.datetime) -> None:
         """kured's ``--annotate-nodes``: reboot in progress, most recent reboot needed."""
@@ -264,6 +273,8 @@ class Steps:
         back-off, with its reason)."""
         if self.hands.gates:
             self.hands.gates.clear()
+        if self.hands.silence is not None:
+            self.hands.silence.end()
         self.hands.book.forget(
             backoff_until=backoff_until, fleetlock_id=fleetlock_id, backoff_reason=backoff_reason
         )

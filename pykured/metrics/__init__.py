@@ -55,6 +55,7 @@ REQUEST_DEADLINE = 10.0
 BLOCK_REASONS = (
     "none", "window", "sentinel", "prometheus", "pods", "lock", "freeze", "policy", "pause", "node",
     "quarantined",
+    "alertmanager",
 )  # fmt: skip
 REBOOT_OUTCOMES = ("triggered", "completed", "failed", "handoff")
 KURED_VERSION = "1.23.0"

@@ -330,6 +330,11 @@ def test_every_pykured_setting(tmp_path: Path) -> None:
                 "timeout": "2h",
             },
             "fleetlock": {"listen": "127.0.0.1:3333", "group": "workers"},
+            "alertmanager": {
+                "url": "http://alertmanager.monitoring:9093",
+                "silenceDuringReboot": 'node="{{.Node}}", severity!~"page|ticket"',
+                "silenceMax": "90m",
+            },
             "logLevel": "debug",
             "requesterClusterRole": {"create": True},
         },
@@ -364,6 +369,9 @@ def test_every_pykured_setting(tmp_path: Path) -> None:
         "--resume-rolls",
         "--settle-pdbs",
         "--settle-nodes-ready",
+        "--alertmanager-url=http://alertmanager.monitoring:9093",
+        '--silence-during-reboot=node="{{.Node}}", severity!~"page|ticket"',
+        "--silence-max=90m",
         "--period=5m",
     ]
     cluster_rules = ours[("ClusterRole", "kured")]["rules"]

@@ -51,6 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "after-reboot-annotations": (), "reboot-hook-timeout": D("1h"), "reboot-deadline": D("0"),
     "max-failed-drains": 0, "blocking-node-label": (), "blocking-node-annotation": (),
     "drain-escalation": (),
+    "alertmanager-url": "", "silence-during-reboot": "", "silence-max": D("2h"),
 }  # fmt: skip
 
 
@@ -111,6 +112,8 @@ SAMPLES: dict[str, tuple[str | None, Any]] = {
     "drain-escalation": (None, None),  # needs --drain-timeout: tests/config/test_escalation.py
     "blocking-node-label": ("example.com/hold=yes", ("example.com/hold=yes",)),
     "blocking-node-annotation": ("example.com/hold", ("example.com/hold",)),
+    "alertmanager-url": ("http://am:9093", "http://am:9093"), "silence-during-reboot": (None, None),
+    "silence-max": ("30m", D("30m")),
 }  # fmt: skip
 
 
@@ -550,6 +553,7 @@ def test_to_public_dict_is_json_with_go_durations_and_redacted_secrets() -> None
             "--slack-hook-url=https://hooks.slack.com/services/T0/B0/XXSECRET",
             "--extra-notify-url=telegram://123:TOKEN@telegram?chats=@ops",
             "--prometheus-url=http://admin:pw@prom:9090/prometheus",
+            "--alertmanager-url=https://ops:am-pw@am.example:9093/am",
             "--lock-ttl=30m",
         ],
         NODE,
@@ -564,8 +568,9 @@ def test_to_public_dict_is_json_with_go_durations_and_redacted_secrets() -> None
     assert public["slack-hook-url"] == "https://hooks.slack.com/REDACTED/REDACTED/REDACTED/REDACTED"
     assert public["extra-notify-url"] == ["telegram://REDACTED@telegram?chats=REDACTED"]
     assert public["prometheus-url"] == "http://admin:REDACTED@prom:9090/prometheus"
+    assert public["alertmanager-url"] == "https://ops:REDACTED@am.example:9093/am"
     text = json.dumps(public)
-    for secret in ("secret", "XXSECRET", "TOKEN", ":pw@"):
+    for secret in ("secret", "XXSECRET", "TOKEN", ":pw@", "am-pw"):
         assert secret not in text
 
 
@@ -631,6 +636,23 @@ def test_calendar_windows_and_blackouts_build_the_maintenance_policy() -> None:
         (["--blocking-node-label=hold=a b"], "label value 'a b' is not a valid label value"),
         (["--blocking-node-annotation=-hold"], "invalid --blocking-node-annotation '-hold': name '-hold'"),
         (["--blocking-node-annotation=" + "x" * 64], "must be at most 63"),
+        (['--silence-during-reboot=node="{{.Node}}"'], "--silence-during-reboot needs --alertmanager-url"),
+        (
+            [
+                "--alertmanager-url=http://am:9093",
+                '--silence-during-reboot=node="{{.Node}}"',
+                "--silence-max=0s",
+            ],
+            "invalid --silence-max 0s: must be > 0",
+        ),
+        (
+            ["--alertmanager-url=http://am:9093", "--silence-during-reboot=node=={{.Node}}"],
+            "invalid --silence-during-reboot 'node=={{.Node}}'",
+        ),
+        (
+            ["--alertmanager-url=http://am:9093", '--silence-during-reboot=node="{{.Host}}"'],
+            "unknown template '{{.Host}}'",
+        ),
     ],
 )
 def test_bad_policy_input_is_one_line_exit_1(argv: list[str], message: str) -> None:
@@ -737,3 +759,14 @@ def test_max_unavailable_start_up_line() -> None:
     lines = [m for _, m in lock_records(parse(["--max-unavailable=2"], NODE))]
     assert "Max unavailable: 2 nodes (with --concurrency 1: the lower wins)" in lines
     assert not any(m.startswith("Max unavailable") for _, m in lock_records(parse([], NODE)))
+def test_a_silence_during_reboot() -> None:
+    cfg = parse(
+        [
+            "--node-id=n",
+            "--alertmanager-url=http://am:9093",
+            '--silence-during-reboot=node="{{.Node}}",a!~"b"',
+        ],
+        {},
+    )
+    assert cfg.silence_during_reboot == 'node="{{.Node}}",a!~"b"'
+    assert cfg.silence_max == D("2h")

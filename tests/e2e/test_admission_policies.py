@@ -196,6 +196,16 @@ def test_the_agent_writes_what_pykured_and_kured_write_on_its_own_node(k8s: Test
     path = "/metadata/annotations/weave.works~1kured-reboot-in-progress"
     agent.patch_node(mine, [{"op": "remove", "path": path}], patch_type=JSON_PATCH)
     assert "weave.works/kured-reboot-in-progress" not in node_annotations(k8s, mine)
+    # --silence-during-reboot's record, set when the lock is taken and removed when the silence expires
+    silence = {
+        "pykured.dev/silence": '{"id":"6f9b4e2a-0b1c-4d5e-8f90-123456789abc","until":"2026-12-02T12:00:00Z"}'
+    }
+    agent.patch_node(mine, {"metadata": {"annotations": silence}}, patch_type=MERGE_PATCH)
+    assert silence.items() <= node_annotations(k8s, mine).items()
+    agent.patch_node(
+        mine, {"metadata": {"annotations": {"pykured.dev/silence": None}}}, patch_type=MERGE_PATCH
+    )
+    assert "pykured.dev/silence" not in node_annotations(k8s, mine)
     # the hook label (pykured.dev/*) and the PreferNoSchedule taint (kured's example key)
     agent.patch_node(mine, {"metadata": {"labels": {"pykured.dev/before-reboot": "true"}}})
     taint = {"key": "weave.works/kured-node-reboot", "effect": "PreferNoSchedule"}
@@ -239,6 +249,10 @@ def test_forged_writes_are_refused_with_the_reason(k8s: TestEnv, setup: Setup) -
     )
     refused(
         lambda: agent.patch_node(other, {"metadata": {"annotations": {"pykured.dev/reboot-boot-id": "x"}}}),
+        f"may not write Node {other}",
+    )
+    refused(  # another node's silence record (only the central FleetLock server writes it for a node)
+        lambda: agent.patch_node(other, {"metadata": {"annotations": {"pykured.dev/silence": "{}"}}}),
         f"may not write Node {other}",
     )
     assert not k8s.kube().get_node(other)["spec"].get("unschedulable")

@@ -75,6 +75,24 @@ def test_cycle_steps_from_pykureds_memory() -> None:
     assert row(fleetlock).step == "fleetlock (zincati)"
 
 
+def test_a_silenced_node_says_until_when() -> None:
+    record = '{"id":"6f9b4e2a-0b1c-4d5e-8f90-123456789abc","until":"2026-11-30T23:40:00Z"}'
+    annotations = {S: status(step="drain-and-reboot", sentinel=True), "pykured.dev/silence": record,
+                   "pykured.dev/unschedulable-before": "false",
+                   "pykured.dev/reboot-boot-id": "b1"}  # fmt: skip
+    view = NodeState.from_obj({
+        "metadata": {"name": "n", "annotations": annotations},
+        "spec": {"unschedulable": True}, "status": {"nodeInfo": {"bootID": "b1"}},
+    })  # fmt: skip
+    r = row(view)
+    assert r.silenced_until == datetime.datetime(2026, 11, 30, 23, 40, tzinfo=datetime.UTC)
+    assert r.cells(NOW)[5] == "rebooting, silenced until 2026-11-30T23:40:00Z"
+    assert fleetview.to_json([r], [])["nodes"][0]["silencedUntil"] == "2026-11-30T23:40:00Z"
+    garbled = NodeState.from_obj({"metadata": {"name": "n", "annotations": {"pykured.dev/silence": "{"}}})
+    assert row(garbled).silenced_until is None and "silenced" not in row(garbled).cells(NOW)[5]
+    assert "silencedUntil" not in fleetview.to_json([row(garbled)], [])["nodes"][0]
+
+
 def test_a_request_naming_another_boot_is_not_shown_as_pending() -> None:
     view = NodeState.from_obj({
         "metadata": {"name": "n", "annotations": {S: status(), R: req(boot="old")}},

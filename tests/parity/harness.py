@@ -65,6 +65,7 @@ class Run:
     receiver: Receiver
     rebooter: RecordingRebooter
     replies: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+    argv: list[str] = dataclasses.field(default_factory=list)
 
     # -- what the driver is ---------------------------------------------------------------------------------
 
@@ -281,10 +282,15 @@ class Bench:
         ]
         if before_start is not None:
             before_start(namespace, node)
-        cfg = parse(argv, {})
         kube = self.k8s.kube()
-        agent = wiring.build(cfg, kube=kube)
         rebooter = RecordingRebooter()
+        agent = self._start(argv, driver, rebooter)
+        found = Run(self.k8s, driver, node, namespace, kube, agent, tmp, receiver, rebooter, argv=argv)
+        self.runs.append(found)
+        return found
+
+    def _start(self, argv: list[str], driver: str, rebooter: RecordingRebooter) -> wiring.Agent:
+        agent = wiring.build(parse(argv, {}), kube=self.k8s.kube())
         if agent.daemon is not None and driver != "zincati-marker":
             agent.daemon.hands.rebooter = rebooter  # the hands the daemon's runner acts through
         if agent.policy is not None:
@@ -292,9 +298,14 @@ class Bench:
             eventually(lambda: agent.policy is not None and agent.policy.doc is not None)
         if agent.fleetlock is not None:
             agent.fleetlock.start()
-        found = Run(self.k8s, driver, node, namespace, kube, agent, tmp, receiver, rebooter)
-        self.runs.append(found)
-        return found
+        return agent
+
+    def restart(self, run: Run) -> None:
+        """The agent (or the FleetLock server) stops and a new one starts with the same flags: what it
+        knows of the cycle is what the Node and the lock say."""
+        run.agent.stop()
+        run.agent.close()
+        run.agent = self._start(run.argv, run.driver, run.rebooter)
 
     def close(self) -> None:
         for run in self.runs:

@@ -133,6 +133,13 @@ every process list on the host. They come from a Secret (pykured.notifySecret) t
 - --{{ index $pair 0 }}
 {{- end }}
 {{- end }}
+{{- with $p.alertmanager }}
+{{- range $pair := list (list "alertmanager-url" .url) (list "silence-during-reboot" .silenceDuringReboot) (list "silence-max" .silenceMax) }}
+{{- if index $pair 1 }}
+- {{ printf "--%s=%s" (index $pair 0) (index $pair 1) | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if not $p.events }}
 - --events=false
 {{- end }}

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pykured.alertmanager.silence import SILENCE_ANNOTATION, record_of
 from pykured.cycle import state
 from pykured.cycle.decide import Step
 from pykured.cycle.streak import FAILED_DRAINS_ANNOTATION, Streak
@@ -28,6 +29,7 @@ from pykured.fleet.quarantine import unquarantine
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.quarantine import quarantine_record
 from pykured_dev.eventually import eventually
+from pykured_dev.testenv.alertmanager import Alertmanager
 from tests.parity.harness import DAEMON_DRIVERS, DRIVERS, Bench, Run, bench
 from tests.testenv import TestEnv
 
@@ -160,17 +162,25 @@ HELD = {
     "blocking-pods": (["--blocking-pod-selector=parity=blocker"], "blocked", True),
     "blocking-node": (["--blocking-node-label=parity.example/hold=yes"], "blocked", True),
     "alerts": ([], "blocked", True),
+    "alertmanager": ([], "blocked", True),
 }  # fmt: skip
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
 @pytest.mark.parametrize("hold", list(HELD))
-def test_held_before_the_lock(parity: Bench, prometheus: Prometheus, driver: str, hold: str) -> None:
-    """A closed window, a blackout, the freeze, a blocking pod, a blocking node label or a firing alert: no
-    lock, no cordon, no reboot (FleetLock: 423 with the reason's kind); blockers post ``RebootBlocked``."""
+def test_held_before_the_lock(
+    parity: Bench, prometheus: Prometheus, request: pytest.FixtureRequest, driver: str, hold: str
+) -> None:
+    """A closed window, a blackout, the freeze, a blocking pod, a blocking node label or a firing alert (in
+    Prometheus, or in a real Alertmanager): no lock, no cordon, no reboot (FleetLock: 423 with the reason's
+    kind); blockers post ``RebootBlocked``."""
     flags, kind, blocker = HELD[hold]
     if hold == "alerts":
         flags = [f"--prometheus-url={prometheus.url}"]
+    if hold == "alertmanager":
+        am: Alertmanager = request.getfixturevalue("alertmanager")
+        am.fire("ParityAlert", severity="critical")
+        flags = [f"--alertmanager-url={am.url}"]
 
     def before_start(namespace: str, node: str) -> None:
         if hold == "freeze":
@@ -365,6 +375,79 @@ def test_settle_gates_hold_the_release(parity: Bench, prometheus: Prometheus, dr
     prometheus.firing = False
     run.settle()
     done(run)
+
+
+# -- Alertmanager: its alerts hold the lock, an operator's silence lets go, a silence while rebooting ------
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_an_operators_silence_lets_the_node_go(
+    parity: Bench, alertmanager: Alertmanager, driver: str
+) -> None:
+    """An active alert in Alertmanager holds the lock; once an operator silences it, the node reboots."""
+    alertmanager.fire("DiskPressure", node="elsewhere")
+    run = parity.run(driver, [f"--alertmanager-url={alertmanager.url}"])
+    run.need()
+    assert not run.drive(passes=2)
+    assert run.holders() == [] and run.reboots() == 0 and "RebootBlocked" in run.events()
+    if run.fleetlock:
+        assert run.replies[-1] == (423, "blocked")
+    alertmanager.silence({"alertname": "DiskPressure"})
+    assert run.drive(), run.replies
+    assert run.holders() == [run.node]
+
+
+def silences_of(alertmanager: Alertmanager, node: str) -> list[dict[str, Any]]:
+    """The active silences whose matchers name ``node``."""
+    return [
+        s for s in alertmanager.silences(state="active")
+        if any(m["value"] == node for m in s["matchers"])
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_silenced_while_the_node_reboots(parity: Bench, alertmanager: Alertmanager, driver: str) -> None:
+    """``--silence-during-reboot``: the silence exists from the lock through the reboot (an alert of the
+    rebooting node is silenced), its id kept on the Node; expired when the node is back and its settle gate
+    passed, the record gone."""
+    flags = [f"--alertmanager-url={alertmanager.url}", "--silence-max=1h", "--settle-nodes-ready",
+             '--silence-during-reboot=node="{{.Node}}",severity!="page"']  # fmt: skip
+    run = parity.run(driver, flags)
+    run.need()
+    assert run.drive(), run.replies
+    (silence,) = silences_of(alertmanager, run.node)
+    assert silence["createdBy"] == "pykured" and run.node in silence["comment"]
+    assert {(m["name"], m["isEqual"]) for m in silence["matchers"]} == {("node", True), ("severity", False)}
+    record = record_of(run.obj())
+    assert record is not None and record.ident == silence["id"]
+    alertmanager.fire("NodeNotReady", node=run.node)  # the reboot's own alert: silenced, never blocking
+    assert alertmanager.alerts() == []
+    run.reboot()
+    run.settle()
+    done(run)
+    assert silences_of(alertmanager, run.node) == []
+    assert SILENCE_ANNOTATION not in run.annotations()
+    assert "Silenced" in run.events() and "SilenceExpired" in run.events()
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_restarted_agent_expires_the_silence(
+    parity: Bench, alertmanager: Alertmanager, driver: str
+) -> None:
+    """The agent (FleetLock: the server) restarts while the node reboots: the new one finds the silence's
+    record on the Node, makes no second silence, and expires it when the node is back."""
+    flags = [f"--alertmanager-url={alertmanager.url}", '--silence-during-reboot=node="{{.Node}}"']
+    run = parity.run(driver, flags)
+    run.need()
+    assert run.drive(), run.replies
+    (silence,) = silences_of(alertmanager, run.node)
+    parity.restart(run)
+    run.reboot()
+    run.settle()
+    done(run)
+    assert silences_of(alertmanager, run.node) == []
+    assert [s["id"] for s in alertmanager.silences()] == [silence["id"]]  # no second one was made
+    assert SILENCE_ANNOTATION not in run.annotations()
 
 
 # -- the lock: concurrency, the taint, pacing, the release delay, the roll's order -------------------------
