@@ -9,9 +9,9 @@ Targets come from a ``file_sd`` file the fixture rewrites (:meth:`Prometheus.scr
 later are added without a restart (Prometheus reads the file on change, and every second).
 :meth:`Prometheus.reload` rereads the rule files (``/-/reload``); ``route_prefix`` serves it all under a
 path, as behind a reverse proxy; ``alertmanagers`` (``host:port`` of Alertmanagers) fills the
-configuration's ``alerting.alertmanagers``. :class:`Exporter` is a ``/metrics`` target the test controls:
-the value a test sets is what the rules see at the next scrape, so an alert fires from Prometheus's own rule
-evaluation, not from a canned answer.
+configuration's ``alerting.alertmanagers``; :meth:`Prometheus.queries` reads the server's query log.
+:class:`Exporter` is a ``/metrics`` target the test controls: the value a test sets is what the rules see at
+the next scrape, so an alert fires from Prometheus's own rule evaluation, not from a canned answer.
 """
 
 from __future__ import annotations
@@ -80,6 +80,8 @@ class Prometheus:
         self._targets_lock = threading.Lock()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.targets_file = workdir / "targets.json"
+        self.query_log = workdir / "queries.log"
+        """Every query the server answered, one JSON line each (``query_log_file``): who asked what."""
         self.config_file = workdir / "prometheus.yml"
 
     @property
@@ -95,6 +97,7 @@ class Prometheus:
                 "scrape_interval": self.scrape_interval,
                 "scrape_timeout": self.scrape_interval,
                 "evaluation_interval": self.evaluation_interval,
+                "query_log_file": str(self.query_log),
             },
             "rule_files": [str(p) for p in self.rule_files],
             "scrape_configs": [
@@ -215,6 +218,13 @@ class Prometheus:
         """``pending``, ``firing`` or ``None`` (inactive) for the alert named ``name``."""
         states = {a["state"] for a in self.alerts() if a["labels"].get("alertname") == name}
         return "firing" if "firing" in states else "pending" if "pending" in states else None
+
+    def queries(self) -> list[str]:
+        """The expressions of the API queries answered so far (the rules' own evaluations are not logged)."""
+        if not self.query_log.exists():
+            return []
+        lines = self.query_log.read_text(errors="replace").splitlines()
+        return [str(json.loads(line).get("params", {}).get("query", "")) for line in lines if line.strip()]
 
     def targets_up(self, job: str) -> int:
         """How many of ``job``'s targets were scraped successfully last time."""

@@ -1,6 +1,6 @@
 """The real Prometheus of the tests (pykured_dev/testenv/prometheus.py): it starts, scrapes a target the test
-controls, evaluates a rule from that target's value (pending, firing, resolved), rereads its rules, takes an
-Alertmanager in its configuration, and stops cleanly."""
+controls, evaluates a rule from that target's value (pending, firing, resolved), logs the queries it
+answers, rereads its rules, takes an Alertmanager in its configuration, and stops cleanly."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ def test_scrape_rule_evaluation_reload_and_a_clean_stop(tmp_path: Path) -> None:
         (sample,) = prom.query("knob")
         labels = {"__name__": "knob", "job": "knobs", "instance": target.address, "node": "n1"}
         assert sample["metric"] == labels
+        assert "knob" in prom.queries()  # the query log: what clients asked
         assert prom.alert_state("KnobTurned") is None
 
         target.set("knob", 1)
