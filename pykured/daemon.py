@@ -204,7 +204,6 @@ class Daemon:
             self.senses.sentinel.start()
         except errors.PykuredError as exc:
             logger.warning("sentinel watch unavailable, checking every period instead: %s", exc)
-        self.runner.count_holders(self._clock())
         try:
             while not self.stopping.is_set():
                 pause = self.run_once()

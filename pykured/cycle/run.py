@@ -318,8 +318,8 @@ class CycleRunner:
         self.steps.finish(obs.node, uncordon=action.uncordon, remove_in_progress=action.remove_in_progress)
 
     def count_holders(self, now: datetime.datetime) -> None:
-        """``pykured_lock_holders`` as the lock is now: read when the agent starts and after it released its
-        slot (a waiter's passes count the holders as they try); a failed read leaves the gauge as it was."""
+        """``pykured_lock_holders`` as the lock is now, read after the agent released its slot (a waiter's
+        passes count the holders as they try); a failed read leaves the gauge as it was."""
         try:
             holders = self.hands.lock.holders(now_ns=unix_ns(now))
         except errors.PykuredError as exc:

@@ -99,7 +99,7 @@ class Metrics:
         info.labels(version, KURED_VERSION).set(1)
         self._lock_holders = Gauge(
             "pykured_lock_holders",
-            "Nodes holding the reboot lock, as this agent last read it (at its start, when it tries for the "
+            "Nodes holding the reboot lock, as this agent last read it (when it tries for the "
             "lock and after it released it).",
             ["backend"],
             registry=reg,
