@@ -8,14 +8,16 @@ rule-evaluation intervals are short (1 s by default), so a test sees a change wi
 Targets come from a ``file_sd`` file the fixture rewrites (:meth:`Prometheus.scrape`): agents that start
 later are added without a restart (Prometheus reads the file on change, and every second).
 :meth:`Prometheus.reload` rereads the rule files (``/-/reload``); ``route_prefix`` serves it all under a
-path, as behind a reverse proxy; ``alertmanagers`` (``host:port`` of Alertmanagers) fills the
-configuration's ``alerting.alertmanagers``; :meth:`Prometheus.queries` reads the server's query log.
-:class:`Exporter` is a ``/metrics`` target the test controls: the value a test sets is what the rules see at
-the next scrape, so an alert fires from Prometheus's own rule evaluation, not from a canned answer.
+path, as behind a reverse proxy; ``basic_auth`` asks every client for a password; ``alertmanagers``
+(``host:port`` of Alertmanagers) fills the configuration's ``alerting.alertmanagers``;
+:meth:`Prometheus.queries` reads the server's query log. :class:`Exporter` is a ``/metrics`` target the test
+controls: the value a test sets is what the rules see at the next scrape, so an alert fires from
+Prometheus's own rule evaluation, not from a canned answer.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -65,10 +67,14 @@ class Prometheus:
         evaluation_interval: str = "1s",
         alertmanagers: Sequence[str] = (),
         route_prefix: str = "",
+        basic_auth: tuple[str, str, str] | None = None,
     ) -> None:
         self.workdir = workdir
         self.route_prefix = route_prefix.rstrip("/")
         """Serve everything under this path (``--web.route-prefix``), as behind a reverse proxy."""
+        self.basic_auth = basic_auth
+        """``(user, password, bcrypt hash of the password)``: every request needs HTTP basic authentication
+        (``--web.config.file``'s ``basic_auth_users``); the fixture's own requests send it."""
         self.rule_files = list(rule_files)
         self.scrape_interval = scrape_interval
         self.evaluation_interval = evaluation_interval
@@ -118,6 +124,12 @@ class Prometheus:
         """Write the configuration, start the server and wait until it is ready (a port clash: again)."""
         self._write_targets()
         self.config_file.write_text(_yaml(self.config()))
+        web: tuple[str, ...] = ()
+        if self.basic_auth is not None:
+            user, _password, hashed = self.basic_auth
+            web_config = self.workdir / "web.yml"
+            web_config.write_text(_yaml({"basic_auth_users": {user: hashed}}))
+            web = (f"--web.config.file={web_config}",)
         for attempt in range(3):
             self.port = free_port()
             tsdb = self.workdir / "tsdb"
@@ -132,6 +144,7 @@ class Prometheus:
                     f"--web.listen-address=127.0.0.1:{self.port}",
                     "--web.enable-lifecycle",
                     *((f"--web.route-prefix={self.route_prefix}",) if self.route_prefix else ()),
+                    *web,
                     "--log.level=warn",
                 ],
                 log_dir=self.workdir,
@@ -148,10 +161,18 @@ class Prometheus:
         if self.proc is None or not self.proc.alive():
             return True  # stop looking: start() sees it died
         try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as answer:  # noqa: S310 - loopback
+            with urllib.request.urlopen(self._http("GET", "/-/ready"), timeout=2) as answer:  # noqa: S310
                 return bool(answer.status == 200)
         except OSError:
             return False
+
+    def _http(self, method: str, path: str, data: bytes | None = None) -> urllib.request.Request:
+        request = urllib.request.Request(f"{self.url}{path}", data=data, method=method)  # noqa: S310
+        if self.basic_auth is not None:
+            user, password, _ = self.basic_auth
+            token = base64.b64encode(f"{user}:{password}".encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+        return request
 
     def stop(self) -> None:
         """SIGTERM (Prometheus closes its TSDB), SIGKILL if it has not ended within 10 s."""
@@ -192,8 +213,7 @@ class Prometheus:
     def _request(self, method: str, path: str, params: Mapping[str, str] | None = None) -> Any:
         data = urllib.parse.urlencode(params or {}).encode() if method == "POST" else None
         query = "?" + urllib.parse.urlencode(params) if params and method == "GET" else ""
-        request = urllib.request.Request(f"{self.url}{path}{query}", data=data, method=method)  # noqa: S310
-        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - loopback
+        with urllib.request.urlopen(self._http(method, f"{path}{query}", data), timeout=10) as answer:  # noqa: S310
             body = answer.read()
         return json.loads(body) if body.strip().startswith(b"{") else body
 
@@ -215,7 +235,8 @@ class Prometheus:
         return list(self.api("alerts")["alerts"])
 
     def alert_state(self, name: str) -> str | None:
-        """``pending``, ``firing`` or ``None`` (inactive) for the alert named ``name``."""
+        """``pending``, ``firing`` or ``None`` (inactive) for the alert named ``name``, as the rules hold it;
+        its ``ALERTS`` sample (what a query sees) is committed a moment later."""
         states = {a["state"] for a in self.alerts() if a["labels"].get("alertname") == name}
         return "firing" if "firing" in states else "pending" if "pending" in states else None
 

@@ -367,3 +367,28 @@ def test_kured_s_active_alerts_table_on_a_real_prometheus(tmp_path: Path) -> Non
         assert blockers.PrometheusAlertBlocker(prom.url + "/").active_alerts(now=now) == ["RebootRequired"]
         bare = blockers.PrometheusAlertBlocker(prom.url.removesuffix(prefix)).check(now=now)
         assert bare is not None and bare.message.startswith("prometheus query error"), bare
+
+
+# A bcrypt hash (cost 4) of the test password below, as Prometheus's web configuration takes it.
+PASSWORD = "correct horse"
+PASSWORD_BCRYPT = "$2b$04$Fv2pXzT82ZbFhfLae0uMuuRYJ95K9CeK1K39aM7dSvenr9Zn6CDKu"
+
+
+@pytest.mark.prometheus
+def test_credentials_in_the_url_pass_a_real_prometheus_s_basic_auth(tmp_path: Path) -> None:
+    """``--prometheus-url`` with user:password: the real server (``basic_auth_users``) answers; a wrong
+    password or none is its 401, and no message carries the password."""
+    rules = tmp_path / "guarded.rules.yaml"
+    rules.write_text("groups:\n  - name: g\n    rules:\n      - {alert: Guarded, expr: vector(1)}\n")
+    auth = ("alice", PASSWORD, PASSWORD_BCRYPT)
+    with Prometheus(tmp_path / "p", rule_files=[rules], basic_auth=auth) as prom:
+        firing = 'ALERTS{alertname="Guarded",alertstate="firing"}'  # what the agent's query will see
+        assert eventually(lambda: bool(prom.query(firing)), timeout=30)
+        host = prom.url.removeprefix("http://")
+        now = datetime.datetime.now(datetime.UTC)
+        good = blockers.PrometheusAlertBlocker(f"http://alice:{PASSWORD.replace(' ', '%20')}@{host}")
+        assert good.check(now=now) == Reason("prometheus", "1 active alerts: [Guarded]")
+        status = "prometheus query error: server returned HTTP status 401 Unauthorized"
+        unauthorized = Reason("prometheus", status)
+        for url in (f"http://alice:wrong@{host}", f"http://{host}"):
+            assert blockers.PrometheusAlertBlocker(url).check(now=now) == unauthorized

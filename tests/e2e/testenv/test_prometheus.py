@@ -41,7 +41,8 @@ def test_scrape_rule_evaluation_reload_and_a_clean_stop(tmp_path: Path) -> None:
         assert eventually(lambda: prom.alert_state("KnobTurned") is not None, timeout=30)
         assert prom.alert_state("KnobTurned") == "pending"  # for: 5s has not passed at the first evaluation
         assert eventually(lambda: prom.alert_state("KnobTurned") == "firing", timeout=30)
-        assert prom.query('ALERTS{alertname="KnobTurned",alertstate="firing"}')
+        # the ALERTS series, committed by the evaluation just after the alerts API shows the new state
+        assert eventually(lambda: bool(prom.query('ALERTS{alertname="KnobTurned",alertstate="firing"}')))
 
         target.set("knob", 0)
         assert eventually(lambda: prom.alert_state("KnobTurned") is None, timeout=30)
