@@ -19,10 +19,11 @@ MakeFleet = Callable[..., tuple[Fleet, str, list[str]]]
 
 @contextlib.contextmanager
 def fleet_factory(k8s: TestEnv, workdir: Path, *, period: str) -> Iterator[MakeFleet]:
-    """``make(n=1, *, args, method, start, kubeconfig, labels)`` -> ``(fleet, namespace, nodes)``.
+    """``make(n=1, *, args, method, start, kubeconfig, labels, metrics)`` -> ``(fleet, namespace, nodes)``.
 
     The agents run with ``--ds-namespace``, ``--period=<period>`` and ``--reboot-retry-delay=3s`` before
-    ``args``. ``labels`` labels every node, or, a list, one mapping per node.
+    ``args``. ``labels`` labels every node, or, a list, one mapping per node. ``metrics``: each agent serves
+    ``/metrics`` on a known port of 127.0.0.1 (:attr:`~pykured_dev.testenv.fleet.AgentSlot.metrics_port`).
     """
     fleets: list[Fleet] = []
 
@@ -34,6 +35,7 @@ def fleet_factory(k8s: TestEnv, workdir: Path, *, period: str) -> Iterator[MakeF
         start: bool = True,
         kubeconfig: Callable[[str], str] | None = None,
         labels: dict[str, str] | list[dict[str, str]] | None = None,
+        metrics: bool = False,
     ) -> tuple[Fleet, str, list[str]]:
         ns = k8s.new_namespace("ds")
         k8s.create_daemonset(ns, "kured")
@@ -44,6 +46,7 @@ def fleet_factory(k8s: TestEnv, workdir: Path, *, period: str) -> Iterator[MakeF
             workdir=workdir / f"fleet-{len(fleets)}",
             method=method,
             kubeconfig=kubeconfig,
+            metrics=metrics,
             args=[f"--ds-namespace={ns}", f"--period={period}", "--reboot-retry-delay=3s", *args],
         )
         fleet.__enter__()

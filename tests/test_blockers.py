@@ -138,75 +138,7 @@ def prom() -> Iterator[PromStub]:
         thread.join()
 
 
-# -- kured's TestActiveAlerts -----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("answer", "regexp", "match_only", "firing_only", "expected"),
-    [
-        (KURED_ALERTS, "", False, False, []),
-        (
-            KURED_ALERTS,
-            "Pod",
-            False,
-            False,
-            ["GatekeeperViolations", "PrometheusTargetDown", "ScheduledRebootFailing"],
-        ),
-        (KURED_ALERTS, "Gatekeeper", True, False, ["GatekeeperViolations"]),
-        (
-            KURED_ALERTS,
-            "*",
-            False,
-            False,
-            [
-                "GatekeeperViolations",
-                "PodCrashing-dev",
-                "PodRestart-dev",
-                "PrometheusTargetDown",
-                "ScheduledRebootFailing",
-            ],
-        ),
-        (
-            KURED_ALERTS,
-            None,
-            False,
-            True,
-            ["GatekeeperViolations", "PodCrashing-dev", "PodRestart-dev", "PrometheusTargetDown"],
-        ),
-        (vector(alert("PendingAlert", "pending")), None, False, False, ["PendingAlert"]),
-        (vector(alert("PendingAlert", "pending")), None, False, True, []),
-        (vector(alert("RebootRequired")), "^RebootRequired$", False, False, []),
-        (vector(alert("RebootRequired")), "^RebootRequired$", True, False, ["RebootRequired"]),
-    ],
-    ids=[
-        "empty-filter-ignores-all",
-        "filter-Pod-ignored",
-        "Gatekeeper-match-only",
-        "invalid-regex-means-no-filter",
-        "firing-only",
-        "single-pending-alert",
-        "single-pending-alert-firing-only",
-        "RebootRequired-ignored",
-        "RebootRequired-match-only",
-    ],
-)
-def test_active_alerts(
-    prom: PromStub,
-    answer: dict[str, Any],
-    regexp: str | None,
-    match_only: bool,
-    firing_only: bool,
-    expected: list[str],
-) -> None:
-    prom.answer = answer
-    try:  # kured's test compiles the filter and passes nil when it does not compile
-        blockers.compile_alert_filter(regexp or "")
-    except ConfigError:
-        regexp = None
-    blocker = blockers.PrometheusAlertBlocker(
-        prom.url, filter_regexp=regexp, match_only=match_only, firing_only=firing_only
-    )
-    assert blocker.active_alerts(now=NOW) == expected
+# kured's TestActiveAlerts runs on a real Prometheus: tests/e2e/test_blockers.py.
 
 
 # -- the wire protocol ------------------------------------------------------------------------------------
@@ -234,31 +166,6 @@ def test_get_fallback(prom: PromStub, status: int) -> None:
     ]
     assert reason is not None
     assert reason.message.startswith("5 active alerts:")
-
-
-@pytest.mark.parametrize(
-    ("suffix", "path"),
-    [("", "/api/v1/query"), ("/prometheus", "/prometheus/api/v1/query"), ("/p/q/", "/p/q/api/v1/query")],
-    ids=["no-prefix", "prefix", "prefix-trailing-slash"],
-)
-def test_path_prefix_is_kept(prom: PromStub, suffix: str, path: str) -> None:
-    blockers.PrometheusAlertBlocker(prom.url + suffix).check(now=NOW)
-    assert [s.path for s in prom.seen] == [path]
-
-
-def test_blocking_message(prom: PromStub) -> None:
-    reason = blockers.PrometheusAlertBlocker(prom.url).check(now=NOW)
-    assert reason == Reason(
-        "prometheus",
-        "5 active alerts: [GatekeeperViolations PodCrashing-dev PodRestart-dev PrometheusTargetDown "
-        "ScheduledRebootFailing]",
-    )
-
-
-def test_no_alerts_do_not_block(prom: PromStub) -> None:
-    prom.answer = vector()
-    assert blockers.PrometheusAlertBlocker(prom.url).check(now=NOW) is None
-    assert len(prom.seen) == 1
 
 
 @pytest.mark.parametrize(

@@ -300,12 +300,22 @@ def _release_due(rig: Rig) -> None:
     rig.remember(release_after=T0)
 
 
+def holders_gauge(rig: Rig) -> float | None:
+    """``pykured_lock_holders`` of the rig's backend; ``None`` when the series is absent."""
+    return rig.metrics.registry.get_sample_value(
+        "pykured_lock_holders", {"backend": rig.daemon.hands.lock.backend}
+    )
+
+
 def then_released(rig: Rig, pause: float) -> None:
     assert rig.holders() == [] and rig.memory() == {}
+    # the holders as the lock is after the release (the gauge was absent: this agent never tried for it)
+    assert holders_gauge(rig) == 0
 
 
 def then_released_and_backs_off(rig: Rig, pause: float) -> None:
     assert rig.holders() == []
+    assert holders_gauge(rig) == 0
     assert rig.memory() == {
         state.BACKOFF_UNTIL_ANNOTATION: "2026-06-30T13:00:00Z",
         state.BACKOFF_REASON_ANNOTATION: "sentinel",

@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable
 
 from pykured.core.printable import bounded_names
+from pykured.core import errors
 from pykured.core.times import format_rfc3339
 from pykured.cycle.decide import (
     Action,
@@ -366,12 +367,23 @@ class CycleRunner:
         self.hands.metrics.reboot("completed")
         self.steps.finish(obs.node, uncordon=action.uncordon, remove_in_progress=action.remove_in_progress)
 
+    def count_holders(self, now: datetime.datetime) -> None:
+        """``pykured_lock_holders`` as the lock is now, read after the agent released its slot (a waiter's
+        passes count the holders as they try); a failed read leaves the gauge as it was."""
+        try:
+            holders = self.hands.lock.holders(now_ns=unix_ns(now))
+        except errors.PykuredError as exc:
+            logger.debug("Counting the lock's holders failed: %s", exc)
+            return
+        self.hands.metrics.lock_holders(self.hands.lock.backend, len(holders))
+
     def _release(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
         if action.gate is not None:
             self._gate_timed_out(action.gate, releasing=True)
         if obs.gate is not None:
             self._gate_passed()
-        self.steps.release(event="released the reboot lock")
+        if self.steps.release(event="released the reboot lock"):
+            self.count_holders(now)
         if action.backoff_until is not None and action.backoff is Backoff.SENTINEL:
             logger.warning(
                 "Reboot sentinel still present after a completed reboot: not rebooting again "

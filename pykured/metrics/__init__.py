@@ -101,7 +101,11 @@ class Metrics:
                      labelnames=["version", "kured_version"])  # fmt: skip
         info.labels(version, KURED_VERSION).set(1)
         self._lock_holders = Gauge(
-            "pykured_lock_holders", "Nodes currently holding the reboot lock.", ["backend"], registry=reg
+            "pykured_lock_holders",
+            "Nodes holding the reboot lock, as this agent last read it (when it tries for the "
+            "lock and after it released it).",
+            ["backend"],
+            registry=reg,
         )
         self._lock_wait = Gauge(
             "pykured_lock_wait_seconds",

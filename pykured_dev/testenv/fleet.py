@@ -38,7 +38,7 @@ from pykured_dev.eventually import eventually
 from pykured_dev.testenv import agentfork
 from pykured_dev.testenv.cluster import Cluster
 from pykured_dev.testenv.pods import Image, PodTemplate, sandbox_spec
-from pykured_dev.testenv.procs import _die_with_parent
+from pykured_dev.testenv.procs import _die_with_parent, free_port
 from pykured_dev.testenv.sandbox import Sandbox
 
 SHIM = """#!/bin/sh
@@ -64,6 +64,16 @@ class AgentSlot:
     pod: PodTemplate | None = None
     """For :meth:`Fleet.add_pod`: the template this node's pod runs."""
     sandbox: Sandbox | None = None
+    metrics_port: int = 0
+    """The agent's ``--metrics-port`` on 127.0.0.1, the same across its restarts and reboots (as a pod's
+    port); 0: a port of the agent's choosing, unknown to the test (:class:`Fleet`'s ``metrics``)."""
+
+    @property
+    def metrics_address(self) -> str:
+        """``127.0.0.1:<port>`` of the agent's ``/metrics`` (with :class:`Fleet`'s ``metrics``)."""
+        if not self.metrics_port:
+            raise ValueError(f"{self.node}: the fleet gives its agents no known metrics port")
+        return f"127.0.0.1:{self.metrics_port}"
 
     @property
     def host(self) -> Path:
@@ -112,8 +122,12 @@ class Fleet:
         forward: Sequence[int] = (),
         spawn: str | None = None,
         bound_tokens: bool = False,
+        metrics: bool = False,
     ) -> None:
         self.cluster = cluster
+        self.metrics = metrics
+        """Each agent serves ``/metrics`` on a port of its own, on 127.0.0.1, known to the test
+        (:attr:`AgentSlot.metrics_port`: a Prometheus scrapes it); off: on a port the agent picks."""
         self.bound_tokens = bound_tokens
         """:meth:`add_pod`'s pods get the kubelet's kind of token: a Pod object of the DaemonSet on the node
         and a token bound to it (its user carries the node's name, which admission policies read). Off: a
@@ -152,7 +166,7 @@ class Fleet:
 
     def add(self, node: str, *, start: bool = True) -> AgentSlot:
         """Prepare (and start) the agent of ``node``."""
-        slot = AgentSlot(node=node, dir=self.workdir / node)
+        slot = AgentSlot(node=node, dir=self.workdir / node, metrics_port=free_port() if self.metrics else 0)
         (slot.dir / "run").mkdir(parents=True, exist_ok=True)
         script = slot.dir / "reboot.sh"
         script.write_text(f"#!/bin/sh\necho requested >> {slot.dir / 'requests.log'}\ntouch {slot.request}\n")
@@ -238,7 +252,11 @@ class Fleet:
             f"--node-id={slot.node}",
             f"--kubeconfig={self._kubeconfig(slot.node)}",
             f"--reboot-sentinel={slot.sentinel}",
-            "--metrics-port=0",
+            *(
+                ("--metrics-host=127.0.0.1", f"--metrics-port={slot.metrics_port}")
+                if slot.metrics_port
+                else ("--metrics-port=0",)
+            ),
             *self.args,
         ]
         if self.method == "command":

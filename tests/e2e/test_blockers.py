@@ -1,4 +1,5 @@
-"""PodBlocker against the real kube-apiserver; NodeMarkBlocker with real agents."""
+"""PodBlocker against the real kube-apiserver; NodeMarkBlocker with real agents; PrometheusAlertBlocker with
+real agents and a real Prometheus whose rules fire on a metric the test sets."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ import pytest
 
 from pykured import blockers
 from pykured.cli import agent as agentcli
+from pykured.core.errors import ConfigError
 from pykured.core.model import Reason
 from pykured.status.agent import STATUS_ANNOTATION
+from pykured_dev.eventually import eventually
+from pykured_dev.testenv.prometheus import Exporter, Prometheus
 from tests.fleets import MakeFleet, fleet_factory
 from tests.testenv import TestEnv
 
@@ -147,3 +151,244 @@ def test_a_node_with_a_blocking_label_waits_while_another_reboots(
         held, {"metadata": {"labels": {"example.com/hold": None}}}, patch_type="application/merge-patch+json"
     )
     assert fleet.wait_for(lambda: fleet.slots[held].reboots == 1, timeout=60), fleet.log_text(held)
+
+
+# -- PrometheusAlertBlocker: real agents, a real Prometheus and its rule evaluation ------------------------
+
+GATE_RULES = """groups:
+  - name: gate
+    rules:
+      - alert: DiskPressure
+        expr: gate_disk_pressure == 1
+        labels: {severity: critical}
+      - alert: NoisyNeighbour
+        expr: gate_noise == 1
+        labels: {severity: info}
+      - alert: SlowBurn
+        expr: gate_slow_burn == 1
+        for: 1h
+        labels: {severity: warning}
+"""
+
+
+@pytest.fixture
+def gate(tmp_path: Path) -> Iterator[tuple[Prometheus, Exporter]]:
+    """A real Prometheus with :data:`GATE_RULES`, scraping a target whose values the test sets (all 0)."""
+    rules = tmp_path / "gate.rules.yaml"
+    rules.write_text(GATE_RULES)
+    with Exporter() as target, Prometheus(tmp_path / "prometheus", rule_files=[rules]) as prom:
+        for name in ("gate_disk_pressure", "gate_noise", "gate_slow_burn"):
+            target.set(name, 0)
+        prom.scrape("gate", target.address)
+        assert eventually(lambda: len(prom.query("gate_noise")) == 1, timeout=30)
+        yield prom, target
+
+
+@pytest.fixture
+def quick_fleet(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeFleet]:
+    with fleet_factory(k8s, tmp_path, period="2s") as make:
+        yield make
+
+
+def _published(k8s: TestEnv, node: str) -> str:
+    return str(k8s.kube().get_node(node)["metadata"].get("annotations", {}).get(STATUS_ANNOTATION, ""))
+
+
+@pytest.mark.prometheus
+@pytest.mark.slow
+def test_a_firing_alert_blocks_the_reboot_until_it_resolves(
+    k8s: TestEnv, quick_fleet: MakeFleet, gate: tuple[Prometheus, Exporter]
+) -> None:
+    """kured's ``--prometheus-url``: an alert Prometheus's rules fire holds the reboot back (the log, the
+    published status, ``pykured status`` and ``pykured_blocked`` say so, naming the alert); once the rule
+    stops firing the node reboots."""
+    prom, target = gate
+    target.set("gate_disk_pressure", 1)
+    assert eventually(lambda: prom.alert_state("DiskPressure") == "firing", timeout=30)
+    fleet, ns, (node,) = quick_fleet(args=(f"--prometheus-url={prom.url}",), metrics=True)
+    prom.scrape("pykured", fleet.slots[node].metrics_address, {"node": node})
+    fleet.touch(node)
+    blocked = "Reboot blocked: 1 active alerts: [DiskPressure]"
+    assert fleet.wait_for(lambda: blocked in fleet.log_text(node), timeout=60), fleet.log_text(node)
+    published = lambda: '"blocked":"prometheus"' in _published(k8s, node).replace(" ", "")  # noqa: E731
+    assert fleet.wait_for(published, timeout=30)
+    code, text = _cli("status", f"--kubeconfig={k8s.admin_kubeconfig}", f"--ds-namespace={ns}")
+    assert code == 0 and "DiskPressure" in text, text
+    assert eventually(lambda: bool(prom.query('pykured_blocked{reason="prometheus"} == 1')), timeout=30)
+    assert fleet.slots[node].reboots == 0
+
+    target.set("gate_disk_pressure", 0)
+    assert eventually(lambda: prom.alert_state("DiskPressure") is None, timeout=30)
+    assert fleet.wait_for(lambda: fleet.slots[node].reboots == 1, timeout=60), fleet.log_text(node)
+
+
+@pytest.mark.prometheus
+@pytest.mark.slow
+@pytest.mark.parametrize("firing_only", [False, True], ids=["pending-blocks", "alert-firing-only"])
+def test_a_pending_alert(
+    k8s: TestEnv, quick_fleet: MakeFleet, gate: tuple[Prometheus, Exporter], firing_only: bool
+) -> None:
+    """An alert whose ``for:`` has not passed is pending: it blocks, as in kured, unless
+    ``--alert-firing-only``."""
+    prom, target = gate
+    target.set("gate_slow_burn", 1)
+    assert eventually(lambda: prom.alert_state("SlowBurn") == "pending", timeout=30)
+    args = (f"--prometheus-url={prom.url}", *(("--alert-firing-only",) if firing_only else ()))
+    fleet, _ns, (node,) = quick_fleet(args=args)
+    fleet.touch(node)
+    if firing_only:
+        assert fleet.wait_for(lambda: fleet.slots[node].reboots == 1, timeout=60), fleet.log_text(node)
+        assert "active alerts" not in fleet.log_text(node)
+    else:
+        blocked = "Reboot blocked: 1 active alerts: [SlowBurn]"
+        assert fleet.wait_for(lambda: blocked in fleet.log_text(node), timeout=60), fleet.log_text(node)
+        assert fleet.slots[node].reboots == 0
+    assert prom.alert_state("SlowBurn") == "pending"  # still: the agent saw it pending, never firing
+
+
+@pytest.mark.prometheus
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("firing", "match_only", "blocked_by"),
+    [
+        (("gate_disk_pressure", "gate_noise"), False, "DiskPressure"),
+        (("gate_disk_pressure", "gate_noise"), True, "NoisyNeighbour"),
+        (("gate_noise",), False, None),
+    ],
+    ids=["others-block", "match-only", "all-filtered-out"],
+)
+def test_the_alert_filter(
+    quick_fleet: MakeFleet,
+    gate: tuple[Prometheus, Exporter],
+    firing: tuple[str, ...],
+    match_only: bool,
+    blocked_by: str | None,
+) -> None:
+    """``--alert-filter-regexp`` leaves out the alerts it matches; with ``--alert-filter-match-only`` it keeps
+    only those (kured's semantics), on the real ``ALERTS`` series."""
+    prom, target = gate
+    for name in firing:
+        target.set(name, 1)
+    assert eventually(lambda: len(prom.query('ALERTS{alertstate="firing"}')) == len(firing), timeout=30)
+    args = (f"--prometheus-url={prom.url}", "--alert-filter-regexp=^Noisy")
+    fleet, _ns, (node,) = quick_fleet(args=(*args, *(("--alert-filter-match-only",) if match_only else ())))
+    fleet.touch(node)
+    if blocked_by is None:
+        assert fleet.wait_for(lambda: fleet.slots[node].reboots == 1, timeout=60), fleet.log_text(node)
+        assert "active alerts" not in fleet.log_text(node)
+    else:
+        blocked = f"Reboot blocked: 1 active alerts: [{blocked_by}]"
+        assert fleet.wait_for(lambda: blocked in fleet.log_text(node), timeout=60), fleet.log_text(node)
+        assert fleet.slots[node].reboots == 0
+
+
+# kured's TestActiveAlerts table, answered by a real Prometheus: each case's alerts come from its rules (one
+# exporter value switches a case on), pending ones through a `for:` that never passes during the test.
+KURED_TABLE_RULES = """groups:
+  - name: kured-table
+    rules:
+      - {alert: GatekeeperViolations, expr: case_kured == 1}
+      - {alert: PodCrashing-dev, expr: case_kured == 1}
+      - {alert: PodRestart-dev, expr: case_kured == 1}
+      - {alert: PrometheusTargetDown, expr: case_kured == 1}
+      - {alert: ScheduledRebootFailing, expr: case_kured == 1, for: 1h}
+      - {alert: PendingAlert, expr: case_pending == 1, for: 1h}
+      - {alert: RebootRequired, expr: case_reboot_required == 1}
+"""
+KURED_FIVE = [
+    "GatekeeperViolations",
+    "PodCrashing-dev",
+    "PodRestart-dev",
+    "PrometheusTargetDown",
+    "ScheduledRebootFailing",
+]
+KURED_TABLE: list[tuple[str, str, str | None, bool, bool, list[str]]] = [
+    # (id, case, filter, match only, firing only, expected): kured's TestActiveAlerts
+    ("empty-filter-ignores-all", "case_kured", "", False, False, []),
+    ("filter-Pod-ignored", "case_kured", "Pod", False, False,
+     ["GatekeeperViolations", "PrometheusTargetDown", "ScheduledRebootFailing"]),
+    ("Gatekeeper-match-only", "case_kured", "Gatekeeper", True, False, ["GatekeeperViolations"]),
+    ("invalid-regex-means-no-filter", "case_kured", "*", False, False, KURED_FIVE),
+    ("firing-only", "case_kured", None, False, True, KURED_FIVE[:4]),
+    ("single-pending-alert", "case_pending", None, False, False, ["PendingAlert"]),
+    ("single-pending-alert-firing-only", "case_pending", None, False, True, []),
+    ("RebootRequired-ignored", "case_reboot_required", "^RebootRequired$", False, False, []),
+    ("RebootRequired-match-only", "case_reboot_required", "^RebootRequired$", True, False,
+     ["RebootRequired"]),
+]  # fmt: skip
+
+
+@pytest.mark.prometheus
+def test_kured_s_active_alerts_table_on_a_real_prometheus(tmp_path: Path) -> None:
+    """``active_alerts`` and the blocking reason on the ``ALERTS`` series a real Prometheus's rules make,
+    pending and firing, case by case; its API behind a path prefix (with and without the trailing slash)."""
+    rules = tmp_path / "kured-table.rules.yaml"
+    rules.write_text(KURED_TABLE_RULES)
+    cases = ("case_kured", "case_pending", "case_reboot_required")
+    prefix = "/prometheus/path"
+    with Exporter() as target, Prometheus(tmp_path / "p", rule_files=[rules], route_prefix=prefix) as prom:
+        for case in cases:
+            target.set(case, 0)
+        prom.scrape("table", target.address)
+        assert eventually(lambda: len(prom.query("case_kured")) == 1, timeout=30)
+        quiet = blockers.PrometheusAlertBlocker(prom.url).check(now=datetime.datetime.now(datetime.UTC))
+        assert quiet is None
+        states = {
+            "case_kured": {(n, "firing") for n in KURED_FIVE[:4]} | {("ScheduledRebootFailing", "pending")},
+            "case_pending": {("PendingAlert", "pending")},
+            "case_reboot_required": {("RebootRequired", "firing")},
+        }
+        for case in cases:
+            for other in cases:
+                target.set(other, 1 if other == case else 0)
+
+            def shown(want: set[tuple[str, str]] = states[case]) -> bool:
+                got = {(s["metric"]["alertname"], s["metric"]["alertstate"]) for s in prom.query("ALERTS")}
+                return got == want
+
+            assert eventually(shown, timeout=30), (case, prom.query("ALERTS"))
+            for name, of, regexp, match_only, firing_only, expected in KURED_TABLE:
+                if of != case:
+                    continue
+                try:  # kured's test compiles the filter and passes nil when it does not compile
+                    blockers.compile_alert_filter(regexp or "")
+                except ConfigError:
+                    regexp = None
+                blocker = blockers.PrometheusAlertBlocker(
+                    prom.url, filter_regexp=regexp, match_only=match_only, firing_only=firing_only
+                )
+                now = datetime.datetime.now(datetime.UTC)
+                assert blocker.active_alerts(now=now) == expected, name
+                reason = blocker.check(now=now)
+                message = f"{len(expected)} active alerts: [{' '.join(expected)}]"
+                assert reason == (Reason("prometheus", message) if expected else None), name
+        # the URL's path is kept, with or without a trailing slash (and without it nothing answers)
+        now = datetime.datetime.now(datetime.UTC)
+        assert blockers.PrometheusAlertBlocker(prom.url + "/").active_alerts(now=now) == ["RebootRequired"]
+        bare = blockers.PrometheusAlertBlocker(prom.url.removesuffix(prefix)).check(now=now)
+        assert bare is not None and bare.message.startswith("prometheus query error"), bare
+
+
+# A bcrypt hash (cost 4) of the test password below, as Prometheus's web configuration takes it.
+PASSWORD = "correct horse"
+PASSWORD_BCRYPT = "$2b$04$Fv2pXzT82ZbFhfLae0uMuuRYJ95K9CeK1K39aM7dSvenr9Zn6CDKu"
+
+
+@pytest.mark.prometheus
+def test_credentials_in_the_url_pass_a_real_prometheus_s_basic_auth(tmp_path: Path) -> None:
+    """``--prometheus-url`` with user:password: the real server (``basic_auth_users``) answers; a wrong
+    password or none is its 401, and no message carries the password."""
+    rules = tmp_path / "guarded.rules.yaml"
+    rules.write_text("groups:\n  - name: g\n    rules:\n      - {alert: Guarded, expr: vector(1)}\n")
+    auth = ("alice", PASSWORD, PASSWORD_BCRYPT)
+    with Prometheus(tmp_path / "p", rule_files=[rules], basic_auth=auth) as prom:
+        firing = 'ALERTS{alertname="Guarded",alertstate="firing"}'  # what the agent's query will see
+        assert eventually(lambda: bool(prom.query(firing)), timeout=30)
+        host = prom.url.removeprefix("http://")
+        now = datetime.datetime.now(datetime.UTC)
+        good = blockers.PrometheusAlertBlocker(f"http://alice:{PASSWORD.replace(' ', '%20')}@{host}")
+        assert good.check(now=now) == Reason("prometheus", "1 active alerts: [Guarded]")
+        status = "prometheus query error: server returned HTTP status 401 Unauthorized"
+        unauthorized = Reason("prometheus", status)
+        for url in (f"http://alice:wrong@{host}", f"http://{host}"):
+            assert blockers.PrometheusAlertBlocker(url).check(now=now) == unauthorized

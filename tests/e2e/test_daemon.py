@@ -6,12 +6,9 @@ supervisor (agent killed, sentinel gone, new bootID, agent restarted). Nothing t
 
 from __future__ import annotations
 
-import json
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -219,46 +216,6 @@ def test_pod_blocker_blocks(k8s: TestEnv, make_fleet: MakeFleet) -> None:
     )
     assert lock_value(k8s, ns) is None
     assert fleet.slots[node].reboots == 0
-
-
-class _Prometheus(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        body = {
-            "status": "success",
-            "data": {
-                "resultType": "vector",
-                "result": [
-                    {
-                        "metric": {"__name__": "ALERTS", "alertname": "NodeDown", "alertstate": "firing"},
-                        "value": [0, "1"],
-                    }
-                ],
-            },
-        }
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-def test_prometheus_alert_blocks(k8s: TestEnv, make_fleet: MakeFleet) -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Prometheus)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        fleet, _ns, (node,) = make_fleet(args=(f"--prometheus-url=http://127.0.0.1:{server.server_port}",))
-        fleet.touch(node)
-        assert fleet.wait_for(
-            lambda: "Reboot blocked: 1 active alerts: [NodeDown]" in fleet.log_text(node), timeout=30
-        ), fleet.log_text(node)
-        assert fleet.slots[node].reboots == 0
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_sentinel_still_present_after_reboot_backs_off(k8s: TestEnv, make_fleet: MakeFleet) -> None:

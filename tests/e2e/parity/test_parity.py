@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import datetime
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -30,6 +27,7 @@ from pykured.policy.freeze import FreezeRecord
 from pykured.policy.quarantine import quarantine_record
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.alertmanager import Alertmanager
+from pykured_dev.testenv.prometheus import Exporter, Prometheus
 from tests.parity.harness import DAEMON_DRIVERS, DRIVERS, Bench, Run, bench
 from tests.testenv import TestEnv
 
@@ -48,51 +46,40 @@ def parity(k8s: TestEnv, tmp_path: Path) -> Iterator[Bench]:
     yield from bench(k8s, tmp_path)
 
 
-class Prometheus:
-    """A Prometheus query API on 127.0.0.1 answering one instant vector (empty or one sample)."""
+PARITY_RULES = """groups:
+  - name: parity
+    rules:
+      - alert: ParityAlert
+        expr: parity_alert == 1
+"""
 
-    def __init__(self) -> None:
-        self.firing = True
-        outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                self.rfile.read(length)
-                metric = {"__name__": "ALERTS", "alertname": "ParityAlert", "alertstate": "firing"}
-                sample = {"metric": metric, "value": [NOW.timestamp(), "1"]}
-                result = [sample] if outer.firing else []
-                body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body.encode())
+class Alerting:
+    """A real Prometheus whose rule ``ParityAlert`` fires while the test says so: the rule is evaluated on a
+    metric Prometheus scrapes from a target the test sets."""
 
-            do_GET = do_POST = _answer
+    def __init__(self, prom: Prometheus, target: Exporter) -> None:
+        self.prom = prom
+        self.target = target
+        self.url = prom.url
 
-            def log_message(self, fmt: str, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def fire(self, firing: bool) -> None:
+        """Set the metric and wait until Prometheus's ``ALERTS`` has (or no longer has) the alert."""
+        self.target.set("parity_alert", 1 if firing else 0)
+        alert = 'ALERTS{alertname="ParityAlert",alertstate="firing"}'
+        assert eventually(lambda: bool(self.prom.query(alert)) == firing, timeout=30)
 
 
 @pytest.fixture
-def prometheus() -> Iterator[Prometheus]:
-    prom = Prometheus()
-    try:
-        yield prom
-    finally:
-        prom.close()
+def prometheus(tmp_path: Path) -> Iterator[Alerting]:
+    """:class:`Alerting`, its alert firing."""
+    rules = tmp_path / "parity.rules.yaml"
+    rules.write_text(PARITY_RULES)
+    with Exporter() as target, Prometheus(tmp_path / "prometheus", rule_files=[rules]) as prom:
+        prom.scrape("parity", target.address)
+        alerting = Alerting(prom, target)
+        alerting.fire(True)
+        yield alerting
 
 
 def other_weekday() -> str:
@@ -168,15 +155,13 @@ HELD = {
 
 @pytest.mark.parametrize("driver", DRIVERS)
 @pytest.mark.parametrize("hold", list(HELD))
-def test_held_before_the_lock(
-    parity: Bench, prometheus: Prometheus, request: pytest.FixtureRequest, driver: str, hold: str
-) -> None:
-    """A closed window, a blackout, the freeze, a blocking pod, a blocking node label or a firing alert (in
-    Prometheus, or in a real Alertmanager): no lock, no cordon, no reboot (FleetLock: 423 with the reason's
-    kind); blockers post ``RebootBlocked``."""
+def test_held_before_the_lock(parity: Bench, request: pytest.FixtureRequest, driver: str, hold: str) -> None:
+    """A closed window, a blackout, the freeze, a blocking pod, a blocking node label or a firing alert (of a
+    real Prometheus's rule, or in a real Alertmanager): no lock, no cordon, no reboot (FleetLock: 423 with the
+    reason's kind); blockers post ``RebootBlocked``."""
     flags, kind, blocker = HELD[hold]
     if hold == "alerts":
-        flags = [f"--prometheus-url={prometheus.url}"]
+        flags = [f"--prometheus-url={request.getfixturevalue('prometheus').url}"]
     if hold == "alertmanager":
         am: Alertmanager = request.getfixturevalue("alertmanager")
         am.fire("ParityAlert", severity="critical")
@@ -361,18 +346,18 @@ def test_before_and_after_reboot_hooks(parity: Bench, driver: str) -> None:
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-def test_settle_gates_hold_the_release(parity: Bench, prometheus: Prometheus, driver: str) -> None:
-    """A settle gate (here a Prometheus query) keeps the lock after the reboot until it is empty."""
+def test_settle_gates_hold_the_release(parity: Bench, prometheus: Alerting, driver: str) -> None:
+    """A settle gate (here a query of a real Prometheus) keeps the lock after the reboot until it is empty."""
     run = parity.run(driver, [f"--prometheus-url={prometheus.url}", "--settle-prometheus-query=ALERTS"])
-    prometheus.firing = False
+    prometheus.fire(False)
     run.need()
     assert run.drive()
-    prometheus.firing = True
+    prometheus.fire(True)
     run.reboot()
     run.settle(passes=4)
     assert run.holders() == [run.node] and not run.cordoned()
     assert "HoldingLock" in run.events()
-    prometheus.firing = False
+    prometheus.fire(False)
     run.settle()
     done(run)
 
