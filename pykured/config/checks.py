@@ -144,6 +144,8 @@ def check_budget(value: int | str, *, flag: str) -> None:
         Budget.of(value)
     except BudgetError as exc:
         raise ConfigError(f"invalid --{flag} {value}: {exc}", exit_code=1) from None
+
+
 ESCALATION_STEPS = ("delete", "force", "quarantine")
 """``--drain-escalation``'s steps; ``force`` and ``quarantine`` end the list (at most one of them)."""
 

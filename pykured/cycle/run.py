@@ -26,8 +26,8 @@ import logging
 import threading
 from collections.abc import Callable
 
-from pykured.core.printable import bounded_names
 from pykured.core import errors
+from pykured.core.printable import bounded_names
 from pykured.core.times import format_rfc3339
 from pykured.cycle.decide import (
     Action,

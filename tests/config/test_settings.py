@@ -759,6 +759,8 @@ def test_max_unavailable_start_up_line() -> None:
     lines = [m for _, m in lock_records(parse(["--max-unavailable=2"], NODE))]
     assert "Max unavailable: 2 nodes (with --concurrency 1: the lower wins)" in lines
     assert not any(m.startswith("Max unavailable") for _, m in lock_records(parse([], NODE)))
+
+
 def test_a_silence_during_reboot() -> None:
     cfg = parse(
         [

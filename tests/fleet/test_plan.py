@@ -181,6 +181,8 @@ def test_a_budget_of_an_unknown_count_shows_one() -> None:
 def test_without_a_budget_the_plan_has_no_limit_line() -> None:
     result = plan.build(fleet(), LOCKS, freeze=None, concurrency=5, now=NOW)
     assert "limit:" not in plan.render_table(result) and "limit" not in plan.to_json(result)
+
+
 def test_a_quarantined_node_is_held_by_its_quarantine() -> None:
     from pykured.policy.quarantine import QUARANTINED_ANNOTATION, QuarantineRecord
 

@@ -308,6 +308,8 @@ def test_status_shows_the_limit_after_the_lock_holders(limit: Any, line: str, va
     assert fleetview.to_json(table, locks, limit=limit)["limit"]["limit"] == value
     assert "limit" not in fleetview.to_json(table, locks)
     assert "limit:" not in fleetview.render_table(table, locks, now=NOW)
+
+
 def test_a_quarantined_node_says_so_in_step_and_blocked_by() -> None:
     from pykured.policy.quarantine import QUARANTINED_ANNOTATION, QuarantineRecord
 

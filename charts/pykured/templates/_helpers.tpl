@@ -115,6 +115,7 @@ every process list on the host. They come from a Secret (pykured.notifySecret) t
 {{- end }}
 {{- with $p.maxUnavailable }}
 - --max-unavailable={{ . }}
+{{- end }}
 {{- with $p.drainEscalation }}
 - --drain-escalation={{ join "," . }}
 {{- end }}

@@ -12,6 +12,7 @@ import datetime
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
