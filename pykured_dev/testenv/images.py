@@ -170,7 +170,10 @@ def pykured_image() -> tuple[str, Path]:
     )
     if inspect.returncode != 0:
         raise TestEnvError(f"the pykured image {name} is not built (run tools/image-build)")
-    path = images_dir() / f"pykured-{inspect.stdout.strip()[:16]}.tar"
+    # Keyed by the image and the name it is saved under: an archive carries its tag, and another checkout's
+    # build of the same image under its own context tag would otherwise be loaded under the wrong name.
+    tag_key = hashlib.sha256(name.encode()).hexdigest()[:8]
+    path = images_dir() / f"pykured-{inspect.stdout.strip()[:16]}-{tag_key}.tar"
     for old in images_dir().glob("pykured-*.tar"):  # earlier builds' archives, a day old
         if old != path and time.time() - old.stat().st_mtime > 86400:
             old.unlink(missing_ok=True)

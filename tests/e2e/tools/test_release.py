@@ -49,9 +49,9 @@ def helm_binary() -> str:
 
 
 def image_ref() -> str:
-    out = subprocess.run(
-        [str(ROOT / "tools" / "image-build"), "ref"], capture_output=True, text=True, check=False
-    )
+    """The build platform's image in this checkout's index, a single image (index tests make their own)."""
+    tool = str(ROOT / "tools" / "image-build")
+    out = subprocess.run([tool, "ref", "linux/amd64"], capture_output=True, text=True, check=False)
     if out.returncode != 0:
         pytest.fail(f"the pykured image is not built (tools/image-build): {out.stderr.strip()}")
     return out.stdout.strip()
