@@ -154,10 +154,20 @@ def kured_image(kured_binary: Path) -> Path:
     return path
 
 
+def build_platform() -> str:
+    """The machine's own platform (``linux/amd64`` or ``linux/arm64``), whose image in the index runs here."""
+    machine = os.uname().machine
+    return {"x86_64": "linux/amd64", "aarch64": "linux/arm64", "arm64": "linux/arm64"}.get(machine, machine)
+
+
 def pykured_image() -> tuple[str, Path]:
-    """This checkout's pykured image (``tools/image-build ref``) and its ``podman save`` archive (cached)."""
+    """This checkout's pykured image for this machine's platform (``tools/image-build ref PLATFORM``: one
+    image of the index, saved under its own name, since an archive of the index's name would carry the
+    platform image's tag instead) and its ``podman save`` archive (cached)."""
     tool = str(_ROOT / "tools" / "image-build")
-    ref = subprocess.run([tool, "ref"], capture_output=True, text=True, check=False, timeout=120)
+    ref = subprocess.run(
+        [tool, "ref", build_platform()], capture_output=True, text=True, check=False, timeout=120
+    )
     if ref.returncode != 0:
         raise TestEnvError(f"the pykured image is missing (run tools/image-build): {ref.stderr.strip()}")
     name = ref.stdout.strip()

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from pykured_dev.testenv.images import build_platform
 from pykured_dev.testenv.procs import cache_dir, run_build
 from pykured_dev.testenv.registry import Registry
 from tests.tools.release_options import DRY_RUN_ONLY, PUBLIC, ROOT, load_release
@@ -49,9 +50,9 @@ def helm_binary() -> str:
 
 
 def image_ref() -> str:
-    """The build platform's image in this checkout's index, a single image (index tests make their own)."""
+    """This machine's image in this checkout's index, a single image (the index tests make their own)."""
     tool = str(ROOT / "tools" / "image-build")
-    out = subprocess.run([tool, "ref", "linux/amd64"], capture_output=True, text=True, check=False)
+    out = subprocess.run([tool, "ref", build_platform()], capture_output=True, text=True, check=False)
     if out.returncode != 0:
         pytest.fail(f"the pykured image is not built (tools/image-build): {out.stderr.strip()}")
     return out.stdout.strip()
