@@ -2,8 +2,8 @@
 
 Each fleet is real: Nodes, the agents' status as the agents publish it (the daemon's own passes, in process,
 on a fixed clock), kured's DaemonSet-annotation lock, the policy ConfigMap (freeze, halt, blackouts) as
-``pykured freeze`` and the halt write it, a per-node pause, pods, a PodDisruptionBudget and a small
-Prometheus query API on loopback for the alerts. ``pykured plan`` and ``pykured plan -o json`` are run
+``pykured freeze`` and the halt write it, a per-node pause, pods, a PodDisruptionBudget and a real
+Prometheus whose rules fire the alerts. ``pykured plan`` and ``pykured plan -o json`` are run
 against each with the same fixed ``now`` and compared with goldens (``tests/golden/plan/``; node names and
 namespaces normalised). Regenerate them with ``PYKURED_UPDATE_GOLDEN=1``.
 """
@@ -18,15 +18,14 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
 from pykured.cli import requests as requestcli
 from pykured.core.errors import NotFoundError
+from pykured.core.model import Reason
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy
 from pykured.cycle.steps import Hands
@@ -45,6 +44,8 @@ from pykured.policy.source import FreezeBlocker, PolicySource, PolicyWindow
 from pykured.policy.weekly import TimeWindow
 from pykured.policy.writer import set_unless_frozen
 from pykured.status import agent as agentstatus
+from pykured_dev.eventually import eventually
+from pykured_dev.testenv.prometheus import Prometheus
 from tests.fakes import RecordingRebooter
 from tests.testenv import TestEnv
 
@@ -70,40 +71,30 @@ class Stopped(Exception):
     """The agent was stopped: ends its background wait for the lock at its next poll."""
 
 
-class Prometheus:
-    """Prometheus's instant-query API on 127.0.0.1, answering ``ALERTS`` with the alerts it is given."""
+def firing_prometheus(workdir: Path, *alerts: str) -> Prometheus:
+    """A real Prometheus whose rules fire ``alerts`` from their first evaluation (``vector(1)``, no ``for``),
+    started and waited for until its ``ALERTS`` series show each one firing."""
+    rules = workdir / "alerts.rules.json"
+    rules.parent.mkdir(parents=True, exist_ok=True)
+    group = {"name": "plan", "rules": [{"alert": a, "expr": "vector(1)"} for a in alerts]}
+    rules.write_text(json.dumps({"groups": [group]}))
+    prometheus = Prometheus(workdir, rule_files=[rules]).start()
+    firing = 'ALERTS{alertstate="firing"}'
+    if not eventually(lambda: len(prometheus.query(firing)) == len(alerts), timeout=30):
+        prometheus.stop()
+        raise AssertionError(f"the rules never fired: {prometheus.alerts()}")
+    return prometheus
 
-    def __init__(self, *alerts: str) -> None:
-        samples = [
-            {"metric": {"__name__": "ALERTS", "alertname": a, "alertstate": "firing"}, "value": [0, "1"]}
-            for a in alerts
-        ]
-        body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": samples}}).encode()
-        self.queries: list[str] = []
-        outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                outer.queries.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+class AlertsNow:
+    """The alert gate asked at the real time: the agents' passes run on the fixed ``NOW``, and a real
+    Prometheus holds its ``ALERTS`` only from the moment it started."""
 
-            def log_message(self, fmt: str, *args: Any) -> None:
-                pass
+    def __init__(self, blocker: PrometheusAlertBlocker) -> None:
+        self.blocker = blocker
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def check(self, *, now: datetime.datetime) -> Reason | None:
+        return self.blocker.check(now=datetime.datetime.now(datetime.UTC))
 
 
 class Site:
@@ -323,12 +314,14 @@ def blocking_pods(site: Site) -> None:
 def alerts(site: Site) -> None:
     """``--prometheus-url``: Prometheus reports two firing alerts; every node needing a reboot waits."""
     a, b, c = site.nodes(3)
-    prometheus = Prometheus("KubePodCrashLooping", "NodeFilesystemAlmostOutOfSpace")
-    site.closers.append(prometheus.close)
+    prometheus = firing_prometheus(
+        site.tmp / "prometheus", "KubePodCrashLooping", "NodeFilesystemAlmostOutOfSpace"
+    )
+    site.closers.append(prometheus.stop)
     for node in (a, b):
-        site.agent(node, blockers=[PrometheusAlertBlocker(prometheus.url)]).run_once()
-    site.agent(c, sentinel=False, blockers=[PrometheusAlertBlocker(prometheus.url)]).run_once()
-    assert prometheus.queries, "the agents asked Prometheus"
+        site.agent(node, blockers=[AlertsNow(PrometheusAlertBlocker(prometheus.url))]).run_once()
+    site.agent(c, sentinel=False, blockers=[AlertsNow(PrometheusAlertBlocker(prometheus.url))]).run_once()
+    assert any("ALERTS" in q for q in prometheus.queries()), "the agents asked Prometheus"
 
 
 def pdb(site: Site) -> None:
