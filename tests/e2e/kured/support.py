@@ -5,7 +5,8 @@ releases the lock only when its *new* agent's first loop ticks (another 30–90 
 scenario of this package starts at once (:class:`Campaign`, one per test session), each with its own
 namespace, DaemonSet, lock and nodes on the same API server, and each test waits for its own. Everything
 the tests check comes from the API server's history (:mod:`pykured_dev.testenv.history`), the nsenter
-shim's record and the notification receiver, never from an agent's log (kept for debugging only).
+shim's record, the notification receiver and the query logs of the two real Prometheus servers (one per
+side, :data:`PROMETHEUS_RULES`), never from an agent's log (kept for debugging only).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pykured_dev.testenv.pods import (
     kured_image,
     pykured_image,
 )
+from pykured_dev.testenv.prometheus import Prometheus
 from pykured_dev.testenv.reference import Reference, reference
 from tests.testenv import TestEnv
 
@@ -50,6 +52,22 @@ KURED_MAIN_TICK = KURED_FIRST_LOOP + 15.0
 """kured's first chance to take the lock: the first loop, then 0.5–1.5 × ``--period`` (10 s)."""
 SCENARIO_TIMEOUT = 330.0
 
+SIDES = ("kured", "pykured")
+PROMETHEUS_RULES = {
+    "groups": [
+        {
+            "name": "campaign",
+            "rules": [
+                # firing, but its name is not one --alert-filter-match-only keeps: no block
+                {"alert": "CampaignUnrelated", "expr": "vector(1)"},
+                # matches the filter, but pending for an hour: --alert-firing-only leaves it out
+                {"alert": "Watchdog", "expr": "vector(1)", "for": "1h"},
+            ],
+        }
+    ]
+}
+"""The alerts each side's Prometheus holds: neither blocks under the chart values' filters."""
+
 SCENARIOS: dict[str, Callable[[Campaign], Any]] = {}
 """Every scenario a test module defined, by name (:func:`scenario`)."""
 
@@ -65,7 +83,7 @@ def scenario(name: str) -> Callable[[Callable[[Campaign], Any]], Callable[[Campa
 
 
 class Receiver:
-    """A loopback HTTP server: records notification POSTs and answers Prometheus queries with no alerts."""
+    """A loopback HTTP server that records the notifications posted to it."""
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
@@ -83,15 +101,6 @@ class Receiver:
                         "body": body,
                     }
                 )
-                if "/api/v1/query" in self.path:
-                    payload = {"status": "success", "data": {"resultType": "vector", "result": []}}
-                    data = json.dumps(payload).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    return
                 self.send_response(204)
                 self.end_headers()
 
@@ -113,6 +122,22 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def start_prometheus(workdir: Path, side: str) -> Prometheus:
+    """A real Prometheus for one side, under ``/prometheus-<side>`` (as behind a proxy), holding
+    :data:`PROMETHEUS_RULES`; started and waited for until both alerts are in its ``ALERTS``."""
+    rules = workdir / "campaign.rules.json"
+    workdir.mkdir(parents=True, exist_ok=True)
+    rules.write_text(json.dumps(PROMETHEUS_RULES))
+    prometheus = Prometheus(workdir, rule_files=[rules], route_prefix=f"/prometheus-{side}").start()
+    deadline = time.monotonic() + 30
+    while len(prometheus.query("ALERTS")) < 2:
+        if time.monotonic() > deadline:
+            prometheus.stop()
+            raise AssertionError(f"the campaign's alerts never showed: {prometheus.alerts()}")
+        time.sleep(0.2)
+    return prometheus
 
 
 @dataclasses.dataclass
@@ -147,12 +172,15 @@ class Campaign:
         self.ref = ref
         self.workdir = Path(tempfile.mkdtemp(prefix="pykured-kured-"))
         self.receiver = Receiver()
+        self.prometheus: dict[str, Prometheus] = {}
+        for side in SIDES:
+            self.prometheus[side] = start_prometheus(self.workdir / f"prometheus-{side}", side)
         self.history = History(k8s.kube()).start()
         self.fleet = Fleet(
             k8s,
             workdir=self.workdir / "fleet",
             images={KURED_IMAGE: kured_image(ref.kured), PYKURED_IMAGE: pykured_image()},
-            forward=[self.receiver.port],
+            forward=[self.receiver.port, *(p.port for p in self.prometheus.values())],
         ).__enter__()
         self._results: dict[str, Any] = {}
         self._errors: dict[str, str] = {}
@@ -189,6 +217,8 @@ class Campaign:
         self.fleet.close()
         self.history.stop()
         self.receiver.close()
+        for prometheus in self.prometheus.values():
+            prometheus.stop()
 
     # -- helpers for scenarios -------------------------------------------------------------------------------
 

@@ -139,7 +139,7 @@ def chart_every_key(c: Campaign) -> dict[str, Any]:
                 "data": {"uncordon": "%s is back (chart test)"},
             },
         )
-        values = every_key_values(c.receiver.port, side)
+        values = every_key_values(c.receiver.port, side, c.prometheus[side].url)
         if side == "pykured":
             values.update(PYKURED_VALUES)
         release = f"kured-{namespace}"
@@ -207,7 +207,7 @@ def test_every_configuration_key_of_the_chart_is_set() -> None:
     chart_dir = reference(("chart",)).chart
     assert chart_dir is not None
     chart = yaml.safe_load((chart_dir / "values.yaml").read_text())
-    ours = every_key_values(1, "x")
+    ours = every_key_values(1, "x", "http://127.0.0.1:1/prometheus-x")
     assert set(ours["configuration"]) == set(chart["configuration"])
     assert yaml.safe_load((chart_dir / "Chart.yaml").read_text())["version"] == CHART_VERSION
 
@@ -278,9 +278,7 @@ def test_chart_every_key_full_cycle_kured_and_pykured_write_the_same(kured: Camp
         stories[side]["notifications"] = bodies
         stories[side]["content_types"] = {p["content_type"] for p in posts}
         assert not kured.receiver.posts(f"/from-values-{side}"), "KURED_NOTIFY_URL must override notifyUrl"
-        queried = [
-            r for r in kured.receiver.requests if r["path"].startswith(f"/prometheus-{side}/api/v1/query")
-        ]
+        queried = [q for q in kured.prometheus[side].queries() if "ALERTS" in q]
         assert queried, f"{side} never asked Prometheus"
     assert stories["kured"]["notifications"] == sorted(
         ["Draining <node> (chart test)", "Rebooting <node> (chart test)", "<node> is back (chart test)"] * 2

@@ -12,8 +12,9 @@ REBOOT_COMMAND = "/usr/local/sbin/simulated-reboot --now"
 METRICS_PORT = 9102
 
 
-def every_key_values(receiver_port: int, side: str) -> dict[str, Any]:
-    """Values that set every ``configuration.*`` key of the chart, ``extraArgs`` and ``extraEnvVars``."""
+def every_key_values(receiver_port: int, side: str, prometheus_url: str) -> dict[str, Any]:
+    """Values that set every ``configuration.*`` key of the chart, ``extraArgs`` and ``extraEnvVars``
+    (notifications to the receiver on ``receiver_port``, alerts from the Prometheus at ``prometheus_url``)."""
     base = f"127.0.0.1:{receiver_port}"
     return {
         "configuration": {
@@ -34,7 +35,7 @@ def every_key_values(receiver_port: int, side: str) -> dict[str, Any]:
             "drainDelay": "1s",
             "drainTimeout": "2m",
             "skipWaitForDeleteTimeout": 30,
-            "prometheusUrl": f"http://{base}/prometheus-{side}",
+            "prometheusUrl": prometheus_url,
             "rebootDays": ["mo", "tu", "we", "th", "fr", "sa", "su"],
             "rebootSentinel": "/var/run/reboot-required",
             "rebootSentinelCommand": "/usr/bin/test -e /var/run/reboot-required",  # ignored with the hostPath
