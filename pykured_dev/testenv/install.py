@@ -26,6 +26,13 @@ def apply(fleet: RealNodes, docs: list[dict[str, Any]]) -> None:
     fleet.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=text)
 
 
+def remove(fleet: RealNodes, docs: list[dict[str, Any]]) -> None:
+    """Delete what ``docs`` name, as ``kubectl delete -f`` does (absent ones are fine; never a Namespace)."""
+    kept = [d for d in docs if d.get("kind") != "Namespace"]
+    text = "\n---\n".join(yaml.safe_dump(d) for d in kept)
+    fleet.cluster.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", "-", stdin=text)
+
+
 def kustomize_base(image: str, *extra_args: str, overlay: str = "kustomize/base") -> list[dict[str, Any]]:
     """``kustomize/base`` (or an overlay) rendered, with the image swapped and ``extra_args`` appended."""
     kubectl = find_binaries(("kubectl",)) / "kubectl"

@@ -27,6 +27,7 @@ from pykured_dev.testenv.install import (
     daemonset,
     ds_rolled_out,
     kustomize_base,
+    remove,
     workload,
     workload_available,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "daemonset",
     "ds_rolled_out",
     "kustomize_base",
+    "remove",
     "workload",
     "workload_available",
 ]

@@ -67,6 +67,14 @@ def test_kured_s_chart_upgraded_to_the_registry_s_chart_and_image_by_digest(
 ) -> None:
     fleet = realnodes
     s.reset(fleet)
+    # What earlier scenarios applied without Helm (kustomize's and the charts' objects, by server-side apply)
+    # is removed, as a user moving to a Helm release would: Helm adopts nothing it did not make.
+    for docs in (
+        s.kustomize_base(images.KURED_IMAGE),
+        s.kustomize_base(images.KURED_IMAGE, overlay="kustomize/overlays/zincati"),
+        s.chart("localhost/kured", "1.23.0"),
+    ):
+        s.remove(fleet, docs)
     with Registry(ips=(REGISTRY_IP,)) as registry:
         node_host = fleet.use_registry(port=registry.port, ca_pem=registry.ca.cert_pem)
         password = secrets.token_urlsafe(16)
