@@ -158,7 +158,7 @@ def kured_defaults() -> dict[str, Any]:
 VALUES = {
     "no-values": lambda: None,
     "kured-defaults": kured_defaults,
-    "every-key": lambda: every_key_values(1234, "x"),
+    "every-key": lambda: every_key_values(1234, "x", "http://127.0.0.1:1234/prometheus-x"),
     "prometheus": prometheus_values,
     "realistic": realistic_values,
 }
