@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import tarfile
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -160,10 +161,39 @@ def build_platform() -> str:
     return {"x86_64": "linux/amd64", "aarch64": "linux/arm64", "arm64": "linux/arm64"}.get(machine, machine)
 
 
-def pykured_image() -> tuple[str, Path]:
+def _own_id(tool: str, name: str) -> str:
+    """``name`` with one label more, as ``localhost/pykured:archive-<tag>``: the same files and settings
+    under an image ID of its own (built once per image; a layer-less ``FROM``, no network)."""
+    repo, _, tag = name.rpartition(":")
+    derived = f"{repo}:archive-{tag}"
+    exists = subprocess.run([tool, "podman", "image", "exists", derived], check=False, timeout=120)
+    if exists.returncode == 0:
+        return derived
+    with tempfile.TemporaryDirectory(prefix="pykured-archive-") as context:
+        (Path(context) / "Containerfile").write_text(f"FROM {name}\n")
+        built = subprocess.run(
+            [tool, "podman", "build", "--pull=never", f"--label={ARCHIVE_LABEL}",
+             f"--tag={derived}", context],
+            capture_output=True, text=True, check=False, timeout=600,
+        )  # fmt: skip
+    if built.returncode != 0:
+        raise TestEnvError(f"podman build {derived} failed: {built.stderr.strip()[-500:]}")
+    return derived
+
+
+ARCHIVE_LABEL = "dev.pykured.test-archive=real-nodes"
+"""The label that gives the real nodes' imported image its own ID (:func:`pykured_image`)."""
+
+
+def pykured_image(*, own_id: bool = False) -> tuple[str, Path]:
     """This checkout's pykured image for this machine's platform (``tools/image-build ref PLATFORM``: one
     image of the index, saved under its own name, since an archive of the index's name would carry the
-    platform image's tag instead) and its ``podman save`` archive (cached)."""
+    platform image's tag instead) and its ``podman save`` archive (cached).
+
+    ``own_id``: the image with :data:`ARCHIVE_LABEL` added, so its ID differs from the released image's.
+    The real nodes import this archive and may also pull the released image by digest from a registry
+    (``tests/e2e/realnode/test_release.py``); with both in a node's containerd under one image ID, a node
+    rebooted afterwards reported the imported name as not present (``ErrImageNeverPull``)."""
     tool = str(_ROOT / "tools" / "image-build")
     ref = subprocess.run(
         [tool, "ref", build_platform()], capture_output=True, text=True, check=False, timeout=120
@@ -171,6 +201,8 @@ def pykured_image() -> tuple[str, Path]:
     if ref.returncode != 0:
         raise TestEnvError(f"the pykured image is missing (run tools/image-build): {ref.stderr.strip()}")
     name = ref.stdout.strip()
+    if own_id:
+        name = _own_id(tool, name)
     inspect = subprocess.run(
         [tool, "podman", "image", "inspect", "--format={{.Id}}", name],
         capture_output=True,

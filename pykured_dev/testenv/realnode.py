@@ -637,7 +637,7 @@ class RealNodes:
         bindir = find_binaries(("kubelet", "kube-scheduler", "kube-controller-manager"))
         self.archives = [*images.busybox_images(), *extra_images]
         if with_pykured:
-            self.pykured_image, archive = images.pykured_image()
+            self.pykured_image, archive = images.pykured_image(own_id=True)
             self.archives.append(archive)
         self._rbac()
         # a node that stops reporting is Unknown after 30 s (default 50 s; the kubelets report every 5 s)
