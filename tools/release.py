@@ -13,7 +13,8 @@ Every step, in order (one stderr line each, with its time):
    or, without one, keylessly (``cosign sign --yes``: the CI job's OIDC identity, a Fulcio certificate, the
    Rekor transparency log). An index is signed with ``--recursive``: the index and each platform's manifest.
 3. **attest** each platform's SBOM found in ``build/sbom/pykured-<version>-<os>-<arch>.<format>.json``
-   (``spdx`` or ``cyclonedx``) to that platform's manifest digest (``cosign attest --type spdxjson`` or
+   (``cdx``, as ``tools/image-build sbom`` writes them, or ``cyclonedx``, or ``spdx``) to that platform's
+   manifest digest (``cosign attest --type spdxjson`` or
    ``cyclonedx``: a signed in-toto attestation stored as an OCI artifact beside the image, which
    ``cosign verify-attestation`` checks and returns), and a SLSA provenance predicate made here (what was
    built, from which commit, by which run) to the pushed digest (``--type slsaprovenance1``).
@@ -69,11 +70,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE_NAME = "pykured"
 CHART_PATH = "charts"
-SBOM_FORMATS = {"spdx": "spdxjson", "cyclonedx": "cyclonedx"}
+SBOM_FORMATS = {"cdx": "cyclonedx", "cyclonedx": "cyclonedx", "spdx": "spdxjson"}
 """An SBOM file's format (the ``<format>`` in its name) → cosign's predicate type for it."""
 SBOM_RE = re.compile(
     r"^pykured-(?P<version>[0-9A-Za-z.+-]+?)-(?P<os>[a-z0-9]+)-(?P<arch>[a-z0-9]+)"
-    r"\.(?P<format>spdx|cyclonedx)\.json$"
+    r"\.(?P<format>cdx|cyclonedx|spdx)\.json$"
 )
 INDEX_TYPES = (
     "application/vnd.oci.image.index.v1+json",
@@ -195,6 +196,39 @@ def digest_for(sbom: Sbom, platforms: Mapping[str, str]) -> str | None:
         return platforms[sbom.platform]
     found = [d for p, d in platforms.items() if p.startswith(f"{sbom.platform}/")]
     return found[0] if len(found) == 1 else None
+
+
+SBOM_IMAGE_ID = "dev.pykured:image-id"
+"""The property ``tools/image-build sbom`` names the described image's ID by (its config's digest)."""
+
+
+def sbom_image_id(document: object) -> str | None:
+    """The image ID a CycloneDX document of ``tools/image-build sbom`` says it describes; None when it
+    names none (another tool's SBOM, or SPDX)."""
+    metadata = document.get("metadata") if isinstance(document, dict) else None
+    component = metadata.get("component") if isinstance(metadata, dict) else None
+    properties = component.get("properties") if isinstance(component, dict) else None
+    for prop in properties if isinstance(properties, list) else []:
+        if (
+            isinstance(prop, dict)
+            and prop.get("name") == SBOM_IMAGE_ID
+            and isinstance(prop.get("value"), str)
+        ):
+            return str(prop["value"])
+    return None
+
+
+def check_sbom_describes(sbom: Sbom, document: object, manifest: Mapping[str, object]) -> None:
+    """Refuse an SBOM made for another build than the platform image pushed (its image ID is not the
+    pushed manifest's config digest): a stale ``build/sbom`` is never attested to a release."""
+    named = sbom_image_id(document)
+    config = manifest.get("config")
+    pushed = config.get("digest") if isinstance(config, dict) else None
+    if named is not None and named != pushed:
+        raise ReleaseError(
+            f"{sbom.path.name} describes image {named}, but the {sbom.platform} image released is {pushed}: "
+            "make the SBOMs of this build first (tools/image-build sbom)"
+        )
 
 
 def provenance(
@@ -642,6 +676,8 @@ def release(args: argparse.Namespace) -> dict[str, object]:
                 at = digest_for(sbom, by_platform)
                 if at is None:
                     raise ReleaseError(f"{sbom.path.name}: the image has no {sbom.platform} platform")
+                document = json.loads(sbom.path.read_text(encoding="utf-8"))
+                check_sbom_describes(sbom, document, fetch_manifest(run, digest=at))
                 attest(run, ref=f"{target.image}@{at}", predicate=sbom.path, kind=sbom.predicate_type)
                 attested.append((sbom.predicate_type, f"{target.image}@{at}"))
         with step("attest provenance"):

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from pykured_dev import sbom as sbomtool
 from tests.tools.release_options import DRY_RUN_ONLY, PUBLIC, ROOT, load_release
 
 release = load_release()
@@ -27,6 +28,7 @@ def test_sbom_names_give_platform_and_cosign_type(tmp_path: Path) -> None:
     for name in (
         "pykured-0.1.0-linux-amd64.spdx.json",
         "pykured-0.1.0-linux-arm64.cyclonedx.json",
+        "pykured-0.1.0-linux-riscv64.cdx.json",  # as tools/image-build sbom names them
         "pykured-0.2.0-linux-amd64.spdx.json",  # another version
         "pykured-0.1.0-linux-amd64.txt",
         "notes.json",
@@ -37,6 +39,7 @@ def test_sbom_names_give_platform_and_cosign_type(tmp_path: Path) -> None:
     assert [(s.platform, s.predicate_type) for s in found] == [
         ("linux/amd64", "spdxjson"),
         ("linux/arm64", "cyclonedx"),
+        ("linux/riscv64", "cyclonedx"),
     ]
     assert release.find_sboms(tmp_path / "absent", version="0.1.0") == []
 
@@ -211,3 +214,37 @@ def test_the_chart_carries_artifact_hub_annotations() -> None:
     assert all({"kind", "description"} <= set(c) for c in yaml.safe_load(notes["artifacthub.io/changes"]))
     repo_meta = yaml.safe_load((ROOT / "charts" / "pykured" / "artifacthub-repo.yml").read_text())
     assert isinstance(repo_meta, dict)
+
+
+def _cdx(image_id: str | None) -> dict[str, object]:
+    props = [{"name": "dev.pykured:platform", "value": "linux/amd64"}]
+    if image_id is not None:
+        props.append({"name": release.SBOM_IMAGE_ID, "value": image_id})
+    return {"bomFormat": "CycloneDX", "metadata": {"component": {"type": "container", "properties": props}}}
+
+
+def test_an_sbom_of_another_build_is_refused() -> None:
+    sbom = Sbom(path=Path("pykured-0.1.0-linux-amd64.cdx.json"), os="linux", arch="amd64", format="cdx")
+    manifest = {"config": {"digest": D1}}
+    release.check_sbom_describes(sbom, _cdx(D1), manifest)  # this build's
+    release.check_sbom_describes(sbom, _cdx(None), manifest)  # names no image: another tool's, kept
+    release.check_sbom_describes(sbom, {"spdxVersion": "SPDX-2.3"}, manifest)
+    with pytest.raises(release.ReleaseError, match=r"describes image sha256:2+, but the linux/amd64 image"):
+        release.check_sbom_describes(sbom, _cdx(D2), manifest)
+    garbled: list[object] = [[], {"metadata": []}, {"metadata": {"component": {"properties": "x"}}}]
+    for document in garbled:
+        assert release.sbom_image_id(document) is None
+
+
+def test_the_sbom_tool_names_the_image_as_the_release_reads_it() -> None:
+    assert f"{sbomtool._PROPERTY_PREFIX}image-id" == release.SBOM_IMAGE_ID
+
+
+def test_the_workflow_writes_this_builds_sboms_before_it_releases() -> None:
+    """``tools/dev image`` builds, smoke-tests and writes ``build/sbom`` (``tools/image-build build`` alone
+    writes no SBOM, and ``tools/release`` refuses one of another build)."""
+    steps = [s.get("run", "") for s in yaml.safe_load(WORKFLOW.read_text())["jobs"]["release"]["steps"]]
+    (build,) = [i for i, run in enumerate(steps) if "tools/dev image" in run]
+    (publish,) = [i for i, run in enumerate(steps) if "tools/release " in run]
+    assert build < publish
+    assert not [run for run in steps if "image-build build" in run]

@@ -4,8 +4,9 @@ The checkout's own image (``tools/image-build``) is pushed by digest, signed wit
 test, its platform's SBOM attested, and the chart pushed; then, as a user would: the signature verifies with
 the public key, the SBOM attestation verifies and holds the SBOM, the chart is pulled back, and a changed
 image does not verify (another manifest pushed to the same tag, or the tampered manifest by its digest), nor
-does the real image with another key. When ``build/sbom`` has no SBOM for this version, a placeholder SBOM
-named as one (its document says it is a test placeholder) is attested instead, so the attach path is tested.
+does the real image with another key. The whole index (linux/amd64 and linux/arm64) is released as the
+public release does, each platform's manifest signed and attested with its own SBOM. The SBOMs are the
+image's own (``build/sbom``, made by ``tools/image-build sbom`` when missing).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import base64
 import json
 import os
 import secrets
+import shutil
 import ssl
 import subprocess
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,24 +78,61 @@ def keypair(directory: Path, password: str) -> tuple[Path, Path]:
     return directory / "cosign.key", directory / "cosign.pub"
 
 
-def sbom_dir(tmp: Path) -> Path:
-    """``build/sbom`` when it has this version's SBOMs, else a directory with one placeholder SBOM."""
-    real = ROOT / "build" / "sbom"
-    if release.find_sboms(real, version=VERSION):
-        return real
-    placeholder = tmp / "sbom-placeholder"
-    placeholder.mkdir()
-    doc = {
-        "spdxVersion": "SPDX-2.3",
-        "dataLicense": "CC0-1.0",
-        "SPDXID": "SPDXRef-DOCUMENT",
-        "name": "TEST PLACEHOLDER SBOM (tests/e2e/tools/test_release.py), not a real SBOM",
-        "documentNamespace": f"https://pykured.dev/test-placeholder/{secrets.token_hex(8)}",
-        "creationInfo": {"created": "2026-01-01T00:00:00Z", "creators": ["Tool: pykured-tests"]},
-        "packages": [],
-    }
-    (placeholder / f"pykured-{VERSION}-linux-amd64.spdx.json").write_text(json.dumps(doc))
-    return placeholder
+def image_id(platform: str) -> str:
+    tool = str(ROOT / "tools" / "image-build")
+    ref = subprocess.run([tool, "ref", platform], capture_output=True, text=True, check=True).stdout.strip()
+    inspect = [tool, "podman", "image", "inspect", "--format={{.Id}}", ref]
+    return "sha256:" + subprocess.run(inspect, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def real_sboms() -> dict[str, Path]:
+    """This checkout's SBOMs as ``tools/image-build sbom`` writes them (``build/sbom/*.cdx.json``), by
+    platform; made again unless each describes this build's image of its platform (``tools/dev image``,
+    which ``.ci/run`` runs first, writes them)."""
+    directory = ROOT / "build" / "sbom"
+
+    def current() -> dict[str, Path]:
+        found = {s.platform: s.path for s in release.find_sboms(directory, version=VERSION)}
+        return {
+            platform: path
+            for platform, path in found.items()
+            if release.sbom_image_id(json.loads(path.read_text())) == image_id(platform)
+        }
+
+    found = current()
+    if set(found) != {"linux/amd64", "linux/arm64"}:
+        tool = str(ROOT / "tools" / "image-build")
+        made = subprocess.run([tool, "sbom"], capture_output=True, text=True, check=False, timeout=600)
+        assert made.returncode == 0, made.stderr[-2000:]
+        found = current()
+    assert set(found) == {"linux/amd64", "linux/arm64"}, found
+    return found
+
+
+def sbom_dir(tmp: Path, platforms: Sequence[str] = ("linux/amd64",)) -> Path:
+    """A directory with the real SBOMs of ``platforms`` only (the image released is that platform's)."""
+    directory = tmp / "sbom"
+    directory.mkdir(exist_ok=True)
+    sboms = real_sboms()
+    for platform in platforms:
+        shutil.copyfile(sboms[platform], directory / sboms[platform].name)
+    return directory
+
+
+def attested_sboms(registry: Registry, pub: Path, ref: str) -> list[Any]:
+    """The CycloneDX documents attested to ``ref`` that verify with ``pub``."""
+    att = cosign(
+        registry, "verify-attestation", f"--key={pub}", "--insecure-ignore-tlog=true", "--type=cyclonedx", ref
+    )
+    assert att.returncode == 0, att.stderr
+    statements = [
+        json.loads(base64.b64decode(json.loads(line)["payload"]))
+        for line in att.stdout.splitlines()
+        if line.strip()
+    ]
+    digest = ref.rpartition("@")[2].removeprefix("sha256:")
+    assert all(s["subject"][0]["digest"]["sha256"] == digest for s in statements)
+    return [s["predicate"] for s in statements if s["predicateType"] == "https://cyclonedx.org/bom"]
 
 
 def cosign(registry: Registry, *args: str) -> subprocess.CompletedProcess[str]:
@@ -136,7 +175,14 @@ def put_manifest(registry: Registry, tag: str, manifest: dict[str, Any]) -> str:
     return headers["Docker-Content-Digest"]
 
 
-def run_release(registry: Registry, tmp: Path, key: Path, password: str, image: str) -> dict[str, Any]:
+def run_release(
+    registry: Registry,
+    tmp: Path,
+    key: Path,
+    password: str,
+    image: str,
+    platforms: Sequence[str] = ("linux/amd64",),
+) -> dict[str, Any]:
     options = {
         "--registry": registry.host,
         "--ca": str(registry.ca_file),
@@ -146,7 +192,12 @@ def run_release(registry: Registry, tmp: Path, key: Path, password: str, image: 
     assert set(options) | {"--dry-run"} == set(PUBLIC) | set(DRY_RUN_ONLY)
     argv = [str(ROOT / "tools" / "release"), "--dry-run", *(f"{k}={v}" for k, v in options.items())]
     out = subprocess.run(
-        [*argv, f"--sbom-dir={sbom_dir(tmp)}", f"--cosign={cosign_binary()}", f"--helm={helm_binary()}"],
+        [
+            *argv,
+            f"--sbom-dir={sbom_dir(tmp, platforms)}",
+            f"--cosign={cosign_binary()}",
+            f"--helm={helm_binary()}",
+        ],
         capture_output=True,
         text=True,
         env={**os.environ, "COSIGN_PASSWORD": password},
@@ -183,20 +234,9 @@ def test_dry_run_release_verifies_and_a_changed_image_does_not(registry: Registr
     )
     assert tagged.returncode == 0, tagged.stderr
 
-    # the SBOM attestation verifies and carries the SBOM
-    sbom_file = sorted(sbom_dir_used(summary, tmp_path))[0]
-    att = cosign(
-        registry, "verify-attestation", f"--key={pub}", "--insecure-ignore-tlog=true", "--type=spdxjson", ref
-    )
-    assert att.returncode == 0, att.stderr
-    statements = [
-        json.loads(base64.b64decode(json.loads(line)["payload"]))
-        for line in att.stdout.splitlines()
-        if line.strip()
-    ]
-    predicates = [s["predicate"] for s in statements if s["predicateType"] == "https://spdx.dev/Document"]
-    assert json.loads(sbom_file.read_text()) in predicates
-    assert all(s["subject"][0]["digest"]["sha256"] == digest.removeprefix("sha256:") for s in statements)
+    # the SBOM attestation verifies and carries the image's own SBOM
+    assert summary["sboms"] == [real_sboms()["linux/amd64"].name]
+    assert json.loads(real_sboms()["linux/amd64"].read_text()) in attested_sboms(registry, pub, ref)
     prov = cosign(
         registry,
         "verify-attestation",
@@ -245,32 +285,27 @@ def test_dry_run_release_verifies_and_a_changed_image_does_not(registry: Registr
     assert cosign(registry, "verify", f"--key={pub}", "--insecure-ignore-tlog=true", ref).returncode == 0
 
 
-def test_an_index_is_pushed_whole_and_each_platform_signed_and_attested(
+def test_the_checkouts_index_is_released_whole_each_platform_signed_and_attested(
     registry: Registry, tmp_path: Path
 ) -> None:
-    """A manifest list (as an amd64+arm64 build makes; here one platform) goes out by ``manifest push
-    --all``; the index and its platform's manifest are signed, the SBOM attests the platform's manifest."""
-    podman = [str(ROOT / "tools" / "image-build"), "podman"]
-    index = f"localhost/pykured-release-test:{secrets.token_hex(6)}"
-    subprocess.run([*podman, "manifest", "create", index], capture_output=True, check=True)
-    try:
-        subprocess.run(
-            [*podman, "manifest", "add", index, f"containers-storage:{image_ref()}"],
-            capture_output=True,
-            check=True,
-        )
-        password = secrets.token_urlsafe(16)
-        key, pub = keypair(tmp_path / "keys", password)
-        summary = run_release(registry, tmp_path, key, password, index)
-    finally:
-        subprocess.run([*podman, "manifest", "rm", index], capture_output=True, check=False)
+    """The release itself: the checkout's amd64+arm64 index (``tools/image-build ref``) goes out by
+    ``manifest push --all``; the index and each platform's manifest are signed, and each platform's manifest
+    carries its own SBOM from ``build/sbom`` (``tools/image-build sbom``'s ``.cdx.json``) as a verified
+    attestation."""
+    index = subprocess.run(
+        [str(ROOT / "tools" / "image-build"), "ref"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    password = secrets.token_urlsafe(16)
+    key, pub = keypair(tmp_path / "keys", password)
+    platforms = ("linux/amd64", "linux/arm64")
+    summary = run_release(registry, tmp_path, key, password, index, platforms)
     assert summary["index"] is True
-    (platform_digest,) = summary["platforms"].values()
-    assert list(summary["platforms"]) == ["linux/amd64"]
-    assert platform_digest != summary["digest"]
+    assert sorted(summary["platforms"]) == list(platforms)
+    sboms = real_sboms()
+    assert sorted(summary["sboms"]) == sorted(p.name for p in sboms.values())
     listed = get_manifest(registry, summary["digest"], accept=INDEX)
-    assert [m["digest"] for m in listed["manifests"]] == [platform_digest]
-    for digest in (summary["digest"], platform_digest):
+    assert sorted(m["digest"] for m in listed["manifests"]) == sorted(summary["platforms"].values())
+    for digest in (summary["digest"], *summary["platforms"].values()):
         ok = cosign(
             registry,
             "verify",
@@ -279,21 +314,8 @@ def test_an_index_is_pushed_whole_and_each_platform_signed_and_attested(
             f"{registry.host}/pykured@{digest}",
         )
         assert ok.returncode == 0, ok.stderr
-    att = cosign(
-        registry,
-        "verify-attestation",
-        f"--key={pub}",
-        "--insecure-ignore-tlog=true",
-        "--type=spdxjson",
-        f"{registry.host}/pykured@{platform_digest}",
-    )
-    assert att.returncode == 0, att.stderr
-
-
-def sbom_dir_used(summary: dict[str, Any], tmp: Path) -> list[Path]:
-    """The SBOM files the release attested (from ``build/sbom`` or the placeholder directory)."""
-    for directory in (ROOT / "build" / "sbom", tmp / "sbom-placeholder"):
-        found = [directory / name for name in summary["sboms"] if (directory / name).is_file()]
-        if found:
-            return found
-    raise AssertionError(f"no SBOM file of {summary['sboms']}")
+    for platform, digest in summary["platforms"].items():
+        documents = attested_sboms(registry, pub, f"{registry.host}/pykured@{digest}")
+        assert json.loads(sboms[platform].read_text()) in documents, platform
+        others = [p for p in platforms if p != platform]
+        assert all(json.loads(sboms[o].read_text()) not in documents for o in others), platform
