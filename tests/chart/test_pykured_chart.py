@@ -164,6 +164,22 @@ VALUES = {
 }
 
 
+def agent_config(args: list[str]) -> dict[str, Any]:
+    """The agent's settings for the flags the chart rendered (``kured … --dump-config``): it accepts them."""
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "kured"), *args, "--dump-config"],
+        env={"PATH": os.environ.get("PATH", ""), "KURED_NODE_ID": "n1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    config = json.loads(done.stdout)
+    assert isinstance(config, dict)
+    return config
+
+
 def render(chart: str, values: dict[str, Any] | None, workdir: Path, *, release: str = "kured") -> list[Any]:
     ref = reference(("helm", "chart"))
     if chart == "pykured":
@@ -414,16 +430,7 @@ def test_every_pykured_setting(tmp_path: Path) -> None:
         "verbs": ["get", "list", "patch"],
     }
     # and the agent accepts every one of these flags (and nothing else, as the chart renders them)
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "kured"), *args, "--dump-config"],
-        env={"PATH": os.environ.get("PATH", ""), "KURED_NODE_ID": "n1"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    config = json.loads(done.stdout)
+    config = agent_config(args)
     assert config["policy-configmap"] == "kured-policy"
     assert config["lock-backend"] == "lease"
     assert config["resume-rolls"] is True
@@ -618,16 +625,7 @@ def test_drain_escalation_and_its_pods_delete_grant(
     assert flags == ([f"--drain-escalation={','.join(steps)}"] if steps else [])
     delete = {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}
     assert (delete in ours[("ClusterRole", "kured")]["rules"]) is pods_delete
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "kured"), *args, "--dump-config"],
-        env={"PATH": os.environ.get("PATH", ""), "KURED_NODE_ID": "n1"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["drain-escalation"] == steps
+    assert agent_config(args)["drain-escalation"] == steps
     path = tmp_path / "typo.yaml"
     path.write_text(json.dumps({"pykured": {"drainEscalation": ["reboot"]}}))
     refused = helm("template", "kured", str(CHART), "-f", str(path), workdir=tmp_path)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pykured import __version__
+from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from pykured_dev.testenv.history import Change, History, Roll, lock_holders
 from pykured_dev.testenv.pods import (
@@ -131,12 +132,9 @@ def start_prometheus(workdir: Path, side: str) -> Prometheus:
     workdir.mkdir(parents=True, exist_ok=True)
     rules.write_text(json.dumps(PROMETHEUS_RULES))
     prometheus = Prometheus(workdir, rule_files=[rules], route_prefix=f"/prometheus-{side}").start()
-    deadline = time.monotonic() + 30
-    while len(prometheus.query("ALERTS")) < 2:
-        if time.monotonic() > deadline:
-            prometheus.stop()
-            raise AssertionError(f"the campaign's alerts never showed: {prometheus.alerts()}")
-        time.sleep(0.2)
+    if not eventually(lambda: len(prometheus.query("ALERTS")) == 2, timeout=30):
+        prometheus.stop()
+        raise AssertionError(f"the campaign's alerts never showed: {prometheus.alerts()}")
     return prometheus
 
 

@@ -12,6 +12,7 @@ image's own (``build/sbom``, made by ``tools/image-build sbom`` when missing).
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import secrets
@@ -78,6 +79,7 @@ def keypair(directory: Path, password: str) -> tuple[Path, Path]:
     return directory / "cosign.key", directory / "cosign.pub"
 
 
+@functools.cache
 def image_id(platform: str) -> str:
     tool = str(ROOT / "tools" / "image-build")
     ref = subprocess.run([tool, "ref", platform], capture_output=True, text=True, check=True).stdout.strip()
@@ -85,6 +87,7 @@ def image_id(platform: str) -> str:
     return "sha256:" + subprocess.run(inspect, capture_output=True, text=True, check=True).stdout.strip()
 
 
+@functools.cache
 def real_sboms() -> dict[str, Path]:
     """This checkout's SBOMs as ``tools/image-build sbom`` writes them (``build/sbom/*.cdx.json``), by
     platform; made again unless each describes this build's image of its platform (``tools/dev image``,
