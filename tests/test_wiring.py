@@ -3,12 +3,25 @@
 
 from __future__ import annotations
 
+import threading
+from typing import cast
+
 from pykured import wiring
 from pykured.alertmanager.gate import AlertmanagerAlertBlocker
+from pykured.alertmanager.silence import SilenceKeeper
 from pykured.blockers import PrometheusAlertBlocker
 from pykured.config.startup import parse
 from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION as FLEETLOCK_ANNOTATION
+from pykured.cycle.streak import DrainStreak
 from pykured.fleetlock import FLEETLOCK_ID_ANNOTATION
+from pykured.fleetlock.service import ZincatiGrant
+from pykured.gates.node import CycleGates
+from pykured.kube.client import Kube
+from pykured.kube.events import EventRecorder
+from pykured.metrics import NullMetrics
+from pykured.notify import Notifier
+from pykured.taint import WaitingTaint
+from tests.fakes import FakeKube
 
 
 def test_daemon_and_fleetlock_agree_on_the_hands_off_annotation() -> None:
@@ -28,3 +41,37 @@ def test_alert_blockers_prometheus_then_alertmanager() -> None:
         parse([*base, "--alertmanager-url=http://am:9093"], {"KURED_PROMETHEUS_URL": "http://prom:9090"})
     )
     assert [type(b) for b in both] == [PrometheusAlertBlocker, AlertmanagerAlertBlocker]
+
+
+def observer_types(args: list[str], *, streak: DrainStreak | None = None) -> list[type]:
+    cfg = parse(["--node-id=n", *args], {})
+    kube = cast(Kube, FakeKube())  # the calls building the observers make (none)
+    return [
+        type(o) for o in wiring.build_observers(cfg, kube, "n", EventRecorder(kube, node="n"), streak=streak)
+    ]
+
+
+def test_each_configured_feature_observes_the_cycle_in_the_declared_order() -> None:
+    kube = FakeKube()
+    streak = DrainStreak(
+        kube=kube, namespace="kube-system", configmap="kured-policy", me="n", limit=3, notifier=Notifier(),
+        events_for=lambda name: EventRecorder(kube, node=name),
+    )  # fmt: skip
+    every = [
+        "--prefer-no-schedule-taint=example.com/waiting", "--settle-nodes-ready",
+        "--alertmanager-url=http://am:9093", '--silence-during-reboot=instance="{{ .Node }}"',
+    ]  # fmt: skip
+    assert observer_types(every, streak=streak) == [WaitingTaint, CycleGates, DrainStreak, SilenceKeeper]
+    assert observer_types(["--before-reboot-annotations=example.com/ok"]) == [CycleGates]
+
+
+def test_no_feature_configured_registers_no_observer() -> None:
+    assert observer_types([]) == []
+    cfg = parse(["--node-id=n"], {})
+    kube = cast(Kube, FakeKube())
+    lock = wiring.build_lock(cfg, kube)
+    hands = wiring.build_hands(
+        cfg, kube, "n", threading.Event(), lock=lock, rebooter=ZincatiGrant(), notifier=Notifier(),
+        metrics=NullMetrics(),
+    )  # fmt: skip
+    assert list(hands.observers) == []

@@ -9,6 +9,8 @@ then the log line, ``RebootHalted`` on the node and a notification), with the re
 ``N consecutive drains failed (last: node X: …)``. The halt takes the count back to zero (the freeze's
 reason keeps it), so after ``pykured unfreeze`` the fleet again has ``limit`` failures to go.
 
+The streak is an observer of the cycle (:mod:`pykured.cycle.observers`): its moment is ``drained``.
+
 Invariants:
 * Each write is conditional (the ``resourceVersion`` read), retried on a conflict: two agents failing at
   once count two.
@@ -27,6 +29,7 @@ from typing import Any
 from pykured.core import boundedjson, errors
 from pykured.core.times import format_rfc3339
 from pykured.cycle.fleethalt import FleetHalt
+from pykured.cycle.observers import CycleObserver
 from pykured.kube.api import KubeApi
 from pykured.kube.events import EventRecorder
 from pykured.kube.node import PYKURED_PREFIX
@@ -77,7 +80,7 @@ def read(obj: dict[str, Any] | None) -> Streak:
     return Streak.parse(annotations.get(FAILED_DRAINS_ANNOTATION))
 
 
-class DrainStreak:
+class DrainStreak(CycleObserver):
     """Counts the fleet's consecutive failed drains and halts the fleet at ``limit``."""
 
     def __init__(
