@@ -18,17 +18,17 @@ from pykured.blockers import Blocker, NodeMarkBlocker, PodBlocker, PrometheusAle
 from pykured.config import Config, checks
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy, Escalation
-from pykured.cycle.halt import HaltWatch
 from pykured.cycle.nodecopy import NodeCopy
 from pykured.cycle.observers import CycleObserver, CycleObservers
 from pykured.cycle.steps import Behaviour, Hands
-from pykured.cycle.streak import DrainStreak
 from pykured.daemon import Daemon, Senses, Settings
 from pykured.drain import Drainer
 from pykured.fleetlock import FleetLockServer
 from pykured.fleetlock.service import ZincatiGrant
 from pykured.gates.node import CycleGates
 from pykured.gates.settle import NodesReadyGate, PdbGate, PodsReadyGate, PromQueryGate
+from pykured.halting.deadline import HaltWatch
+from pykured.halting.streak import DrainStreak
 from pykured.host.guard import NSENTER
 from pykured.host.reboot import CommandRebooter, Rebooter, SignalRebooter, ZincatiHandoff
 from pykured.host.sentinel import CommandSentinel, FileSentinel, Sentinel

@@ -12,10 +12,10 @@ from pykured.alertmanager.silence import SilenceKeeper
 from pykured.blockers import PrometheusAlertBlocker
 from pykured.config.startup import parse
 from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION as FLEETLOCK_ANNOTATION
-from pykured.cycle.streak import DrainStreak
 from pykured.fleetlock import FLEETLOCK_ID_ANNOTATION
 from pykured.fleetlock.service import ZincatiGrant
 from pykured.gates.node import CycleGates
+from pykured.halting.streak import DrainStreak
 from pykured.kube.client import Kube
 from pykured.kube.events import EventRecorder
 from pykured.metrics import NullMetrics

@@ -3,7 +3,7 @@
 A node that does not come back from its reboot cannot say so itself, so each agent (and a central FleetLock
 server) looks, every few seconds, at the lock holders and their Nodes' ``pykured.dev/*`` memory
 (:func:`pykured.policy.halt.overdue`). The first to see a holder past ``--reboot-deadline`` halts the fleet
-(:class:`pykured.cycle.fleethalt.FleetHalt`: the freeze set as a halt, conditionally, so exactly one agent
+(:class:`pykured.halting.fleet.FleetHalt`: the freeze set as a halt, conditionally, so exactly one agent
 does; it logs it, marks that node ``pykured.dev/halted-for``, posts a ``RebootHalted`` Event on it and sends
 a notification). The freeze stops every new reboot on every path (the agents, FleetLock) until
 ``pykured unfreeze``. ``pykured_halted`` shows it.
@@ -20,8 +20,8 @@ import threading
 from collections.abc import Callable
 
 from pykured.core import errors
-from pykured.cycle.fleethalt import FleetHalt
 from pykured.cycle.state import REBOOT_TRIGGERED_AT_ANNOTATION, NodeState
+from pykured.halting.fleet import FleetHalt
 from pykured.kube.api import KubeApi
 from pykured.kube.events import EventRecorder
 from pykured.lock.base import Lock
