@@ -28,6 +28,7 @@ from pykured.fleetlock.service import ZincatiGrant
 from pykured.gates.node import CycleGates
 from pykured.gates.settle import NodesReadyGate, PdbGate, PodsReadyGate, PromQueryGate
 from pykured.halting.deadline import HaltWatch
+from pykured.halting.fleet import FleetHalt
 from pykured.halting.streak import DrainStreak
 from pykured.host.guard import NSENTER
 from pykured.host.reboot import CommandRebooter, Rebooter, SignalRebooter, ZincatiHandoff
@@ -444,17 +445,15 @@ def build_halt(
     if source is None:
         logger.warning('--reboot-deadline needs the policy ConfigMap (--policy-configmap=""): no halt')
         return None
-    watch = HaltWatch(
+    halt = FleetHalt(
         kube=kube,
-        lock=lock,
-        source=source,
         namespace=cfg.ds_namespace,
         configmap=cfg.policy_configmap,
         me=cfg.node_id,
-        deadline=_delta(cfg.reboot_deadline.seconds),
         notifier=notifier,
         events_for=lambda name: EventRecorder(kube, node=name, enabled=cfg.events),
     )
+    watch = HaltWatch(lock=lock, source=source, deadline=_delta(cfg.reboot_deadline.seconds), halt=halt)
     metrics.watch_halt(watch.halted)
     return watch
 

@@ -22,11 +22,8 @@ from collections.abc import Callable
 from pykured.core import errors
 from pykured.cycle.state import REBOOT_TRIGGERED_AT_ANNOTATION, NodeState
 from pykured.halting.fleet import FleetHalt
-from pykured.kube.api import KubeApi
-from pykured.kube.events import EventRecorder
 from pykured.lock.base import Lock
 from pykured.lock.record import UNKNOWN_HOLDER
-from pykured.notify import Notifier
 from pykured.policy import halt as rules
 from pykured.policy.document import PolicyMapError
 from pykured.policy.source import PolicySource
@@ -49,29 +46,17 @@ class HaltWatch:
     def __init__(
         self,
         *,
-        kube: KubeApi,
         lock: Lock,
         source: PolicySource,
-        namespace: str,
-        configmap: str,
-        me: str,
         deadline: datetime.timedelta,
-        notifier: Notifier,
-        events_for: Callable[[str], EventRecorder],
+        halt: FleetHalt,
         clock: Callable[[], datetime.datetime] = _utcnow,
     ) -> None:
-        self._kube = kube
+        self._kube = halt.kube
         self._lock = lock
         self._source = source
         self.deadline = deadline
-        self._halt = FleetHalt(
-            kube=kube,
-            namespace=namespace,
-            configmap=configmap,
-            me=me,
-            notifier=notifier,
-            events_for=events_for,
-        )
+        self._halt = halt
         self._clock = clock
         self._last_error = ""
 
