@@ -16,7 +16,7 @@ from pykured.alertmanager.silence import SilenceKeeper
 from pykured.blockers import Blocker
 from pykured.blockers.freeze import FreezeBlocker
 from pykured.blockers.options import FleetInputs, NodeInputs
-from pykured.blockers.registry import Blockers
+from pykured.blockers.registry import BlockerTable
 from pykured.config import Config, checks
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy, Escalation
@@ -135,11 +135,11 @@ def build_drainer(
     )
 
 
-def build_blockers(cfg: Config, *, policy: PolicySource | None) -> Blockers:
+def build_blockers(cfg: Config, *, policy: PolicySource | None) -> BlockerTable:
     """Every blocker, in the order :mod:`pykured.blockers.registry` declares: those the same for every node
     built now (the freeze when ``policy`` is read, ``--prometheus-url``, ``--alertmanager-url``), each node's
-    when a driver asks for them (:meth:`~pykured.blockers.registry.Blockers.for_node`)."""
-    return Blockers(FleetInputs(options=cfg, policy=policy))
+    when a driver asks for them (:meth:`~pykured.blockers.registry.BlockerTable.for_node`)."""
+    return BlockerTable(FleetInputs(options=cfg, policy=policy))
 
 
 def build_prometheus_blockers(cfg: Config) -> list[Blocker]:

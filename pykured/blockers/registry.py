@@ -3,8 +3,8 @@
 :data:`ORDER` lists every blocker by name with its builder (each blocker module's ``build``: ``None`` when
 its flags are not given). A :class:`Shared` blocker is the same for every node and built once, when the
 agent is built; an :class:`EachNode` blocker looks at one node and is built each time a driver asks for that
-node's blockers (the daemon once, for its own node; FleetLock per request). :class:`Blockers` is what the
-composition root builds: the shared blockers, and :meth:`Blockers.for_node`, one node's list in
+node's blockers (the daemon once, for its own node; FleetLock per request). :class:`BlockerTable` is what the
+composition root builds: the shared blockers, and :meth:`BlockerTable.for_node`, one node's list in
 :data:`ORDER`.
 
 The order: the fleet's freeze, the node's pause, its quarantine, its blocking labels and annotations, then
@@ -50,7 +50,7 @@ ORDER: Final[tuple[Shared | EachNode, ...]] = (
 )
 
 
-class Blockers:
+class BlockerTable:
     """Every node's blockers in :data:`ORDER`; the shared ones built once, here."""
 
     def __init__(self, inputs: FleetInputs) -> None:

@@ -14,7 +14,7 @@ from pykured.blockers.pause import PauseBlocker
 from pykured.blockers.pods import PodBlocker
 from pykured.blockers.prometheus import PrometheusAlertBlocker
 from pykured.blockers.quarantine import QuarantineBlocker
-from pykured.blockers.registry import ORDER, Blockers, EachNode, Shared
+from pykured.blockers.registry import ORDER, BlockerTable, EachNode, Shared
 from pykured.config.startup import parse
 from pykured.kube.api import KubeApi
 from pykured.policy.source import PolicySource
@@ -50,7 +50,7 @@ def test_the_declared_order() -> None:
 def test_every_flag_adds_its_blocker_in_the_declared_order() -> None:
     kube = FakeKube()
     cfg = parse(EVERY_FLAG, {})
-    blockers = Blockers(FleetInputs(options=cfg, policy=_source(kube)))
+    blockers = BlockerTable(FleetInputs(options=cfg, policy=_source(kube)))
     got = blockers.for_node(NodeInputs(options=cfg, kube=cast(KubeApi, kube), node="n1"))
     assert [type(b) for b in got] == [
         FreezeBlocker,
@@ -66,7 +66,7 @@ def test_every_flag_adds_its_blocker_in_the_declared_order() -> None:
 
 def test_without_flags_every_node_keeps_its_pause_and_quarantine() -> None:
     cfg = parse(["--node-id=n1"], {})
-    blockers = Blockers(FleetInputs(options=cfg))
+    blockers = BlockerTable(FleetInputs(options=cfg))
     assert blockers.shared == []
     got = blockers.for_node(NodeInputs(options=cfg, kube=cast(KubeApi, FakeKube()), node="n1"))
     assert [type(b) for b in got] == [PauseBlocker, QuarantineBlocker]
@@ -75,7 +75,7 @@ def test_without_flags_every_node_keeps_its_pause_and_quarantine() -> None:
 def test_the_shared_blockers_are_built_once_and_each_nodes_for_its_node() -> None:
     kube = FakeKube()
     cfg = parse(EVERY_FLAG, {})
-    blockers = Blockers(FleetInputs(options=cfg, policy=_source(kube)))
+    blockers = BlockerTable(FleetInputs(options=cfg, policy=_source(kube)))
     a = blockers.for_node(NodeInputs(options=cfg, kube=cast(KubeApi, kube), node="a"))
     b = blockers.for_node(NodeInputs(options=cfg, kube=cast(KubeApi, kube), node="b"))
     for built in (a, b):
@@ -93,7 +93,7 @@ def test_a_node_read_is_handed_to_the_blockers_that_read_the_node() -> None:
         reads.append("read")
         return {"metadata": {"name": "n1"}}
 
-    blockers = Blockers(FleetInputs(options=cfg))
+    blockers = BlockerTable(FleetInputs(options=cfg))
     got = blockers.for_node(NodeInputs(options=cfg, kube=cast(KubeApi, FakeKube()), node="n1", read=read))
     now = datetime.datetime(2026, 1, 1, tzinfo=UTC)
     for blocker in got:
