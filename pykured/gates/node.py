@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pykured.core.model import Reason
 from pykured.gates.hooks import MERGE_PATCH, RebootHook, phase_since
-from pykured.gates.phase import Gate, GatePhase, GateResult, Verdict, evaluate
+from pykured.gates.phase import CycleGate, GatePhase, GateResult, Verdict, evaluate
 from pykured.gates.settle import DRAINED_PDBS_ANNOTATION, record_drained_pdbs
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ class CycleGates:
         before_annotations: Sequence[str] = (),
         after_annotations: Sequence[str] = (),
         hook_timeout: datetime.timedelta = datetime.timedelta(hours=1),
-        settle_gates: Sequence[Gate] = (),
+        settle_gates: Sequence[CycleGate] = (),
         settle_timeout: datetime.timedelta = datetime.timedelta(minutes=30),
         record_pdbs: bool = False,
     ) -> None:
