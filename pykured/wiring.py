@@ -12,9 +12,11 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pykured.alertmanager.gate import AlertmanagerAlertBlocker
 from pykured.alertmanager.silence import SilenceKeeper
-from pykured.blockers import Blocker, NodeMarkBlocker, PodBlocker, PrometheusAlertBlocker
+from pykured.blockers import Blocker
+from pykured.blockers.freeze import FreezeBlocker
+from pykured.blockers.options import FleetInputs, NodeInputs
+from pykured.blockers.registry import BlockerTable
 from pykured.config import Config, checks
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy, Escalation
@@ -26,6 +28,7 @@ from pykured.drain import Drainer
 from pykured.fleetlock import FleetLockServer
 from pykured.fleetlock.service import ZincatiGrant
 from pykured.gates.node import CycleGates
+from pykured.gates.phase import CycleGate
 from pykured.gates.settle import NodesReadyGate, PdbGate, PodsReadyGate, PromQueryGate
 from pykured.halting.deadline import HaltWatch
 from pykured.halting.fleet import FleetHalt
@@ -40,9 +43,7 @@ from pykured.lock.base import Lock
 from pykured.metrics import Metrics
 from pykured.notify import KuredMessages, Notifier
 from pykured.policy.maintenance import Window
-from pykured.policy.pause import PauseBlocker
-from pykured.policy.quarantine import QuarantineBlocker
-from pykured.policy.source import FreezeBlocker, PolicySource, PolicyWindow
+from pykured.policy.source import PolicySource, PolicyWindow
 from pykured.roll.queue import RollQueue
 from pykured.taint import WaitingTaint
 
@@ -136,25 +137,17 @@ def build_drainer(
     )
 
 
+def build_blockers(cfg: Config, *, policy: PolicySource | None) -> BlockerTable:
+    """Every blocker, in the order :mod:`pykured.blockers.registry` declares: those the same for every node
+    built now (the freeze when ``policy`` is read, ``--prometheus-url``, ``--alertmanager-url``), each node's
+    when a driver asks for them (:meth:`~pykured.blockers.registry.BlockerTable.for_node`)."""
+    return BlockerTable(FleetInputs(options=cfg, policy=policy))
+
+
 def build_prometheus_blockers(cfg: Config) -> list[Blocker]:
-    """kured's Prometheus blocker, when ``--prometheus-url`` is set (it is the same for every node), then
-    pykured's Alertmanager blocker, when ``--alertmanager-url`` is (the same filters)."""
-    blockers: list[Blocker] = []
-    regexp, match_only = cfg.alert_filter_regexp, cfg.alert_filter_match_only
-    firing_only = cfg.alert_firing_only
-    if cfg.prometheus_url:
-        blockers.append(
-            PrometheusAlertBlocker(
-                cfg.prometheus_url, filter_regexp=regexp, match_only=match_only, firing_only=firing_only
-            )
-        )
-    if cfg.alertmanager_url:
-        blockers.append(
-            AlertmanagerAlertBlocker(
-                cfg.alertmanager_url, filter_regexp=regexp, match_only=match_only, firing_only=firing_only
-            )
-        )
-    return blockers
+    """The alert blockers, the same for every node: kured's Prometheus blocker when ``--prometheus-url`` is
+    set, then pykured's Alertmanager blocker when ``--alertmanager-url`` is (the same filters)."""
+    return build_blockers(cfg, policy=None).shared
 
 
 def build_silence(cfg: Config, kube: Kube, node: str, events: EventRecorder) -> SilenceKeeper | None:
@@ -171,27 +164,9 @@ def build_silence(cfg: Config, kube: Kube, node: str, events: EventRecorder) -> 
     )
 
 
-def build_node_mark_blockers(
-    cfg: Config, kube: Kube, node: str, *, read: Callable[[], Obj] | None = None
-) -> list[Blocker]:
-    """pykured's node blocker for ``node`` (``--blocking-node-label``, ``--blocking-node-annotation``): on
-    ``read`` (the agent's own Node view), else a GET of ``node``."""
-    labels, annotations = cfg.blocking_node_labels, cfg.blocking_node_annotations
-    if not labels and not annotations:
-        return []
-    return [NodeMarkBlocker(kube, node, labels=labels, annotations=annotations, read=read)]
-
-
-def build_pod_blockers(cfg: Config, kube: Kube, node: str) -> list[Blocker]:
-    """kured's pod blocker for ``node``, when ``--blocking-pod-selector`` is given."""
-    if not cfg.blocking_pod_selector:
-        return []
-    return [PodBlocker(kube, node=node, selectors=cfg.blocking_pod_selector)]
-
-
 def build_gates(cfg: Config, kube: Kube, node: str) -> CycleGates | None:
     """Reboot hooks and settle gates for ``node`` (None when none is configured)."""
-    settle: list[object] = []
+    settle: list[CycleGate] = []
     if cfg.settle_pod_selector:
         settle.append(PodsReadyGate(kube, node=node, selectors=cfg.settle_pod_selector))
     if cfg.settle_nodes_ready:
@@ -206,7 +181,7 @@ def build_gates(cfg: Config, kube: Kube, node: str) -> CycleGates | None:
         before_annotations=[a.strip() for a in cfg.before_reboot_annotations],
         after_annotations=[a.strip() for a in cfg.after_reboot_annotations],
         hook_timeout=datetime.timedelta(seconds=cfg.reboot_hook_timeout.seconds),
-        settle_gates=settle,  # type: ignore[arg-type]
+        settle_gates=settle,
         settle_timeout=datetime.timedelta(seconds=cfg.settle_timeout.seconds),
         record_pdbs=cfg.settle_pdbs,
     )
@@ -215,13 +190,14 @@ def build_gates(cfg: Config, kube: Kube, node: str) -> CycleGates | None:
 
 def build_maintenance(
     cfg: Config, kube: Kube, on_change: Callable[[], None], metrics: Metrics | None = None
-) -> tuple[Window, list[Blocker], PolicySource | None]:
-    """The maintenance window (kured's, calendar windows, blackouts) and the freeze blocker."""
+) -> tuple[Window, PolicySource | None]:
+    """The maintenance window (kured's, calendar windows, blackouts) and the policy ConfigMap's source (the
+    freeze's)."""
     for line in cfg.maintenance.describe() if cfg.maintenance_window or cfg.blackout else ():
         logger.info("%s", line)
     if not cfg.policy_configmap:
         window: Window = cfg.time_window if not (cfg.maintenance_window or cfg.blackout) else cfg.maintenance
-        return window, [], None
+        return window, None
     source = PolicySource(
         kube,
         namespace=cfg.ds_namespace,
@@ -233,7 +209,7 @@ def build_maintenance(
     if metrics is not None:
         metrics.watch_freeze(lambda: freeze.frozen(datetime.datetime.now(datetime.UTC)))
     logger.info("Policy ConfigMap: %s/%s (blackouts, freeze)", cfg.ds_namespace, cfg.policy_configmap)
-    return PolicyWindow(cfg.maintenance, source), [freeze], source
+    return PolicyWindow(cfg.maintenance, source), source
 
 
 def build_rebooter(cfg: Config) -> Rebooter:
@@ -380,19 +356,16 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         )
     else:
         sentinel = FileSentinel(cfg.reboot_sentinel, on_change=wake.set)
-    window, freeze, maintenance = build_maintenance(cfg, kube, wake.set, metrics)
+    window, maintenance = build_maintenance(cfg, kube, wake.set, metrics)
     lock = build_lock(cfg, kube, metrics, window=window)
     policy, behaviour = build_policy(cfg), build_behaviour(cfg)
-    prometheus = build_prometheus_blockers(cfg)
+    blockers = build_blockers(cfg, policy=maintenance)
 
     copy = node_copy(kube, node)
 
     def blockers_for(name: str) -> list[Blocker]:
         read = own_node_reader(kube, copy) if name == node else None
-        pause = PauseBlocker(kube, name, read=read)
-        quarantine = QuarantineBlocker(kube, name, read=read)
-        marks = build_node_mark_blockers(cfg, kube, name, read=read)
-        return [*freeze, pause, quarantine, *marks, *prometheus, *build_pod_blockers(cfg, kube, name)]
+        return blockers.for_node(NodeInputs(options=cfg, kube=kube, node=name, read=read))
 
     streak = build_streak(cfg, kube, source=maintenance, notifier=notifier)
     fleetlock = None

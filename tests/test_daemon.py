@@ -18,6 +18,7 @@ from collections.abc import Callable
 import pytest
 
 from pykured.alertmanager.silence import SilenceKeeper
+from pykured.blockers.quarantine import QuarantineBlocker
 from pykured.core import errors
 from pykured.core.model import Reason
 from pykured.cycle import state
@@ -32,7 +33,7 @@ from pykured.kube.events import EventRecorder
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.record import LockEntry, encode_entry
 from pykured.metrics import Metrics
-from pykured.policy.quarantine import MAX_PODS, QUARANTINED_ANNOTATION, QuarantineBlocker, QuarantineRecord
+from pykured.policy.quarantine import MAX_PODS, QUARANTINED_ANNOTATION, QuarantineRecord
 from pykured.policy.weekly import TimeWindow
 from pykured.requests.record import REQUEST_ANNOTATION
 from pykured.roll import record as rollrecord

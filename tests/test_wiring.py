@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import cast
 
 from pykured import wiring
-from pykured.alertmanager.gate import AlertmanagerAlertBlocker
 from pykured.alertmanager.silence import SilenceKeeper
-from pykured.blockers import PrometheusAlertBlocker
+from pykured.blockers.alertmanager import AlertmanagerAlertBlocker
+from pykured.blockers.prometheus import PrometheusAlertBlocker
+from pykured.blockers.registry import ORDER
 from pykured.config.startup import parse
 from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION as FLEETLOCK_ANNOTATION
 from pykured.fleetlock import FLEETLOCK_ID_ANNOTATION
@@ -41,6 +43,33 @@ def test_alert_blockers_prometheus_then_alertmanager() -> None:
         parse([*base, "--alertmanager-url=http://am:9093"], {"KURED_PROMETHEUS_URL": "http://prom:9090"})
     )
     assert [type(b) for b in both] == [PrometheusAlertBlocker, AlertmanagerAlertBlocker]
+
+
+def test_the_agent_asks_its_blockers_in_the_declared_order(tmp_path: Path) -> None:
+    """The daemon's blockers (``first_block`` asks them in this order) and FleetLock's, for any node, are the
+    order :data:`pykured.blockers.registry.ORDER` declares."""
+    argv = [
+        "--node-id=n1",
+        "--metrics-host=127.0.0.1",
+        "--metrics-port=0",
+        f"--reboot-sentinel={tmp_path / 'reboot-required'}",
+        "--prometheus-url=http://prom:9090",
+        "--alertmanager-url=http://am:9093",
+        "--blocking-pod-selector=app=db",
+        "--blocking-node-annotation=example.com/hold",
+        "--fleetlock-listen=127.0.0.1:0",
+    ]
+    kube = FakeKube()
+    kube.add_node("n1")
+    agent = wiring.build(parse(argv, {}), kube=cast(Kube, kube))
+    try:
+        assert agent.daemon is not None and agent.fleetlock is not None
+        daemon = [type(b).__module__ for b in agent.daemon.senses.blockers]
+        zincati = [type(b).__module__ for b in agent.fleetlock.service.blockers_for("n2")]
+    finally:
+        agent.metrics.close()  # nothing else was started
+    declared = [entry.build.__module__ for entry in ORDER]
+    assert daemon == zincati == declared
 
 
 def observer_types(args: list[str], *, streak: DrainStreak | None = None) -> list[type]:

@@ -1,10 +1,10 @@
 """Alertmanager's HTTP API v2, as pykured uses it: active alerts, and silences made and expired.
 
-Every answer is hostile until parsed: at most :data:`pykured.blockers.MAX_ANSWER` bytes, JSON nested at most
-:data:`MAX_DEPTH` deep (:mod:`pykured.core.boundedjson`), and parsed whole — an answer of the wrong shape is
-an :class:`AlertmanagerError`, never a partial list. The URL's ``user:password`` is sent as HTTP basic auth
-and never shown (:func:`pykured.blockers.shown_url`), as for ``--prometheus-url``; a redirect does not carry
-it on.
+Every answer is hostile until parsed: at most :data:`pykured.alerts.client.MAX_ANSWER` bytes, JSON nested at
+most :data:`MAX_DEPTH` deep (:mod:`pykured.core.boundedjson`), and parsed whole — an answer of the wrong
+shape is an :class:`AlertmanagerError`, never a partial list. The URL's ``user:password`` is sent as HTTP
+basic auth and never shown (:func:`pykured.alerts.client.shown_url`), as for ``--prometheus-url``; a
+redirect does not carry it on (the HTTP plumbing is the one Prometheus' query uses).
 
 Endpoints (Alertmanager's ``api/v2/openapi.yaml``): ``GET /api/v2/alerts`` (filters ``active``,
 ``silenced``, ``inhibited`` as query parameters), ``POST /api/v2/silences`` (a ``postableSilence``, answered
@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pykured.alertmanager.matchers import Matcher
-from pykured.blockers import api_target, opener_for, read_answer
+from pykured.alerts.client import api_target, opener_for, read_answer
 from pykured.core import boundedjson
 from pykured.core.errors import PykuredError
 

@@ -21,7 +21,7 @@ import urllib.parse
 import zoneinfo
 from collections.abc import Iterable, Mapping
 
-from pykured.blockers import NodeMark
+from pykured.blockers.options import NodeMark
 from pykured.core.errors import ConfigError
 from pykured.gocompat import goshlex, gourl
 from pykured.gocompat.goflags import GoValueError, go_quote

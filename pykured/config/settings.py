@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pykured.blockers import NodeMark
+from pykured.blockers.options import NodeMark
 from pykured.config import checks
 from pykured.config.flags import FLAGS, Kind
 from pykured.config.flags import usage as _usage

@@ -18,9 +18,9 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pykured.blockers import go_list
 from pykured.core.model import Reason
 from pykured.core.times import parse_rfc3339
+from pykured.gocompat.gofmt import go_list
 
 if TYPE_CHECKING:
     from pykured.kube.api import KubeApi
@@ -40,7 +40,7 @@ def phase_since(node: Mapping[str, Any], key: str) -> datetime.datetime | None:
 
 
 class RebootHook:
-    """One phase's hooks on one Node (a :class:`~pykured.gates.phase.Gate`)."""
+    """One phase's hooks on one Node (a :class:`~pykured.gates.phase.CycleGate`)."""
 
     def __init__(self, kube: KubeApi, *, node: str, phase: str, annotations: Sequence[str]) -> None:
         if phase not in PHASES:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from pykured.core.model import GateResult, Reason, Verdict
 from pykured.cycle.observers import CycleObserver
 from pykured.gates.hooks import MERGE_PATCH, RebootHook, phase_since
-from pykured.gates.phase import Gate, GatePhase, evaluate
+from pykured.gates.phase import CycleGate, GatePhase, evaluate
 from pykured.gates.settle import DRAINED_PDBS_ANNOTATION, record_drained_pdbs
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class CycleGates(CycleObserver):
         before_annotations: Sequence[str] = (),
         after_annotations: Sequence[str] = (),
         hook_timeout: datetime.timedelta = datetime.timedelta(hours=1),
-        settle_gates: Sequence[Gate] = (),
+        settle_gates: Sequence[CycleGate] = (),
         settle_timeout: datetime.timedelta = datetime.timedelta(minutes=30),
         record_pdbs: bool = False,
     ) -> None:

@@ -1,6 +1,12 @@
 """Gates in the reboot cycle: conditions the lock holder waits for, each bounded by a timeout.
 
-A gate answers ``check(node, now) -> Reason | None`` (``node``: the Node object as last read; None: open).
+A gate (:class:`CycleGate`) answers ``check(node, now) -> Reason | None`` (``node``: the Node object as last
+read; None: open). It is not a :class:`~pykured.blockers.base.Blocker`: a blocker says whether a node may
+take a slot at all, before any lock is taken, reads what it needs itself and never times out; a gate is
+what the lock holder waits for inside its own cycle (before the drain, before the release), evaluated on
+the Node object the cycle has just read (so one read serves every gate of a phase) and bounded by its
+phase's timeout.
+
 A :class:`GatePhase` is an ordered list of gates with one timeout, measured from ``since`` (an instant stored
 on the Node, so a restarted agent keeps counting). :func:`evaluate` is pure: it asks each gate in order and
 says whether to pass, wait (and why) or give up waiting (timed out, with the last reason).
@@ -24,8 +30,8 @@ from typing import Any, Protocol
 from pykured.core.model import GateResult, Reason, Verdict
 
 
-class Gate(Protocol):
-    """One condition; None = open."""
+class CycleGate(Protocol):
+    """One condition the lock holder waits for in its own cycle, on its Node as last read; None = open."""
 
     name: str
 
@@ -37,7 +43,7 @@ class GatePhase:
     """Gates checked together, with one timeout (``timeout <= 0``: wait forever)."""
 
     name: str
-    gates: Sequence[Gate]
+    gates: Sequence[CycleGate]
     timeout: datetime.timedelta
 
     def __bool__(self) -> bool:

@@ -24,9 +24,10 @@ import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pykured.blockers import PromQueryError, go_list, instant_query
+from pykured.alerts.client import PromQueryError, instant_query
 from pykured.core.errors import NotFoundError
 from pykured.core.model import Reason
+from pykured.gocompat.gofmt import go_list
 
 if TYPE_CHECKING:
     from pykured.kube.api import KubeApi

@@ -7,14 +7,17 @@ markers: a template without a verb yields ``Rebooting%!(EXTRA string=node-1)``, 
 
 Only string arguments exist in kured's calls, so only the verbs and flags that matter for strings are
 implemented: ``%s``, ``%v``, ``%q``, ``%x``/``%X`` (hex of the bytes), ``%%``, the ``-`` flag, width and
-precision. ``*`` widths (which need an int argument) are not supported.
+precision. ``*`` widths (which need an int argument) are not supported. :func:`go_list` is ``%v`` of a
+``[]string``, as kured prints a list of names in a message.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pykured.gocompat.goflags import go_quote
 
-__all__ = ["sprintf"]
+__all__ = ["go_list", "sprintf"]
 
 _FLAGS = "+-# 0"
 _STRING_VERBS = "svqxX"
@@ -92,3 +95,8 @@ def sprintf(template: str, *args: str) -> str:
         extras = ", ".join(f"string={arg}" for arg in args[used:])
         out.append(f"%!(EXTRA {extras})")
     return "".join(out)
+
+
+def go_list(items: Sequence[str]) -> str:
+    """Go's ``%v`` of a ``[]string``: ``[a b c]``."""
+    return "[" + " ".join(items) + "]"

@@ -4,9 +4,9 @@
 step before it) this way: the node stays cordoned, is not rebooted, and releases the lock so the roll goes
 on; its Node carries ``pykured.dev/quarantined``, a :class:`QuarantineRecord` as JSON (why, the pods that
 would not leave, when, and whether pykured's cordon is the one that holds the node). While the record is on
-the Node the node takes no lock again (:class:`QuarantineBlocker`: ``Reboot blocked: quarantined …``, on
-every path: the agent and FleetLock). ``pykured unquarantine NODE`` removes the record and uncordons the node
-if pykured cordoned it.
+the Node the node takes no lock again (:class:`pykured.blockers.quarantine.QuarantineBlocker`: ``Reboot
+blocked: quarantined …``, on every path: the agent and FleetLock). ``pykured unquarantine NODE`` removes the
+record and uncordons the node if pykured cordoned it.
 
 Fail safe: the record is read within bounds (:mod:`pykured.core.boundedjson`) and totally; any value under
 the key that does not parse (garbled, too large, wrong types, empty) is a quarantine that says so
@@ -19,12 +19,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from pykured.core import boundedjson
-from pykured.core.errors import KubeError
-from pykured.core.model import Reason
 from pykured.core.printable import bounded_names, cut, one_line
 from pykured.core.times import format_rfc3339, parse_rfc3339
 from pykured.kube.node import PYKURED_PREFIX
@@ -139,32 +137,9 @@ def quarantine_record(annotations: Mapping[str, str]) -> QuarantineRecord | None
 
 
 def set_quarantine(kube: KubeApi, node: str, record: QuarantineRecord | None) -> None:
-    """Write (or, with None, remove) the quarantine on ``node`` (raises :class:`KubeError`)."""
+    """Write (or, with None, remove) the quarantine on ``node`` (raises
+    :class:`~pykured.core.errors.KubeError`)."""
     value = record.to_json() if record is not None else None
     kube.patch_node(
         node, {"metadata": {"annotations": {QUARANTINED_ANNOTATION: value}}}, patch_type=MERGE_PATCH
     )
-
-
-class QuarantineBlocker:
-    """Blocks ``node``'s new reboots (it takes no lock) while its Node carries a quarantine.
-
-    ``read`` reads the Node (the agent's own: its watched copy); without it, a GET. A Node that cannot be
-    read blocks (fail safe)."""
-
-    def __init__(self, kube: KubeApi, node: str, *, read: Callable[[], dict[str, Any]] | None = None) -> None:
-        self._kube = kube
-        self.node = node
-        self._read = read
-
-    def check(self, *, now: datetime.datetime) -> Reason | None:
-        try:
-            obj = self._read() if self._read is not None else self._kube.get_node(self.node)
-        except KubeError as exc:
-            return Reason("quarantined", f"cannot read node {self.node} to check for a quarantine: {exc}")
-        metadata = obj.get("metadata") if isinstance(obj, dict) else None
-        annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-        record = quarantine_record(annotations if isinstance(annotations, dict) else {})
-        if record is None:
-            return None
-        return Reason("quarantined", record.describe() + f" (pykured unquarantine {self.node} ends it)")

@@ -21,9 +21,10 @@ and says so when access is granted. :attr:`PolicySource.honours` is what the age
 
 Two views for the daemon: :class:`PolicyWindow` (the static
 :class:`~pykured.policy.maintenance.MaintenancePolicy` plus the ConfigMap's blackouts, with the same
-``contains``/``next_open`` as kured's window) and :class:`FreezeBlocker` (a blocker that holds every new
-reboot while a freeze is active). RBAC: ``get``, ``list``, ``watch`` on configmaps in ``--ds-namespace``
-(``pykured freeze`` also needs ``create`` and ``patch``).
+``contains``/``next_open`` as kured's window) and the freeze's blocker
+(:class:`pykured.blockers.freeze.FreezeBlocker`, which holds every new reboot while a freeze is active).
+RBAC: ``get``, ``list``, ``watch`` on configmaps in ``--ds-namespace`` (``pykured freeze`` also needs
+``create`` and ``patch``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pykured.core.errors import ForbiddenError, KubeError
-from pykured.core.model import Reason
 from pykured.policy.document import PolicyDoc, PolicyMapError, parse_policy_map
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.maintenance import MaintenancePolicy
@@ -327,22 +327,3 @@ class PolicyWindow:
 
     def __str__(self) -> str:
         return "; ".join(self.base.describe())
-
-
-class FreezeBlocker:
-    """Blocks every new reboot while the policy ConfigMap holds an active freeze (or was never read)."""
-
-    def __init__(self, source: PolicySource) -> None:
-        self.source = source
-
-    def check(self, *, now: datetime.datetime) -> Reason | None:
-        doc = self.source.doc
-        if doc is None:
-            return Reason("policy", f"policy ConfigMap {self.source.where} not read yet")
-        if doc.freeze is not None and doc.freeze.active(now):
-            return Reason("freeze", doc.freeze.describe())
-        return None
-
-    def frozen(self, now: datetime.datetime) -> bool:
-        doc = self.source.doc
-        return doc is not None and doc.freeze is not None and doc.freeze.active(now)

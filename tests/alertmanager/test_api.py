@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from pykured import blockers
 from pykured.alertmanager import api, matchers
+from pykured.alerts.client import MAX_ANSWER
 
 
 @dataclass
@@ -86,7 +86,7 @@ def test_the_query_and_basic_auth(peer: Peer) -> None:
         ([{"labels": {"alertname": "A"}, "status": {"state": None}}], 200, "malformed alert"),
         (b"[" * 40 + b"]" * 40, 200, "nested deeper"),
         (b"not json", 200, "cannot decode"),
-        (b"x" * (blockers.MAX_ANSWER + 1), 200, "larger than"),
+        (b"x" * (MAX_ANSWER + 1), 200, "larger than"),
         ("boom", 500, "HTTP 500: boom"),
         ({"alerts": []}, 302, "HTTP 302"),
     ],

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pykured.blockers import NodeMark
+from pykured.blockers.options import NodeMark
 from pykured.config import Config, parse
 from pykured.config import settings as config
 from pykured.config.flags import FLAGS, KURED_FLAGS, Kind

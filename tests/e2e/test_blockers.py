@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from pykured import blockers
+from pykured.alerts.filters import compile_alert_filter
+from pykured.blockers.pods import PodBlocker
+from pykured.blockers.prometheus import PrometheusAlertBlocker
 from pykured.cli import agent as agentcli
 from pykured.core.errors import ConfigError
 from pykured.core.model import Reason
@@ -85,7 +87,7 @@ def test_pod_blocker_on_the_apiserver(
     k8s.create_pod(namespace, "blocker-pod", node=node, labels=labels, phase_running=phase == "Running")
     if phase not in ("Running", "Pending"):
         _set_phase(k8s, namespace, "blocker-pod", phase)
-    reason = blockers.PodBlocker(k8s.kube(), node=here, selectors=selectors).check(now=NOW)
+    reason = PodBlocker(k8s.kube(), node=here, selectors=selectors).check(now=NOW)
     assert reason == (Reason("pods", "matching pods: [blocker-pod]") if blocked else None)
 
 
@@ -95,7 +97,7 @@ def test_pod_blocker_lists_ten_then_dots(k8s: TestEnv) -> None:
     (node,) = k8s.add_nodes(k8s.unique("node"))
     for i in range(11):
         k8s.create_pod(namespace, f"p{i:02d}", node=node, labels={"app": "many"}, phase_running=False)
-    reason = blockers.PodBlocker(k8s.kube(), node=node, selectors=["app=many"]).check(now=NOW)
+    reason = PodBlocker(k8s.kube(), node=node, selectors=["app=many"]).check(now=NOW)
     assert reason is not None
     names = reason.message.removeprefix("matching pods: [").removesuffix("]").split(" ")
     assert len(names) == 11
@@ -331,7 +333,7 @@ def test_kured_s_active_alerts_table_on_a_real_prometheus(tmp_path: Path) -> Non
             target.set(case, 0)
         prom.scrape("table", target.address)
         assert eventually(lambda: len(prom.query("case_kured")) == 1, timeout=30)
-        quiet = blockers.PrometheusAlertBlocker(prom.url).check(now=datetime.datetime.now(datetime.UTC))
+        quiet = PrometheusAlertBlocker(prom.url).check(now=datetime.datetime.now(datetime.UTC))
         assert quiet is None
         states = {
             "case_kured": {(n, "firing") for n in KURED_FIVE[:4]} | {("ScheduledRebootFailing", "pending")},
@@ -351,10 +353,10 @@ def test_kured_s_active_alerts_table_on_a_real_prometheus(tmp_path: Path) -> Non
                 if of != case:
                     continue
                 try:  # kured's test compiles the filter and passes nil when it does not compile
-                    blockers.compile_alert_filter(regexp or "")
+                    compile_alert_filter(regexp or "")
                 except ConfigError:
                     regexp = None
-                blocker = blockers.PrometheusAlertBlocker(
+                blocker = PrometheusAlertBlocker(
                     prom.url, filter_regexp=regexp, match_only=match_only, firing_only=firing_only
                 )
                 now = datetime.datetime.now(datetime.UTC)
@@ -364,8 +366,8 @@ def test_kured_s_active_alerts_table_on_a_real_prometheus(tmp_path: Path) -> Non
                 assert reason == (Reason("prometheus", message) if expected else None), name
         # the URL's path is kept, with or without a trailing slash (and without it nothing answers)
         now = datetime.datetime.now(datetime.UTC)
-        assert blockers.PrometheusAlertBlocker(prom.url + "/").active_alerts(now=now) == ["RebootRequired"]
-        bare = blockers.PrometheusAlertBlocker(prom.url.removesuffix(prefix)).check(now=now)
+        assert PrometheusAlertBlocker(prom.url + "/").active_alerts(now=now) == ["RebootRequired"]
+        bare = PrometheusAlertBlocker(prom.url.removesuffix(prefix)).check(now=now)
         assert bare is not None and bare.message.startswith("prometheus query error"), bare
 
 
@@ -386,9 +388,9 @@ def test_credentials_in_the_url_pass_a_real_prometheus_s_basic_auth(tmp_path: Pa
         assert eventually(lambda: bool(prom.query(firing)), timeout=30)
         host = prom.url.removeprefix("http://")
         now = datetime.datetime.now(datetime.UTC)
-        good = blockers.PrometheusAlertBlocker(f"http://alice:{PASSWORD.replace(' ', '%20')}@{host}")
+        good = PrometheusAlertBlocker(f"http://alice:{PASSWORD.replace(' ', '%20')}@{host}")
         assert good.check(now=now) == Reason("prometheus", "1 active alerts: [Guarded]")
         status = "prometheus query error: server returned HTTP status 401 Unauthorized"
         unauthorized = Reason("prometheus", status)
         for url in (f"http://alice:wrong@{host}", f"http://{host}"):
-            assert blockers.PrometheusAlertBlocker(url).check(now=now) == unauthorized
+            assert PrometheusAlertBlocker(url).check(now=now) == unauthorized

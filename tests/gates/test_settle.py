@@ -1,6 +1,6 @@
 import pytest
 
-from pykured.blockers import PromQueryError
+from pykured.alerts.client import PromQueryError
 from pykured.gates import settle
 from pykured.gates.settle import covering_pdbs, selector_matches
 from pykured.kube.client import Obj

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from pykured.blockers.freeze import FreezeBlocker
 from pykured.core.errors import ForbiddenError
 from pykured.policy import source as policysource
 from pykured.policy.freeze import FreezeRecord
-from pykured.policy.source import FreezeBlocker, PolicySource
+from pykured.policy.source import PolicySource
 from pykured_dev.eventually import eventually
 
 UTC = datetime.UTC

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pykured.alertmanager.gate import AlertmanagerAlertBlocker
+from pykured.blockers.alertmanager import AlertmanagerAlertBlocker
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.alertmanager import Alertmanager
 from pykured_dev.testenv.prometheus import Exporter, Prometheus

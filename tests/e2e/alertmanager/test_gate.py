@@ -8,7 +8,7 @@ import datetime
 import pytest
 
 from pykured.alertmanager import api
-from pykured.alertmanager.gate import AlertmanagerAlertBlocker
+from pykured.blockers.alertmanager import AlertmanagerAlertBlocker
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.alertmanager import Alertmanager
 

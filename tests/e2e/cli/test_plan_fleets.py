@@ -22,7 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
+from pykured.blockers import Blocker
+from pykured.blockers.freeze import FreezeBlocker
+from pykured.blockers.pause import PauseBlocker
+from pykured.blockers.pods import PodBlocker
+from pykured.blockers.prometheus import PrometheusAlertBlocker
 from pykured.cli import requests as requestcli
 from pykured.core.errors import NotFoundError
 from pykured.core.model import Reason
@@ -39,8 +43,7 @@ from pykured.lock.annotation import AnnotationLock
 from pykured.notify import Notifier
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.maintenance import MaintenancePolicy, Window
-from pykured.policy.pause import PauseBlocker
-from pykured.policy.source import FreezeBlocker, PolicySource, PolicyWindow
+from pykured.policy.source import PolicySource, PolicyWindow
 from pykured.policy.weekly import TimeWindow
 from pykured.policy.writer import set_unless_frozen
 from pykured.status import agent as agentstatus

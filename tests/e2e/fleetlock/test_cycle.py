@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from pykured.blockers.freeze import FreezeBlocker
+from pykured.blockers.pause import PauseBlocker
 from pykured.core.model import Reason
 from pykured.cycle.state import (
     FLEETLOCK_ID_ANNOTATION,
@@ -19,8 +21,7 @@ from pykured.cycle.state import (
 from pykured.fleet.freeze import pause_nodes, unfreeze, unpause_nodes
 from pykured.kube.client import Obj
 from pykured.policy import halt
-from pykured.policy.pause import PauseBlocker
-from pykured.policy.source import FreezeBlocker, PolicySource
+from pykured.policy.source import PolicySource
 from pykured.policy.writer import set_unless_frozen
 from tests.e2e.fleetlock.conftest import Rig, utcnow, zincati, zincati_id
 from tests.lock.conftest import History, annotation_history

@@ -51,7 +51,13 @@ KURED_FIRST_LOOP = 90.0
 """kured's first loop: 30–90 s after start (delaytick with one minute)."""
 KURED_MAIN_TICK = KURED_FIRST_LOOP + 15.0
 """kured's first chance to take the lock: the first loop, then 0.5–1.5 × ``--period`` (10 s)."""
-SCENARIO_TIMEOUT = 330.0
+KURED_TICK = 15.0
+"""The longest gap between two of kured's main-loop ticks: 1.5 × ``--period`` (10 s)."""
+PYKURED_RETURN = 60.0
+"""A pykured node's simulated reboot and its new agent's first pass, on a machine busy with other work."""
+SCENARIO_TIMEOUT = 480.0
+"""A scenario's longest run: its waits, each sized by kured's loop and a pykured node's return, end within
+it."""
 
 SIDES = ("kured", "pykured")
 PROMETHEUS_RULES = {

@@ -32,7 +32,9 @@ from pykured_dev.testenv.history import Change, Roll, shape
 from pykured_dev.testenv.pods import PodTemplate
 from tests.e2e.kured.support import (
     KURED_MAIN_TICK,
+    KURED_TICK,
     PYKURED,
+    PYKURED_RETURN,
     SCENARIO_TIMEOUT,
     Campaign,
     Mixed,
@@ -42,8 +44,9 @@ from tests.e2e.kured.support import (
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow, pytest.mark.timeout(SCENARIO_TIMEOUT + 90)]
 
-KURED_HANDOVER = 100.0
-"""A kured holder's release: its new agent's first loop, 30–90 s after the reboot."""
+KURED_HANDOVER = 100.0 + PYKURED_RETURN
+"""A kured holder's release (its new agent's first loop, 30–90 s after the reboot, and a tick) and the next
+pykured node's reboot and return."""
 
 
 def _roll(c: Campaign, m: Mixed, changes: list[Change]) -> Roll:
@@ -106,11 +109,13 @@ def multi_lock(c: Campaign) -> Mixed:
     c.wait(
         "a kured node takes the slot p1 freed, beside p2's entry",
         lambda ch: any(n in kureds and p2 in h for _, n, h in _roll(c, m, ch).acquired),
-        timeout=40,
+        timeout=PYKURED_RETURN + KURED_TICK,  # p1 back and released, then a kured tick
     )
     c.fleet.paused.discard(p2)
     c.wait(
-        "both kured nodes hold the lock", lambda ch: sorted(c.holders(m)(ch)) == sorted(kureds), timeout=40
+        "both kured nodes hold the lock",
+        lambda ch: sorted(c.holders(m)(ch)) == sorted(kureds),
+        timeout=PYKURED_RETURN + KURED_TICK,  # p2 back and released, then the other kured node's tick
     )
     c.fleet.touch(p3)
     c.wait(

@@ -10,10 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from pykured.blockers.freeze import FreezeBlocker
 from pykured.core.errors import KubeError
 from pykured.fleet import freeze as freezecmd
 from pykured.policy.maintenance import MaintenancePolicy
-from pykured.policy.source import FreezeBlocker, PolicySource, PolicyWindow, configmaps_path
+from pykured.policy.source import PolicySource, PolicyWindow, configmaps_path
 from pykured.policy.weekly import TimeWindow
 from pykured_dev.eventually import eventually
 from tests.testenv import TestEnv

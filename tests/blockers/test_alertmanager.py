@@ -1,12 +1,12 @@
-"""Tests for pykured.alertmanager.gate: kured's filters on Alertmanager's alerts (the blocker against a real
-Alertmanager: tests/e2e/alertmanager/test_gate.py)."""
+"""Tests for pykured.blockers.alertmanager: kured's filters on Alertmanager's alerts (the blocker against a
+real Alertmanager: tests/e2e/alertmanager/test_gate.py)."""
 
 from __future__ import annotations
 
 import datetime
 
 from pykured.alertmanager.api import Alert
-from pykured.alertmanager.gate import AlertmanagerAlertBlocker, blocking_names
+from pykured.blockers.alertmanager import AlertmanagerAlertBlocker, blocking_names
 from pykured.gocompat.goregexp import compile_re2
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)

@@ -1,0 +1,43 @@
+"""The freeze (``pykured freeze``): no new reboot anywhere while the policy ConfigMap holds an active freeze.
+
+The freeze is a :class:`~pykured.policy.freeze.FreezeRecord` in the ConfigMap that
+:class:`~pykured.policy.source.PolicySource` watches (``--policy-configmap``). While it is active every new
+reboot is held (``Reboot blocked: frozen by …``); a reboot already under way finishes. Until the ConfigMap
+was read once, no reboot may start (fail closed: ``policy ConfigMap <ns>/<name> not read yet``). The
+blocker is the same for every node: built once, when the agent reads the ConfigMap.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING
+
+from pykured.blockers.options import FleetInputs
+from pykured.core.model import Reason
+
+if TYPE_CHECKING:
+    from pykured.policy.source import PolicySource
+
+
+class FreezeBlocker:
+    """Blocks every new reboot while the policy ConfigMap holds an active freeze (or was never read)."""
+
+    def __init__(self, source: PolicySource) -> None:
+        self.source = source
+
+    def check(self, *, now: datetime.datetime) -> Reason | None:
+        doc = self.source.doc
+        if doc is None:
+            return Reason("policy", f"policy ConfigMap {self.source.where} not read yet")
+        if doc.freeze is not None and doc.freeze.active(now):
+            return Reason("freeze", doc.freeze.describe())
+        return None
+
+    def frozen(self, now: datetime.datetime) -> bool:
+        doc = self.source.doc
+        return doc is not None and doc.freeze is not None and doc.freeze.active(now)
+
+
+def build(inputs: FleetInputs) -> FreezeBlocker | None:
+    """The blocker when the agent reads a policy ConfigMap."""
+    return FreezeBlocker(inputs.policy) if inputs.policy is not None else None
