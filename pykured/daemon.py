@@ -352,14 +352,13 @@ class Daemon:
             trigger |= Trigger.REQUEST
             self.hands.metrics.set_reboot_required(self.node, True)
         in_window = self.senses.window.contains(now)
-        taint = self.hands.taint
         obs = Observation(
             required=required,
             trigger=trigger,
             in_window=in_window,
             node=node,
             next_window=None if in_window else self.senses.window.next_open(now),
-            has_taint=taint is not None and node.has_taint(taint.key, "PreferNoSchedule"),
+            has_taint=self.hands.observers.marked(node),
             retry_at=self._retry_at,
         )
         if needs_blockers(obs, now=now):

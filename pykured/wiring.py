@@ -20,10 +20,9 @@ from pykured.blockers.registry import BlockerTable
 from pykured.config import Config, checks
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy, Escalation
-from pykured.cycle.halt import HaltWatch
 from pykured.cycle.nodecopy import NodeCopy
+from pykured.cycle.observers import CycleObserver, CycleObservers
 from pykured.cycle.steps import Behaviour, Hands
-from pykured.cycle.streak import DrainStreak
 from pykured.daemon import Daemon, Senses, Settings
 from pykured.drain import Drainer
 from pykured.fleetlock import FleetLockServer
@@ -31,12 +30,14 @@ from pykured.fleetlock.service import ZincatiGrant
 from pykured.gates.node import CycleGates
 from pykured.gates.phase import CycleGate
 from pykured.gates.settle import NodesReadyGate, PdbGate, PodsReadyGate, PromQueryGate
+from pykured.halting.deadline import HaltWatch
+from pykured.halting.fleet import FleetHalt
+from pykured.halting.streak import DrainStreak
 from pykured.host.guard import NSENTER
 from pykured.host.reboot import CommandRebooter, Rebooter, SignalRebooter, ZincatiHandoff
 from pykured.host.sentinel import CommandSentinel, FileSentinel, Sentinel
 from pykured.kube.client import Kube, Obj
 from pykured.kube.events import EventRecorder
-from pykured.kube.taints import PreferNoScheduleTaint
 from pykured.lock import registry
 from pykured.lock.base import Lock
 from pykured.metrics import Metrics
@@ -44,6 +45,7 @@ from pykured.notify import KuredMessages, Notifier
 from pykured.policy.maintenance import Window
 from pykured.policy.source import PolicySource, PolicyWindow
 from pykured.roll.queue import RollQueue
+from pykured.taint import WaitingTaint
 
 logger = logging.getLogger(__name__)
 
@@ -291,7 +293,7 @@ def build_hands(
 ) -> Hands:
     """The adapters one node's cycle acts through, the same for every driver (only the rebooter differs:
     the configured method for the daemon, the grant for FleetLock; and the agent reads its own Node from
-    its watched ``copy``)."""
+    its watched ``copy``), and the observers of its moments (:func:`build_observers`)."""
     events = EventRecorder(kube, node=node, enabled=cfg.events)
     return Hands(
         book=NodeBook(kube, node=node, copy=copy),
@@ -301,13 +303,29 @@ def build_hands(
         notifier=notifier,
         events=events,
         metrics=metrics,
-        taint=PreferNoScheduleTaint(kube, node=node, key=cfg.prefer_no_schedule_taint)
-        if cfg.prefer_no_schedule_taint
-        else None,
-        gates=build_gates(cfg, kube, node),
-        streak=streak,
-        silence=build_silence(cfg, kube, node, events),
+        observers=build_observers(cfg, kube, node, events, streak=streak),
     )
+
+
+def build_observers(
+    cfg: Config, kube: Kube, node: str, events: EventRecorder, *, streak: DrainStreak | None = None
+) -> CycleObservers:
+    """The features of ``node``'s cycle that are configured, each an observer of its moments
+    (:mod:`pykured.cycle.observers`), in the order they are told each moment: one line per feature."""
+    features: list[CycleObserver | None] = [
+        build_taint(cfg, kube, node),  # --prefer-no-schedule-taint
+        build_gates(cfg, kube, node),  # reboot hooks and settle gates
+        streak,  # --max-failed-drains (one count for the fleet, shared by every node's cycle)
+        build_silence(cfg, kube, node, events),  # --silence-during-reboot
+    ]
+    return CycleObservers(feature for feature in features if feature is not None)
+
+
+def build_taint(cfg: Config, kube: Kube, node: str) -> WaitingTaint | None:
+    """``--prefer-no-schedule-taint``: ``node``'s PreferNoSchedule taint while it waits (None: off)."""
+    if not cfg.prefer_no_schedule_taint:
+        return None
+    return WaitingTaint(kube, node=node, key=cfg.prefer_no_schedule_taint)
 
 
 def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
@@ -400,17 +418,15 @@ def build_halt(
     if source is None:
         logger.warning('--reboot-deadline needs the policy ConfigMap (--policy-configmap=""): no halt')
         return None
-    watch = HaltWatch(
+    halt = FleetHalt(
         kube=kube,
-        lock=lock,
-        source=source,
         namespace=cfg.ds_namespace,
         configmap=cfg.policy_configmap,
         me=cfg.node_id,
-        deadline=_delta(cfg.reboot_deadline.seconds),
         notifier=notifier,
         events_for=lambda name: EventRecorder(kube, node=name, enabled=cfg.events),
     )
+    watch = HaltWatch(lock=lock, source=source, deadline=_delta(cfg.reboot_deadline.seconds), halt=halt)
     metrics.watch_halt(watch.halted)
     return watch
 

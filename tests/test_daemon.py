@@ -17,18 +17,19 @@ from collections.abc import Callable
 
 import pytest
 
+from pykured.alertmanager.silence import SilenceKeeper
 from pykured.blockers.quarantine import QuarantineBlocker
 from pykured.core import errors
 from pykured.core.model import Reason
 from pykured.cycle import state
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy, Escalation, Step
+from pykured.cycle.observers import CycleObserver, CycleObservers
 from pykured.cycle.steps import Behaviour, Hands
 from pykured.daemon import LOCK_WAIT_SLACK, Daemon, Senses, Settings
 from pykured.drain import Drainer, DrainResult
 from pykured.gocompat.goflags import Duration
 from pykured.kube.events import EventRecorder
-from pykured.kube.taints import PreferNoScheduleTaint
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.record import LockEntry, encode_entry
 from pykured.metrics import Metrics
@@ -37,6 +38,7 @@ from pykured.policy.weekly import TimeWindow
 from pykured.requests.record import REQUEST_ANNOTATION
 from pykured.roll import record as rollrecord
 from pykured.status import agent as agentstatus
+from pykured.taint import WaitingTaint
 from pykured_dev.eventually import eventually
 from tests.fakes import FakeClock, FakeKube, RecordingNotifier, RecordingRebooter
 
@@ -167,7 +169,7 @@ def make_rig(
         notifier=notifier,
         events=EventRecorder(kube, node=NODE),
         metrics=metrics,
-        taint=PreferNoScheduleTaint(kube, node=NODE, key=TAINT),
+        observers=CycleObservers([WaitingTaint(kube, node=NODE, key=TAINT)]),
     )
     senses = Senses(
         kube=kube,
@@ -552,7 +554,7 @@ class StuckDrainer(Drainer):
         return self._step("delete")
 
 
-class StreakRecorder:
+class StreakRecorder(CycleObserver):
     """``--max-failed-drains``' counter, recorded: each drain's end as the cycle tells it."""
 
     def __init__(self) -> None:
@@ -569,7 +571,7 @@ def escalating_rig(
     drainer = StuckDrainer(rig.kube, pods=pods, empties_after=empties_after)
     streak = StreakRecorder()
     rig.daemon.hands.drainer = drainer
-    rig.daemon.hands.streak = streak  # type: ignore[assignment]
+    rig.daemon.hands.observers.append(streak)
     rig.hold()
     rig.remember(unschedulable_before=False)
     rig.cordon()
@@ -739,7 +741,7 @@ def test_a_whole_cycle_pass_by_pass(rig: Rig) -> None:
 
 
 @dataclasses.dataclass
-class SilenceSpy:
+class SilenceSpy(SilenceKeeper):
     """Stands in for the silence keeper (``pykured.alertmanager.silence``, tested on its own): what the
     cycle had done each time it was asked."""
 
@@ -758,7 +760,7 @@ def test_the_silence_lasts_from_the_lock_to_the_cycles_end(rig: Rig) -> None:
     """``--silence-during-reboot``: made right after the lock is taken (and asked again before the drain, for
     an agent that resumes a cycle), expired when the cycle's memory is cleared."""
     spy = SilenceSpy(rig.kube)
-    rig.daemon.hands.silence = spy  # type: ignore[assignment]
+    rig.daemon.hands.observers.append(spy)
     rig.daemon.run_once()
     rig.daemon.run_once()
     assert spy.calls == [("start", ["LockAcquired"]), ("start", ["LockAcquired"])]

@@ -3,17 +3,26 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import cast
 
 from pykured import wiring
+from pykured.alertmanager.silence import SilenceKeeper
 from pykured.blockers.alertmanager import AlertmanagerAlertBlocker
 from pykured.blockers.prometheus import PrometheusAlertBlocker
 from pykured.blockers.registry import ORDER
 from pykured.config.startup import parse
 from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION as FLEETLOCK_ANNOTATION
 from pykured.fleetlock import FLEETLOCK_ID_ANNOTATION
+from pykured.fleetlock.service import ZincatiGrant
+from pykured.gates.node import CycleGates
+from pykured.halting.streak import DrainStreak
 from pykured.kube.client import Kube
+from pykured.kube.events import EventRecorder
+from pykured.metrics import NullMetrics
+from pykured.notify import Notifier
+from pykured.taint import WaitingTaint
 from tests.fakes import FakeKube
 
 
@@ -61,3 +70,37 @@ def test_the_agent_asks_its_blockers_in_the_declared_order(tmp_path: Path) -> No
         agent.metrics.close()  # nothing else was started
     declared = [entry.build.__module__ for entry in ORDER]
     assert daemon == zincati == declared
+
+
+def observer_types(args: list[str], *, streak: DrainStreak | None = None) -> list[type]:
+    cfg = parse(["--node-id=n", *args], {})
+    kube = cast(Kube, FakeKube())  # the calls building the observers make (none)
+    return [
+        type(o) for o in wiring.build_observers(cfg, kube, "n", EventRecorder(kube, node="n"), streak=streak)
+    ]
+
+
+def test_each_configured_feature_observes_the_cycle_in_the_declared_order() -> None:
+    kube = FakeKube()
+    streak = DrainStreak(
+        kube=kube, namespace="kube-system", configmap="kured-policy", me="n", limit=3, notifier=Notifier(),
+        events_for=lambda name: EventRecorder(kube, node=name),
+    )  # fmt: skip
+    every = [
+        "--prefer-no-schedule-taint=example.com/waiting", "--settle-nodes-ready",
+        "--alertmanager-url=http://am:9093", '--silence-during-reboot=instance="{{ .Node }}"',
+    ]  # fmt: skip
+    assert observer_types(every, streak=streak) == [WaitingTaint, CycleGates, DrainStreak, SilenceKeeper]
+    assert observer_types(["--before-reboot-annotations=example.com/ok"]) == [CycleGates]
+
+
+def test_no_feature_configured_registers_no_observer() -> None:
+    assert observer_types([]) == []
+    cfg = parse(["--node-id=n"], {})
+    kube = cast(Kube, FakeKube())
+    lock = wiring.build_lock(cfg, kube)
+    hands = wiring.build_hands(
+        cfg, kube, "n", threading.Event(), lock=lock, rebooter=ZincatiGrant(), notifier=Notifier(),
+        metrics=NullMetrics(),
+    )  # fmt: skip
+    assert list(hands.observers) == []

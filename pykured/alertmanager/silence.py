@@ -7,6 +7,9 @@ passed, or a cycle ended without a reboot) the silence is expired and the record
 what makes this survive a restart: an agent started mid-cycle finds it on the Node and expires the silence at
 the cycle's end; a record already there means no second silence.
 
+The keeper is an observer of the cycle (:mod:`pykured.cycle.observers`): ``slot_taken`` makes the silence,
+``drain_starting`` makes it when there is none yet (an agent that resumes a cycle), ``forgetting`` expires it.
+
 Invariants:
 * A silence that cannot be made, or expired, is one log line and a warning Event (``SilenceFailed``); it
   never blocks nor holds a reboot. One not expired ends by itself at its ``endsAt`` (``--silence-max``).
@@ -33,6 +36,7 @@ from pykured.alertmanager.api import (
 )
 from pykured.core import boundedjson, errors
 from pykured.core.times import format_rfc3339, parse_rfc3339
+from pykured.cycle.observers import CycleObserver
 from pykured.kube.api import KubeApi
 from pykured.kube.client import MERGE_PATCH
 from pykured.kube.events import EventRecorder
@@ -94,7 +98,7 @@ def silence_spec(
     return SilenceSpec(found, starts=now, ends=now + longest, comment=comment, created_by=CREATED_BY)
 
 
-class SilenceKeeper:
+class SilenceKeeper(CycleObserver):
     """Makes and expires one node's silence (see the module docstring)."""
 
     def __init__(
@@ -117,6 +121,17 @@ class SilenceKeeper:
         self._events = events
         self._timeout = timeout
         self._clock = clock
+
+    # -- the cycle's moments -----------------------------------------------------------------------------
+
+    def slot_taken(self, node: str) -> None:
+        self.start()
+
+    def drain_starting(self, node: str) -> None:
+        self.start()  # made at the lock; again here when a restarted agent resumes the cycle
+
+    def forgetting(self, node: str) -> None:
+        self.end()
 
     def _record(self) -> SilenceRecord | None:
         return record_of(self._kube.get_node(self.node))

@@ -42,9 +42,8 @@ import dataclasses
 import datetime
 import enum
 
-from pykured.core.model import Reason
+from pykured.core.model import GateResult, Reason, Verdict
 from pykured.cycle.state import NodeState
-from pykured.gates.phase import GateResult, Verdict
 
 
 class Driver(enum.Enum):

@@ -4,8 +4,9 @@
 Concept: the daemon (sentinel, reboot request, Zincati marker) and FleetLock (central and node-local) observe
 in their own way, then both call :meth:`CycleRunner.decide` (:func:`~pykured.cycle.decide.decide`, with the
 gate verdict it needs) and :meth:`CycleRunner.execute`. So every driver gets the same hands — lock, drain,
-reboot or hand-off, notifications, Events, metrics, the PreferNoSchedule taint, reboot hooks and settle
-gates — and the same log lines, Events and metrics for the same step. What stays the driver's own is how it
+reboot or hand-off, notifications, Events, metrics — the same observers of the cycle's moments
+(:mod:`pykured.cycle.observers`: the PreferNoSchedule taint, reboot hooks and settle gates, …) and the same
+log lines, Events and metrics for the same step. What stays the driver's own is how it
 waits (the daemon sleeps or watches the lock; FleetLock answers Zincati) and the little memory kured keeps in
 the process (the retry time after a failed drain), which :class:`Outcome` hands back.
 
@@ -27,6 +28,7 @@ import threading
 from collections.abc import Callable
 
 from pykured.core import errors
+from pykured.core.model import GateResult
 from pykured.core.printable import bounded_names
 from pykured.core.times import format_rfc3339
 from pykured.cycle.decide import (
@@ -45,7 +47,6 @@ from pykured.cycle.decide import (
 )
 from pykured.cycle.state import NodeState, unix_ns
 from pykured.cycle.steps import Behaviour, DrainFailure, Hands, Steps
-from pykured.gates.phase import GateResult
 from pykured.lock.record import LockEntry
 from pykured.policy.quarantine import QuarantineRecord
 
@@ -153,13 +154,15 @@ class CycleRunner:
     # -- deciding ------------------------------------------------------------------------------------------
 
     def decide(self, obs: Observation, now: datetime.datetime) -> tuple[Action, Observation]:
-        """:func:`~pykured.cycle.decide.decide`, with the verdict of the gate the step would pass first."""
+        """:func:`~pykured.cycle.decide.decide`, with the verdict of the gate the step would pass first (the
+        observers' answer at that point, when one has something to say)."""
         action = decide(obs, policy=self.policy, now=now)
         point = gate_point(action)
-        if point is None or not self.hands.gates or obs.gate is not None:
+        if point is None or obs.gate is not None:
             return action, obs
-        gates = self.hands.gates
-        gate = gates.before_drain(now) if point == "before-drain" else gates.before_release(now)
+        gate = self.hands.observers.hold(self.node, point, now)
+        if gate is None:
+            return action, obs
         obs = dataclasses.replace(obs, gate=gate)
         return decide(obs, policy=self.policy, now=now), obs
 
@@ -182,13 +185,11 @@ class CycleRunner:
         return Outcome(pause=pause)
 
     def _sync_taint(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
-        if self.hands.taint:
-            self.hands.taint.disable()
+        self.hands.observers.not_waiting(self.node)
         return Outcome()
 
     def _taint(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
-        if self.hands.taint:
-            self.hands.taint.enable()
+        self.hands.observers.waiting(self.node)
         return Outcome()
 
     def _annotate(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
@@ -215,13 +216,12 @@ class CycleRunner:
                 self.hands.book.mark(None)
             logger.warning("Lock already held: %s", result.holder_names)
             self.hands.metrics.set_blocked("lock")
-            if self.hands.taint:
-                self.hands.taint.enable()
+            self.hands.observers.waiting(self.node)
             return Outcome(acquired=False, holders=result.holder_names or "?")
         logger.info("Acquired reboot lock for node %s (%s)", self.node, self.hands.lock.backend)
         self.steps.begin(unschedulable_before=obs.node.unschedulable)
         self.hands.events.record("LockAcquired", f"acquired the reboot lock ({self.hands.lock.backend})")
-        self.steps.silence()
+        self.hands.observers.slot_taken(self.node)
         return Outcome(acquired=True)
 
     def _drain_and_reboot(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
@@ -229,9 +229,7 @@ class CycleRunner:
             self.steps.begin(unschedulable_before=action.unschedulable_before)
         if obs.gate is not None:
             self._gate_passed()
-            if self.hands.gates:
-                self.hands.gates.note_drain()
-        self.steps.silence()  # made at the lock; again here when a restarted agent resumes the cycle
+        self.hands.observers.drain_starting(self.node)  # also when a restarted agent resumes the cycle
         failed = self.steps.drain(event=self.texts.drain_event)
         taken = 0
         escalation = self._next_escalation(failed, taken)
@@ -243,8 +241,7 @@ class CycleRunner:
         if self.steps.cancel.is_set():
             logger.info("Stopped while draining node %s: the next pass resumes the cycle", self.node)
             return Outcome(failure=failure)
-        if self.hands.streak is not None:
-            self.hands.streak.drained(self.node, failure)
+        self.hands.observers.drained(self.node, failure)
         with self._after_drain():
             view = self.hands.book.view(self._holding(now))
             outcome = drain_outcome(failure, holding=view.holding, policy=self.policy, escalation=escalation)
@@ -424,14 +421,14 @@ class CycleRunner:
         self.hands.events.record("FleetLockStuck", action.reason, warning=True)
         return Outcome(pause=self.period_s)
 
-    # -- reboot hooks and settle gates (pykured.gates) -----------------------------------------------------
+    # -- holds: an observer's gate (reboot hooks, settle gates) ----------------------------------------------
 
     def _hold(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
-        """Keep the lock while a hook or settle gate is closed; log each new reason once. A phase that has
-        not begun is begun here (the hooks are asked, the settle start stamped), then looked at at once."""
+        """Keep the lock while an observer's gate is closed; log each new reason once. A phase that has not
+        begun is begun here (e.g. the hooks asked, the settle start stamped), then looked at at once."""
         gate = action.gate
-        if gate is not None and gate.start and self.hands.gates:
-            self.hands.gates.start(gate.start, now)
+        if gate is not None and gate.start:
+            self.hands.observers.begin(self.node, gate.start, now)
             return Outcome(pause=0.0)
         reason = str(gate.reason) if gate else action.reason
         deadline = gate.deadline if gate else None

@@ -2,8 +2,9 @@
 
 Concept: each step is one small, idempotent piece of work against the Node, the lock, notifications, Events
 and metrics — begin, drain (cordon + drain), reboot or hand-off, finish (post-reboot), uncordon, release,
-forget. :class:`pykured.cycle.run.CycleRunner` strings them together for every driver (the daemon and
-FleetLock); no driver writes a step of its own. The steps decide nothing: whether the cordon is ours,
+forget — and tells the cycle's observers (:mod:`pykured.cycle.observers`) the moments it passes.
+:class:`pykured.cycle.run.CycleRunner` strings them together for every driver (the daemon and FleetLock); no
+driver writes a step of its own. The steps decide nothing: whether the cordon is ours,
 whether to remove kured's in-progress annotation and which back-off to write come in as arguments from
 :mod:`pykured.cycle.decide`.
 
@@ -28,16 +29,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from pykured.alertmanager.silence import SilenceKeeper
 from pykured.core import errors
 from pykured.cycle.book import NodeBook
+from pykured.cycle.observers import CycleObservers
 from pykured.cycle.state import KEEP, Keep, NodeState
-from pykured.cycle.streak import DrainStreak
 from pykured.drain import Drainer
-from pykured.gates.node import CycleGates
 from pykured.host.reboot import Rebooter
 from pykured.kube.events import EventRecorder
-from pykured.kube.taints import PreferNoScheduleTaint
 from pykured.lock.base import Lock
 from pykured.metrics import Metrics, NullMetrics
 from pykured.notify import Notifier
@@ -59,7 +57,8 @@ class Behaviour:
 
 @dataclasses.dataclass
 class Hands:
-    """The adapters the steps act through, for one node."""
+    """The adapters the steps act through, for one node: what every cycle needs, and the observers of its
+    moments (the features only some cycles have)."""
 
     book: NodeBook
     drainer: Drainer
@@ -68,14 +67,8 @@ class Hands:
     notifier: Notifier
     events: EventRecorder
     metrics: Metrics = dataclasses.field(default_factory=NullMetrics)
-    taint: PreferNoScheduleTaint | None = None
-    gates: CycleGates | None = None
-    """Reboot hooks and settle gates (:mod:`pykured.gates`): their marks go when the cycle is forgotten."""
-    streak: DrainStreak | None = None
-    """``--max-failed-drains``: every drain's end is counted fleet-wide (:mod:`pykured.cycle.streak`)."""
-    silence: SilenceKeeper | None = None
-    """``--silence-during-reboot``: a silence in Alertmanager from the lock to the cycle's end
-    (:mod:`pykured.alertmanager.silence`)."""
+    observers: CycleObservers = dataclasses.field(default_factory=CycleObservers)
+    """Told the cycle's moments, in this order (:mod:`pykured.cycle.observers`)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -120,11 +113,6 @@ class Steps:
             unschedulable_before=unschedulable_before, reboot_boot_id=None, reboot_triggered_at=None,
             release_after=None,
         )  # fmt: skip
-
-    def silence(self) -> None:
-        """The slot is ours: the node's silence in Alertmanager, unless its record says it has one."""
-        if self.hands.silence is not None:
-            self.hands.silence.start()
 
     def annotate(self, now: datetime.datetime) -> None:
         """kured's ``--annotate-nodes``: reboot in progress, most recent reboot needed."""
@@ -196,6 +184,7 @@ class Steps:
         self.hands.notifier.notify_reboot(self.node)
         self.hands.events.record("Rebooting", event)
         logger.info("%s", announce)
+        self.hands.observers.rebooting(self.node)
         try:
             self.hands.rebooter.reboot()
         except errors.PykuredError as exc:
@@ -210,13 +199,13 @@ class Steps:
         return True
 
     def finish(self, node: NodeState, *, uncordon: bool, remove_in_progress: bool) -> bool:
-        """The node is back: withdraw a hand-off, uncordon if ours, labels, untaint, notify; uncordoned?"""
+        """The node is back: withdraw a hand-off, uncordon if ours, labels, the observers told, notify;
+        uncordoned?"""
         if self.hands.rebooter.hands_off:
             self.hands.rebooter.withdraw()
             self.hands.metrics.set_handoff(None)
         uncordoned = self.uncordon(node, ours=uncordon)
-        if self.hands.taint:
-            self.hands.taint.disable()
+        self.hands.observers.back(self.node)
         if remove_in_progress:
             self.hands.book.remove_in_progress_annotation()
         if uncordoned:
@@ -245,6 +234,7 @@ class Steps:
             logger.info("Released the reboot lock of node %s", self.node)
             if event:
                 self.hands.events.record("LockReleased", event)
+            self.hands.observers.released(self.node)
         self.hands.metrics.lock_waiting(False)
         return released
 
@@ -269,12 +259,9 @@ class Steps:
         fleetlock_id: Keep | None = None,
         backoff_reason: str | Keep | None = KEEP,
     ) -> None:
-        """Clear the cycle's memory from the Node, FleetLock's mark with it (and set or clear the
-        back-off, with its reason)."""
-        if self.hands.gates:
-            self.hands.gates.clear()
-        if self.hands.silence is not None:
-            self.hands.silence.end()
+        """The observers told, then the cycle's memory cleared from the Node, FleetLock's mark with it (and
+        the back-off set or cleared, with its reason)."""
+        self.hands.observers.forgetting(self.node)
         self.hands.book.forget(
             backoff_until=backoff_until, fleetlock_id=fleetlock_id, backoff_reason=backoff_reason
         )

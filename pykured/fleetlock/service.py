@@ -172,11 +172,10 @@ class FleetLockService:
         self.metrics.set_quarantined(node, quarantine_record(view.annotations) is not None)
         in_window = self.window.contains(now)
         failed = self._failures.get(node)
-        taint = runner.hands.taint
         obs = Observation(
             required=required, in_window=in_window, node=view, driver=Driver.FLEETLOCK,
             next_window=None if in_window else self.window.next_open(now),
-            has_taint=taint is not None and view.has_taint(taint.key, "PreferNoSchedule"),
+            has_taint=runner.hands.observers.marked(view),
             retry_at=failed[0] if failed is not None else None, draining=self.draining_here(node),
         )  # fmt: skip
         if needs_blockers(obs, now=now):

@@ -1,14 +1,19 @@
-"""The gates of one node's reboot cycle, behind the four calls the reboot cycle makes.
+"""The gates of one node's reboot cycle: the observer of its moments that holds it
+(:mod:`pykured.cycle.observers`).
 
-* :meth:`CycleGates.before_drain` — after the lock is taken, before cordon and drain: the before-reboot
-  hooks (:mod:`pykured.gates.hooks`), bounded by ``--reboot-hook-timeout``. On ``TIMED_OUT`` the cycle aborts.
-* :meth:`CycleGates.note_drain` — right before the drain: record the PodDisruptionBudgets covering the
-  node's pods, for the PDB settle gate.
-* :meth:`CycleGates.before_release` — the node is back and uncordoned and ``--lock-release-delay`` has
-  passed: the after-reboot hooks (``--reboot-hook-timeout``), then the settle gates
-  (:mod:`pykured.gates.settle`, ``--settle-timeout``). On ``TIMED_OUT`` the lock is released with a
+* ``hold`` at ``before-drain`` (:meth:`CycleGates.before_drain`) — after the lock is taken, before cordon and
+  drain: the before-reboot hooks (:mod:`pykured.gates.hooks`), bounded by ``--reboot-hook-timeout``. On
+  ``TIMED_OUT`` the cycle aborts.
+* ``drain_starting`` (:meth:`CycleGates.note_drain`) — right before the drain: record the
+  PodDisruptionBudgets covering the node's pods, for the PDB settle gate.
+* ``hold`` at ``before-release`` (:meth:`CycleGates.before_release`) — the node is back and uncordoned and
+  ``--lock-release-delay`` has passed: the after-reboot hooks (``--reboot-hook-timeout``), then the settle
+  gates (:mod:`pykured.gates.settle`, ``--settle-timeout``). On ``TIMED_OUT`` the lock is released with a
   warning and an Event.
-* :meth:`CycleGates.clear` — the cycle ended (released, aborted, given up): remove the hook marks.
+* ``begin`` (:meth:`CycleGates.start`) — a phase the hold found not begun: ask the hooks, or stamp the
+  settle gates' start.
+* ``forgetting`` (:meth:`CycleGates.clear`) — the cycle ended (released, aborted, given up): remove the hook
+  marks.
 
 Each phase's start is stamped on the Node (``pykured.dev/{before,after}-reboot-since``,
 ``pykured.dev/settle-since``), so the timeouts survive an agent restart. With nothing configured every call
@@ -21,9 +26,10 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pykured.core.model import Reason
+from pykured.core.model import GateResult, Reason, Verdict
+from pykured.cycle.observers import CycleObserver
 from pykured.gates.hooks import MERGE_PATCH, RebootHook, phase_since
-from pykured.gates.phase import CycleGate, GatePhase, GateResult, Verdict, evaluate
+from pykured.gates.phase import CycleGate, GatePhase, evaluate
 from pykured.gates.settle import DRAINED_PDBS_ANNOTATION, record_drained_pdbs
 
 if TYPE_CHECKING:
@@ -33,7 +39,7 @@ SETTLE_SINCE_ANNOTATION = "pykured.dev/settle-since"
 _OPEN = GateResult(Verdict.OPEN)
 
 
-class CycleGates:
+class CycleGates(CycleObserver):
     """Hooks and settle gates for one node (see the module docstring)."""
 
     def __init__(
@@ -106,6 +112,22 @@ class CycleGates:
         if since is None:
             return GateResult(Verdict.WAIT, Reason("settle", "starting the settle gates"), start="settle")
         return evaluate(self.settle, node, since=since, now=now)
+
+    # -- the cycle's moments -----------------------------------------------------------------------------
+
+    def hold(self, node: str, point: str, now: datetime.datetime) -> GateResult | None:
+        if not self:
+            return None
+        return self.before_drain(now) if point == "before-drain" else self.before_release(now)
+
+    def begin(self, node: str, phase: str, now: datetime.datetime) -> None:
+        self.start(phase, now)
+
+    def drain_starting(self, node: str) -> None:
+        self.note_drain()
+
+    def forgetting(self, node: str) -> None:
+        self.clear()
 
     def clear(self) -> None:
         if not self:

@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import enum
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from pykured.core.model import Reason
+from pykured.core.model import GateResult, Reason, Verdict
 
 
 class CycleGate(Protocol):
@@ -37,22 +36,6 @@ class CycleGate(Protocol):
     name: str
 
     def check(self, node: Mapping[str, Any], now: datetime.datetime) -> Reason | None: ...
-
-
-class Verdict(enum.Enum):
-    OPEN = "open"
-    WAIT = "wait"
-    TIMED_OUT = "timed-out"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class GateResult:
-    verdict: Verdict
-    reason: Reason | None = None
-    deadline: datetime.datetime | None = None
-    start: str = ""
-    """A phase that has not begun (``before``, ``after``, ``settle``): the wait's step begins it (labels
-    the Node, stamps its start); evaluating never writes."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ stops every path that starts a reboot (each agent, FleetLock), and only ``pykure
 The halting agent also marks the node (``pykured.dev/halted-for`` = the reboot's start), so once an operator
 unfreezes, the same overdue reboot does not halt the fleet again (a new reboot of that node may).
 
-Pure: the facts and ``now`` are passed in; :mod:`pykured.cycle.halt` reads them and writes the freeze.
+Pure: the facts and ``now`` are passed in; :mod:`pykured.halting.deadline` reads them and writes the freeze.
 """
 
 from __future__ import annotations

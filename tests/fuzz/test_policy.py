@@ -1,5 +1,5 @@
 """The policy ConfigMap (pykured.policy.document), its freeze record (pykured.policy.freeze), its blackouts
-(pykured.policy.blackout) and the failed-drain count beside them (pykured.cycle.streak)."""
+(pykured.policy.blackout) and the failed-drain count beside them (pykured.halting.streak)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pykured.cycle.streak import Streak
+from pykured.halting.streak import Streak
 from pykured.policy.document import PolicyMapError, parse_policy_map
 from pykured.policy.freeze import FreezeError, FreezeRecord
 from tests.fuzz.hostile import FUZZ, any_text, hostile

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import datetime
 
+from pykured.core.model import Verdict
 from pykured.gates.hooks import RebootHook
-from pykured.gates.phase import GatePhase, Verdict, evaluate
+from pykured.gates.phase import GatePhase, evaluate
 from tests.fakes import FakeKube
 
 UTC = datetime.UTC

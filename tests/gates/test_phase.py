@@ -2,8 +2,8 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-from pykured.core.model import Reason
-from pykured.gates.phase import GatePhase, Verdict, evaluate
+from pykured.core.model import Reason, Verdict
+from pykured.gates.phase import GatePhase, evaluate
 
 T0 = datetime.datetime(2026, 11, 30, 22, 0, tzinfo=datetime.UTC)
 MIN = datetime.timedelta(minutes=1)

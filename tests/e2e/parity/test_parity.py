@@ -19,11 +19,11 @@ import pytest
 from pykured.alertmanager.silence import SILENCE_ANNOTATION, record_of
 from pykured.cycle import state
 from pykured.cycle.decide import Step
-from pykured.cycle.streak import FAILED_DRAINS_ANNOTATION, Streak
-from pykured.cycle.streak import read as read_streak
 from pykured.fleet import view as fleetview
 from pykured.fleet.freeze import freeze
 from pykured.fleet.quarantine import unquarantine
+from pykured.halting.streak import FAILED_DRAINS_ANNOTATION, Streak
+from pykured.halting.streak import read as read_streak
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.quarantine import quarantine_record
 from pykured_dev.eventually import eventually

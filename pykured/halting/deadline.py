@@ -3,7 +3,7 @@
 A node that does not come back from its reboot cannot say so itself, so each agent (and a central FleetLock
 server) looks, every few seconds, at the lock holders and their Nodes' ``pykured.dev/*`` memory
 (:func:`pykured.policy.halt.overdue`). The first to see a holder past ``--reboot-deadline`` halts the fleet
-(:class:`pykured.cycle.fleethalt.FleetHalt`: the freeze set as a halt, conditionally, so exactly one agent
+(:class:`pykured.halting.fleet.FleetHalt`: the freeze set as a halt, conditionally, so exactly one agent
 does; it logs it, marks that node ``pykured.dev/halted-for``, posts a ``RebootHalted`` Event on it and sends
 a notification). The freeze stops every new reboot on every path (the agents, FleetLock) until
 ``pykured unfreeze``. ``pykured_halted`` shows it.
@@ -20,13 +20,10 @@ import threading
 from collections.abc import Callable
 
 from pykured.core import errors
-from pykured.cycle.fleethalt import FleetHalt
 from pykured.cycle.state import REBOOT_TRIGGERED_AT_ANNOTATION, NodeState
-from pykured.kube.api import KubeApi
-from pykured.kube.events import EventRecorder
+from pykured.halting.fleet import FleetHalt
 from pykured.lock.base import Lock
 from pykured.lock.record import UNKNOWN_HOLDER
-from pykured.notify import Notifier
 from pykured.policy import halt as rules
 from pykured.policy.document import PolicyMapError
 from pykured.policy.source import PolicySource
@@ -49,29 +46,17 @@ class HaltWatch:
     def __init__(
         self,
         *,
-        kube: KubeApi,
         lock: Lock,
         source: PolicySource,
-        namespace: str,
-        configmap: str,
-        me: str,
         deadline: datetime.timedelta,
-        notifier: Notifier,
-        events_for: Callable[[str], EventRecorder],
+        halt: FleetHalt,
         clock: Callable[[], datetime.datetime] = _utcnow,
     ) -> None:
-        self._kube = kube
+        self._kube = halt.kube
         self._lock = lock
         self._source = source
         self.deadline = deadline
-        self._halt = FleetHalt(
-            kube=kube,
-            namespace=namespace,
-            configmap=configmap,
-            me=me,
-            notifier=notifier,
-            events_for=events_for,
-        )
+        self._halt = halt
         self._clock = clock
         self._last_error = ""
 

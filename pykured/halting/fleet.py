@@ -2,8 +2,9 @@
 
 Concept: a halt is the freeze set with the node it halted for (``halted``): it stops every new reboot on
 every path (the agents, FleetLock) until ``pykured unfreeze``. Two things halt the fleet, a lock holder past
-``--reboot-deadline`` (:mod:`pykured.cycle.halt`) and ``--max-failed-drains`` (:mod:`pykured.cycle.streak`);
-both build their freeze record and their message, and :meth:`FleetHalt.halt` does the rest.
+``--reboot-deadline`` (:mod:`pykured.halting.deadline`) and ``--max-failed-drains``
+(:mod:`pykured.halting.streak`); both build their freeze record and their message, and
+:meth:`FleetHalt.halt` does the rest.
 
 Invariants:
 * The freeze is written conditionally (:func:`pykured.policy.writer.set_unless_frozen`): of several agents

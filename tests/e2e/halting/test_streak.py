@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pykured.cycle.streak import DrainStreak, read
+from pykured.halting.streak import DrainStreak, read
 from pykured.kube.events import EventRecorder
 from pykured.notify import Notifier
 from tests.testenv import TestEnv

@@ -9,8 +9,8 @@ import logging
 
 import pytest
 
-from pykured.cycle.fleethalt import FleetHalt
 from pykured.fleet.freeze import read_freeze
+from pykured.halting.fleet import FleetHalt
 from pykured.kube.events import EventRecorder
 from pykured.policy.freeze import FreezeRecord
 from tests.fakes import FakeKube

@@ -7,8 +7,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from pykured.cycle.streak import DrainStreak, Streak, read
 from pykured.fleet.freeze import read_freeze
+from pykured.halting.streak import DrainStreak, Streak, read
 from pykured.kube.events import EventRecorder
 from pykured.notify import Notifier
 from tests.fakes import FakeKube

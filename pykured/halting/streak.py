@@ -4,10 +4,12 @@ Concept: the count lives where every agent (and a central FleetLock server) sees
 ``pykured.dev/failed-drains`` annotation of the policy ConfigMap (``{"count":2,"last":"node-3: …"}``), next
 to the freeze that a halt sets. A failed drain (any path: the steps of :mod:`pykured.cycle.run`) adds one; a
 drain that completes sets it back to zero. When the count reaches the limit, the agent that counted it halts
-the fleet as ``--reboot-deadline`` does (:class:`pykured.cycle.fleethalt.FleetHalt`: the freeze set as a halt,
+the fleet as ``--reboot-deadline`` does (:class:`pykured.halting.fleet.FleetHalt`: the freeze set as a halt,
 then the log line, ``RebootHalted`` on the node and a notification), with the reason
 ``N consecutive drains failed (last: node X: …)``. The halt takes the count back to zero (the freeze's
 reason keeps it), so after ``pykured unfreeze`` the fleet again has ``limit`` failures to go.
+
+The streak is an observer of the cycle (:mod:`pykured.cycle.observers`): its moment is ``drained``.
 
 Invariants:
 * Each write is conditional (the ``resourceVersion`` read), retried on a conflict: two agents failing at
@@ -26,7 +28,8 @@ from typing import Any
 
 from pykured.core import boundedjson, errors
 from pykured.core.times import format_rfc3339
-from pykured.cycle.fleethalt import FleetHalt
+from pykured.cycle.observers import CycleObserver
+from pykured.halting.fleet import FleetHalt
 from pykured.kube.api import KubeApi
 from pykured.kube.events import EventRecorder
 from pykured.kube.node import PYKURED_PREFIX
@@ -77,7 +80,7 @@ def read(obj: dict[str, Any] | None) -> Streak:
     return Streak.parse(annotations.get(FAILED_DRAINS_ANNOTATION))
 
 
-class DrainStreak:
+class DrainStreak(CycleObserver):
     """Counts the fleet's consecutive failed drains and halts the fleet at ``limit``."""
 
     def __init__(

@@ -1,0 +1,156 @@
+"""The moments of one node's reboot cycle, and the observers that act at them: one protocol for every feature.
+
+Concept: the runner and the steps (:mod:`pykured.cycle.run`, :mod:`pykured.cycle.steps`) do what every cycle
+does — the lock, the drain, the reboot or hand-off, notifications, Events, metrics. What only some cycles do
+(the PreferNoSchedule taint while a node waits, reboot hooks and settle gates, the fleet-wide count of failed
+drains, a silence in Alertmanager) is a :class:`CycleObserver`: the cycle announces each moment to
+:class:`CycleObservers`, the list the composition root (:mod:`pykured.wiring`) registered, and knows none of
+them. A new feature is one class that answers the moments it cares about, and one registration line.
+
+The moments, in the order a cycle passes them (every method receives the node's name):
+
+* :meth:`~CycleObserver.waiting` — the node needs a reboot and waits: for its turn
+  (``--prefer-no-schedule-early``), or for a lock others hold. :meth:`~CycleObserver.not_waiting` — it no
+  longer does: no reboot is needed, or the maintenance window closed. :meth:`~CycleObserver.marked` says
+  whether the Node carries an observer's mark of waiting, so the decision marks and unmarks only on change.
+* :meth:`~CycleObserver.slot_taken` — the node took its lock slot (its memory recorded, ``LockAcquired``).
+* :meth:`~CycleObserver.hold` — a point the cycle may be held at (``before-drain``, ``before-release``):
+  an observer answers a :class:`~pykured.core.model.GateResult` (``None``: it has nothing to say there). A
+  phase not begun yet (:attr:`GateResult.start`) is begun by :meth:`~CycleObserver.begin`.
+* :meth:`~CycleObserver.drain_starting` — the gate before the drain passed; the drain begins (also when a
+  restarted agent resumes the cycle). :meth:`~CycleObserver.drained` — the drain (and its escalation) ended.
+* :meth:`~CycleObserver.rebooting` — the reboot (or hand-off, or FleetLock's grant) is about to be triggered.
+* :meth:`~CycleObserver.back` — the node is back from its reboot and uncordoned if the cordon was ours.
+* :meth:`~CycleObserver.released` — the node's lock slot was freed.
+* :meth:`~CycleObserver.forgetting` — the cycle ends (released, aborted, given up, cleaned up): the moment
+  before the cycle's memory is cleared from the Node.
+
+Invariants:
+* Observers are told in registration order, and only at the moments above: the order of API requests is the
+  order of registration within each moment. What an observer raises ends the step as any failed write does
+  (the next pass repeats it); an observer that must never stop the cycle (the silence, the streak) catches
+  its own errors.
+* At a hold point the first observer whose answer is not ``OPEN`` holds the cycle, and those after it are not
+  asked; when every observer answers ``None`` the cycle passes without looking.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Protocol
+
+from pykured.core.model import GateResult, Verdict
+from pykured.cycle.state import NodeState
+
+
+class CycleObserver(Protocol):
+    """A feature of the reboot cycle: it acts at the moments it cares about. Subclass it to inherit a
+    no-op for every other moment."""
+
+    def waiting(self, node: str) -> None:
+        """The node needs a reboot and waits (for its turn, or for a lock others hold)."""
+        return None
+
+    def not_waiting(self, node: str) -> None:
+        """The node no longer waits: no reboot is needed, or the maintenance window closed."""
+        return None
+
+    def marked(self, view: NodeState) -> bool:
+        """Does the Node carry this observer's mark of waiting (read into the pass's observation)?"""
+        return False
+
+    def slot_taken(self, node: str) -> None:
+        """The node took its lock slot."""
+        return None
+
+    def hold(self, node: str, point: str, now: datetime.datetime) -> GateResult | None:
+        """May the cycle pass ``point`` (``before-drain``, ``before-release``)? ``None``: nothing to say."""
+        return None
+
+    def begin(self, node: str, phase: str, now: datetime.datetime) -> None:
+        """Begin ``phase``, which a hold found not begun (:attr:`GateResult.start`); ignore another's."""
+        return None
+
+    def drain_starting(self, node: str) -> None:
+        """The drain begins."""
+        return None
+
+    def drained(self, node: str, failure: str | None) -> None:
+        """The drain ended (``failure``: why it failed; ``None``: it completed)."""
+        return None
+
+    def rebooting(self, node: str) -> None:
+        """The reboot (or the hand-off, or FleetLock's grant) is about to be triggered."""
+        return None
+
+    def back(self, node: str) -> None:
+        """The node is back from its reboot (uncordoned, when the cordon was ours)."""
+        return None
+
+    def released(self, node: str) -> None:
+        """The node's lock slot was freed."""
+        return None
+
+    def forgetting(self, node: str) -> None:
+        """The cycle ends: its memory is about to be cleared from the Node."""
+        return None
+
+
+class CycleObservers(list[CycleObserver]):
+    """The registered observers, told each moment in registration order (see the module docstring)."""
+
+    def waiting(self, node: str) -> None:
+        for observer in self:
+            observer.waiting(node)
+
+    def not_waiting(self, node: str) -> None:
+        for observer in self:
+            observer.not_waiting(node)
+
+    def marked(self, view: NodeState) -> bool:
+        return any(observer.marked(view) for observer in self)
+
+    def slot_taken(self, node: str) -> None:
+        for observer in self:
+            observer.slot_taken(node)
+
+    def hold(self, node: str, point: str, now: datetime.datetime) -> GateResult | None:
+        """The first answer that is not ``OPEN`` (the observers after it are not asked); else the first
+        ``OPEN`` one; ``None`` when no observer has anything to say at ``point``."""
+        passed: GateResult | None = None
+        for observer in self:
+            result = observer.hold(node, point, now)
+            if result is None:
+                continue
+            if result.verdict is not Verdict.OPEN:
+                return result
+            passed = passed or result
+        return passed
+
+    def begin(self, node: str, phase: str, now: datetime.datetime) -> None:
+        for observer in self:
+            observer.begin(node, phase, now)
+
+    def drain_starting(self, node: str) -> None:
+        for observer in self:
+            observer.drain_starting(node)
+
+    def drained(self, node: str, failure: str | None) -> None:
+        for observer in self:
+            observer.drained(node, failure)
+
+    def rebooting(self, node: str) -> None:
+        for observer in self:
+            observer.rebooting(node)
+
+    def back(self, node: str) -> None:
+        for observer in self:
+            observer.back(node)
+
+    def released(self, node: str) -> None:
+        for observer in self:
+            observer.released(node)
+
+    def forgetting(self, node: str) -> None:
+        for observer in self:
+            observer.forgetting(node)
