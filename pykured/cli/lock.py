@@ -36,5 +36,4 @@ def lock_main(argv: list[str]) -> int:
         return int(admin.lock_status(kube, out=sys.stdout, **common))
     if not opts.node:
         parser.error("release needs the NODE whose slot to free")
-    backend = None if opts.lock_backend == "both" else opts.lock_backend
-    return int(admin.lock_release(kube, opts.node, out=sys.stdout, backend=backend, **common))
+    return int(admin.lock_release(kube, opts.node, out=sys.stdout, backend=opts.lock_backend, **common))

@@ -13,6 +13,7 @@ import dataclasses
 import enum
 
 from pykured.gocompat.goflags import go_quote
+from pykured.lock.registry import BACKENDS as LOCK_BACKENDS
 
 
 class Kind(enum.Enum):
@@ -211,9 +212,8 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
     _x(
         "lock-backend",
         STR,
-        "daemonset",
-        "pykured: where the lock lives: daemonset (kured's annotation) or lease (coordination.k8s.io Leases "
-        "<lease-prefix>-<slot>)",
+        LOCK_BACKENDS.default.name,
+        "pykured: where the lock lives: " + " or ".join(f"{b.name} ({b.about})" for b in LOCK_BACKENDS),
     ),
     _x(
         "lease-prefix",

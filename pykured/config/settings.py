@@ -30,6 +30,7 @@ from pykured.core.errors import ConfigError
 from pykured.gocompat.goflags import Duration
 from pykured.gocompat.goregexp import GoRegexp, compile_re2
 from pykured.lock.budget import Budget
+from pykured.lock.registry import BACKENDS as LOCK_BACKENDS
 from pykured.notify.redact import redact_password, redact_url
 from pykured.policy.maintenance import MaintenancePolicy
 from pykured.policy.weekly import TimeWindow
@@ -97,7 +98,7 @@ class Config:
     pre_reboot_node_labels: tuple[str, ...] = ()
     post_reboot_node_labels: tuple[str, ...] = ()
     # pykured extensions
-    lock_backend: str = "daemonset"
+    lock_backend: str = LOCK_BACKENDS.default.name
     lease_prefix: str = ""
     kubeconfig: str = ""
     log_level: str = "info"

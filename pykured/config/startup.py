@@ -139,10 +139,13 @@ def _extensions(cfg: Config) -> list[str]:
     checks.check_choice(cfg.lock_backend, LOCK_BACKENDS.names, flag="lock-backend")
     checks.check_choice(cfg.log_level, ("debug", "info", "warning", "error"), flag="log-level")
     checks.check_choice(cfg.fleetlock_mode, ("node-local", "central"), flag="fleetlock-mode")
-    if cfg.concurrency_label and cfg.lock_backend != "lease":
-        raise _fatal("--concurrency-label needs --lock-backend=lease")
-    if cfg.resume_rolls and cfg.lock_backend != "lease":
-        raise _fatal("--resume-rolls needs --lock-backend=lease")
+    backend = LOCK_BACKENDS.get(cfg.lock_backend)
+    for flag, used in (
+        ("concurrency-label", bool(cfg.concurrency_label)),
+        ("resume-rolls", cfg.resume_rolls),
+    ):
+        if used and flag not in backend.serves:
+            raise _fatal(f"--{flag} needs --lock-backend={' or '.join(LOCK_BACKENDS.serving(flag))}")
     if cfg.max_failed_drains < 0:
         raise _fatal(f"invalid --max-failed-drains {cfg.max_failed_drains}: must be >= 0")
     _escalation(cfg)
@@ -245,7 +248,7 @@ def parse(argv: list[str], env: Mapping[str, str]) -> Config:
 def lock_records(cfg: Config) -> list[tuple[int, str]]:
     """Step 10: the lock lines kured logs once its Kubernetes client exists."""
     info = [f"Lock Annotation: {cfg.ds_namespace}/{cfg.ds_name}:{cfg.lock_annotation}"]
-    if cfg.lock_backend != "daemonset":
+    if cfg.lock_backend != LOCK_BACKENDS.default.name:
         info.append(f"Lock backend: {cfg.lock_backend}")
     budget = cfg.max_unavailable_budget
     if budget is not None:

@@ -1,18 +1,19 @@
 """Operator commands: ``pykured lock status`` and ``pykured lock release NODE``.
 
 kured offers only ``kubectl annotate`` for this (its documentation's manual lock/unlock). These commands read
-and free both backends, so a stuck lock — a deleted holder, the ``manual`` lock, an unreadable value, a Lease
-left by a node that never came back — is visible and fixable without editing JSON by hand.
+and free every registered backend, so a stuck lock — a deleted holder, the ``manual`` lock, an unreadable
+value, a Lease left by a node that never came back — is visible and fixable without editing JSON by hand.
 
 * ``status`` prints every holder: backend, node, since, TTL, whether the TTL expired, whether the Node still
-  exists. An unreadable annotation is printed raw and counts as held. Exit 0 if every backend could be
-  read, 1 otherwise (a backend the caller may not read, e.g. Leases under kured's RBAC, is only noted).
-* ``release`` frees the node's slots on the chosen backend (both by default): its annotation entries, or
-  its Leases. An unreadable annotation is deleted (its old text is printed first). Exit 0 if something was
+  exists. An unreadable value is printed raw and counts as held. Exit 0 if every backend could be read, 1
+  otherwise (a backend the caller may not read, e.g. Leases under kured's RBAC, is only noted).
+* ``release`` frees the node's slots on the chosen backend (every one by default): its annotation entries,
+  or its Leases. An unreadable annotation is deleted (its old text is printed first). Exit 0 if something was
   released, 1 if the node held nothing, 2 on errors.
 
-``open_backends`` opens both backends for an operator through the lock registry (no node of their own:
-they never acquire); ``pykured status`` and ``pykured plan`` read the holders through it too
+Both loop over the backends' operator views (:func:`pykured.lock.registry.open_views`), never asking which
+backend a view is: what differs between backends is said by the view (:mod:`pykured.lock.operator`).
+``pykured status`` and ``pykured plan`` read the holders through the same views
 (:func:`pykured.fleet.requester.lock_holders`). ``pykured.cli.lock`` dispatches ``pykured lock`` here.
 """
 
@@ -22,47 +23,20 @@ import logging
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from pykured.core.errors import KubeError, LockError, NotFoundError
+from pykured.core.errors import KubeError, NotFoundError
 from pykured.gocompat.goflags import format_duration
-from pykured.lock.annotation import AnnotationLock
 from pykured.lock.base import forbidden
-from pykured.lock.lease import LeaseLock
-from pykured.lock.record import LockEntry, decode, format_go_time, ttl_expired
-from pykured.lock.registry import DAEMONSET, LEASE, LockPlace, open_read_only
+from pykured.lock.operator import Released
+from pykured.lock.record import LockEntry, format_go_time, ttl_expired
+from pykured.lock.registry import BACKENDS, LockPlace, LockRegistry, open_views
 
 if TYPE_CHECKING:
     from pykured.kube.api import KubeApi
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("annotation", "lease")
-ALIASES: dict[str, str | None] = {"daemonset": "annotation", "both": None, "": None}
-
-
-def open_backends(
-    kube: KubeApi,
-    *,
-    namespace: str,
-    ds_name: str,
-    annotation: str,
-    lease_prefix: str,
-    lease_namespace: str | None = None,
-) -> tuple[AnnotationLock, LeaseLock]:
-    """Both lock backends as an operator opens them (:func:`pykured.lock.registry.open_read_only`): with no
-    node of their own, so they never acquire; they read the holders, and release the slots of a node named
-    to them. The Leases live in ``lease_namespace`` (default: ``namespace``)."""
-    place = LockPlace(
-        namespace=namespace,
-        ds_name=ds_name,
-        annotation=annotation,
-        lease_prefix=lease_prefix,
-        lease_namespace=lease_namespace,
-    )
-    views = open_read_only(kube, place)
-    ann, lease = views[DAEMONSET.name], views[LEASE.name]
-    if not isinstance(ann, AnnotationLock) or not isinstance(lease, LeaseLock):
-        raise TypeError(f"the registered lock backends are not kured's annotation and the Lease: {views}")
-    return ann, lease
+EVERY = ("", "both")
+"""The ``backend`` values of :func:`lock_release` that mean every backend (as ``None`` does)."""
 
 
 def _node_exists(kube: KubeApi, name: str) -> str:
@@ -99,11 +73,12 @@ def lock_status(
     out: TextIO,
     lease_namespace: str | None = None,
     now_ns: int | None = None,
+    registry: LockRegistry | None = None,
 ) -> int:
-    """Print the holders of both backends; see the module docstring for the exit codes."""
+    """Print the holders of every backend of ``registry`` (the registered ones by default); see the module
+    docstring for the exit codes."""
     now = time.time_ns() if now_ns is None else now_ns
-    ann, lease = open_backends(
-        kube,
+    place = LockPlace(
         namespace=namespace,
         ds_name=ds_name,
         annotation=annotation,
@@ -112,22 +87,14 @@ def lock_status(
     )
     rows: list[list[str]] = []
     code = 0
-    try:
-        raw = ann.raw_value()
-        if raw is not None:
-            try:
-                rows += [_row(kube, "annotation", e, now) for e in decode(raw).entries]
-            except LockError as exc:
-                out.write(f"annotation {annotation} on {ann.where} is UNREADABLE and counts as held: {exc}\n")
-                out.write(f"  value: {raw}\n  fix: pykured lock release <node> --backend annotation\n")
-    except LockError as exc:
-        out.write(f"annotation lock on {ann.where}: cannot read: {exc}\n")
-        code = 1
-    try:
-        rows += [_row(kube, "lease", e, now) for e in sorted(lease.entries(), key=lambda e: e.node_id)]
-    except LockError as exc:
-        out.write(f"lease lock {lease.where}: cannot read: {exc}\n")
-        code = code if forbidden(exc) else 1
+    for view in open_views(kube, place, registry=registry):
+        reading = view.read()
+        if reading.error is not None:
+            out.write(f"{view.subject}: cannot read: {reading.error}\n")
+            code = code if view.optional and forbidden(reading.error) else 1
+        if reading.unreadable is not None:
+            out.write(reading.unreadable.note)
+        rows += [_row(kube, view.backend, e, now) for e in reading.holders]
     if rows:
         _table(rows, out)
     else:
@@ -146,47 +113,29 @@ def lock_release(
     out: TextIO,
     backend: str | None = None,
     lease_namespace: str | None = None,
+    registry: LockRegistry | None = None,
 ) -> int:
-    """Free ``node``'s slots on ``backend``: ``annotation`` (alias ``daemonset``), ``lease``, or both when
-    ``None`` (alias ``both``)."""
-    backend = ALIASES.get(backend or "", backend)
-    if backend is not None and backend not in BACKENDS:
-        out.write(f"unknown lock backend {backend!r} (choose from {', '.join(BACKENDS)})\n")
-        return 2
-    ann, lease = open_backends(
-        kube,
+    """Free ``node``'s slots on ``backend`` — a backend's ``--lock-backend`` name or the word it is printed
+    as (``daemonset`` or ``annotation``, ``lease``) — or on every backend when ``None`` (or ``both``)."""
+    registry = BACKENDS if registry is None else registry
+    chosen = None
+    if backend is not None and backend not in EVERY:
+        chosen = registry.find(backend)
+        if chosen is None:
+            out.write(f"unknown lock backend {backend!r} (choose from {', '.join(registry.labels)})\n")
+            return 2
+    place = LockPlace(
         namespace=namespace,
         ds_name=ds_name,
         annotation=annotation,
         lease_prefix=lease_prefix,
         lease_namespace=lease_namespace,
     )
-    released, failed = False, False
-    if backend in (None, "annotation"):
-        try:
-            if ann.release(node_id=node):
-                out.write(f"Released the annotation lock of {node} on {ann.where}\n")
-                released = True
-        except LockError as exc:
-            if isinstance(exc.__cause__, KubeError):
-                out.write(f"annotation lock on {ann.where}: {exc}\n")
-                failed = True
-            else:
-                out.write(f"The annotation lock on {ann.where} is unreadable ({exc}); deleting it.\n")
-                out.write(f"  old value: {ann.raw_value()}\n")
-                released = ann.clear() or released
-    if backend in (None, "lease"):
-        try:
-            if lease.release(node_id=node):
-                out.write(f"Released the lease lock of {node} in {lease.where}\n")
-                released = True
-        except LockError as exc:
-            if backend == "lease" or not forbidden(exc):
-                out.write(f"lease lock {lease.where}: {exc}\n")
-                failed = True
-    if failed:
+    targets = [chosen] if chosen is not None else list(registry)
+    outcomes = [b.open_view(kube, place).release(node, out=out, named=chosen is not None) for b in targets]
+    if Released.FAILED in outcomes:
         return 2
-    if not released:
+    if Released.FREED not in outcomes:
         out.write(f"{node} holds no lock slot.\n")
         return 1
     logger.info("Lock released by an operator for %s", node)

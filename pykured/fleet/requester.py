@@ -3,7 +3,7 @@
 Concept: the thin adapter between the pure modules (:mod:`pykured.requests.record`,
 :mod:`pykured.fleet.rollout`, :mod:`pykured.fleet.view`) and the API server. It runs from an operator's
 machine (kubeconfig) or inside an agent's pod (in-cluster, kured's RBAC: ``get``/``patch`` on its own Node).
-The lock holders are read through :func:`pykured.fleet.locks.open_backends`.
+The lock holders are read through each backend's operator view (:func:`pykured.lock.registry.open_views`).
 
 Invariants:
 * Validate, then write: every node is read (it exists, it reports a bootID) and the caller's right to
@@ -28,13 +28,12 @@ from pykured.core import errors
 from pykured.cycle.state import NodeState
 from pykured.fleet import rollout
 from pykured.fleet import view as fleetview
-from pykured.fleet.locks import open_backends
 from pykured.kube.api import KubeApi
 from pykured.kube.client import JSON_PATCH, MERGE_PATCH, Obj
 from pykured.lock.base import forbidden
 from pykured.lock.budget import Budget
 from pykured.lock.counts import daemonset_count
-from pykured.lock.record import decode
+from pykured.lock.registry import LockPlace, LockRegistry, open_views
 from pykured.requests import keeper
 from pykured.requests import record as rebootrequest
 from pykured.status.agent import reported_boot_ids
@@ -286,27 +285,27 @@ def lock_limit(
 
 
 def lock_holders(
-    kube: KubeApi, *, namespace: str, ds_name: str, annotation: str, lease_prefix: str
+    kube: KubeApi,
+    *,
+    namespace: str,
+    ds_name: str,
+    annotation: str,
+    lease_prefix: str,
+    registry: LockRegistry | None = None,
 ) -> list[fleetview.LockInfo]:
-    """The holders of both lock backends; what the caller may not read is reported, not raised."""
-    ann, lease = open_backends(
-        kube, namespace=namespace, ds_name=ds_name, annotation=annotation, lease_prefix=lease_prefix
-    )
+    """The holders of every lock backend of ``registry`` (the registered ones by default), through their
+    operator views; what the caller may not read is reported, not raised."""
+    place = LockPlace(namespace=namespace, ds_name=ds_name, annotation=annotation, lease_prefix=lease_prefix)
     out = []
-    try:
-        raw = ann.raw_value()
-    except (errors.LockError, errors.KubeError) as exc:
-        out.append(fleetview.LockInfo("annotation", error=_lock_error(exc)))
-    else:
-        try:
-            holders = tuple(e.node_id for e in decode(raw).entries) if raw is not None else ()
-            out.append(fleetview.LockInfo("annotation", holders))
-        except errors.LockError as exc:
-            out.append(fleetview.LockInfo("annotation", error=f"unreadable value, counts as held ({exc})"))
-    try:
-        out.append(fleetview.LockInfo("lease", tuple(sorted(e.node_id for e in lease.entries()))))
-    except (errors.LockError, errors.KubeError) as exc:
-        out.append(fleetview.LockInfo("lease", error=_lock_error(exc)))
+    for view in open_views(kube, place, registry=registry):
+        reading = view.read()
+        if reading.error is not None:
+            out.append(fleetview.LockInfo(view.backend, error=_lock_error(reading.error)))
+        elif reading.unreadable is not None:
+            error = f"unreadable value, counts as held ({reading.unreadable.error})"
+            out.append(fleetview.LockInfo(view.backend, error=error))
+        else:
+            out.append(fleetview.LockInfo(view.backend, tuple(e.node_id for e in reading.holders)))
     return out
 
 

@@ -19,6 +19,8 @@ daemonsets and ``update`` on the named one (no patch, no list, no watch).
   request, no rule more); the value written keeps kured's ``maxOwners`` (``--concurrency``).
 * Differences from kured: no in-process release delay (the daemon's job), holders whose Node is gone are
   freed (:mod:`pykured.lock.liveness`), both JSON forms are read whatever our concurrency.
+* An operator sees it through :class:`AnnotationView`: the holders in the stored order, and a value that
+  cannot be decoded printed raw (it counts as held) and deleted by a release.
 * A waiting node reads the DaemonSet once per wait: the daemon waits ``--period``, at most a minute
   (:data:`WAITING_POLL`), and its pass at the end reads the DaemonSet once for ``holding`` and ``acquire``
   (one GET within ``FRESH`` seconds serves both; the PUT still carries that read's resourceVersion). The
@@ -34,7 +36,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pykured.core.errors import ConflictError, ForbiddenError, KubeError, LockError, NotFoundError
 from pykured.gocompat.goflags import Duration
@@ -42,6 +44,7 @@ from pykured.lock.base import AcquireResult, GoneHolderHook
 from pykured.lock.budget import Budget, effective_limit
 from pykured.lock.counts import desired_count
 from pykured.lock.liveness import HolderLiveness
+from pykured.lock.operator import Reading, Released, Unreadable
 from pykured.lock.record import (
     UNKNOWN_HOLDER,
     LockEntry,
@@ -151,6 +154,11 @@ class AnnotationLock:
     def where(self) -> str:
         """``namespace/name`` of the DaemonSet, for messages."""
         return f"{self._namespace}/{self._ds_name}"
+
+    @property
+    def annotation(self) -> str:
+        """The annotation's key (``--lock-annotation``)."""
+        return self._annotation
 
     # -- I/O --------------------------------------------------------------------------------------
 
@@ -392,6 +400,58 @@ class AnnotationLock:
                 self._write_failed(exc, deadline, "clear")
                 continue
             return True
+
+
+class AnnotationView:
+    """kured's annotation as an operator sees it (an :class:`~pykured.lock.operator.OperatorView`): the
+    holders in the stored order; a value that cannot be decoded is shown raw, counts as held, and a release of
+    any node deletes it (its text printed first)."""
+
+    def __init__(self, lock: AnnotationLock) -> None:
+        self._lock = lock
+
+    optional = False
+    """kured's RBAC grants it: a 403 is a failure."""
+
+    @property
+    def backend(self) -> str:
+        return self._lock.backend
+
+    @property
+    def subject(self) -> str:
+        return f"{self._lock.backend} lock on {self._lock.where}"
+
+    def read(self) -> Reading:
+        try:
+            raw = self._lock.raw_value()
+        except (LockError, KubeError) as exc:
+            return Reading(error=exc)
+        if raw is None:
+            return Reading()
+        try:
+            return Reading(holders=tuple(decode(raw).entries))
+        except LockError as exc:
+            note = (
+                f"annotation {self._lock.annotation} on {self._lock.where} is UNREADABLE and counts as held: "
+                f"{exc}\n  value: {raw}\n  fix: pykured lock release <node> --backend {self.backend}\n"
+            )
+            return Reading(unreadable=Unreadable(error=exc, note=note))
+
+    def release(self, node: str, *, out: TextIO, named: bool) -> Released:
+        """Any failure to write is reported, ``named`` or not (kured's RBAC grants the write)."""
+        try:
+            if not self._lock.release(node_id=node):
+                return Released.NOT_HELD
+        except LockError as exc:
+            if isinstance(exc.__cause__, KubeError):
+                out.write(f"{self.subject}: {exc}\n")
+                return Released.FAILED
+            out.write(f"The {self.backend} lock on {self._lock.where} is unreadable ({exc}); deleting it.\n")
+        else:
+            out.write(f"Released the {self.backend} lock of {node} on {self._lock.where}\n")
+            return Released.FREED
+        out.write(f"  old value: {self._lock.raw_value()}\n")
+        return Released.FREED if self._lock.clear() else Released.NOT_HELD
 
 
 def _annotations(obj: Obj) -> dict[str, Any]:

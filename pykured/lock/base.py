@@ -5,7 +5,7 @@ DaemonSet annotation (:mod:`pykured.lock.annotation`) and one Lease per slot (:m
 registered by their ``--lock-backend`` names in :mod:`pykured.lock.registry` — implements it, and so does
 every wrapper (:class:`pykured.lock.switch.GuardedLock`, :class:`pykured.lock.paced.GroupPacedLock`), which
 forwards what it does not change, ``watched`` included. :class:`LockView` is a backend opened for an
-operator's inspection.
+operator's inspection; the operator commands see it through its view (:mod:`pykured.lock.operator`).
 
 Invariants every implementation keeps:
 
@@ -74,7 +74,8 @@ class Lock(Protocol):
 
     @property
     def backend(self) -> str:
-        """``annotation`` or ``lease``: for logs, metrics and ``pykured lock status``."""
+        """The word the backend is printed as in logs, metrics and ``pykured lock status`` (its registry
+        entry's ``label``: ``annotation``, ``lease``)."""
         ...
 
     @property
@@ -119,7 +120,8 @@ class Lock(Protocol):
 
 class LockView(Lock, Protocol):
     """A backend opened for an operator's inspection (``pykured lock status``, the fleet views) and release:
-    :func:`pykured.lock.registry.open_read_only` opens every registered backend so. It acts for no node
+    :func:`pykured.lock.registry.open_read_only` opens every registered backend so, and a
+    :class:`~pykured.lock.operator.PlainView` wraps one for the operator commands. It acts for no node
     (``node_id`` is empty) and takes no slot."""
 
     @property

@@ -79,3 +79,12 @@ def test_kured_flag_kinds() -> None:
         "post-reboot-node-labels",
     ]
     assert not any(spec.extension for spec in KURED_FLAGS)
+
+
+def test_the_lock_backend_flag_takes_its_values_default_and_help_from_the_lock_registry() -> None:
+    spec = BY_NAME["lock-backend"]
+    assert spec.default == "daemonset"
+    assert spec.help == (
+        "pykured: where the lock lives: daemonset (kured's annotation) or lease (coordination.k8s.io Leases "
+        "<lease-prefix>-<slot>)"
+    )

@@ -6,10 +6,11 @@ import logging
 
 import pytest
 
-from pykured.config import parse
+from pykured.config import parse, startup
 from pykured.config.reader import read_flags
 from pykured.config.startup import go_slice, settle, startup_lines, startup_records
 from pykured.core.errors import ConfigError
+from pykured.lock.registry import BACKENDS, LEASE, Backend
 
 NODE = {"KURED_NODE_ID": "node-1"}
 
@@ -144,3 +145,15 @@ def test_the_reboot_command_line_comes_before_its_error() -> None:
         (logging.INFO, "Reboot method: command"),
         (logging.INFO, "Reboot command: reboot \\"),
     ]
+
+
+def test_the_lock_backend_checks_and_line_follow_the_lock_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend registered as serving ``--concurrency-label`` is accepted, and named where it is needed."""
+    third = Backend("third", LEASE.build, LEASE.open, serves=frozenset({"concurrency-label"}))
+    monkeypatch.setattr(startup, "LOCK_BACKENDS", BACKENDS.register(third))
+    cfg = parse(["--lock-backend=third", "--concurrency-label=zone"], NODE)
+    assert (logging.INFO, "Lock backend: third") in startup_records(cfg, "1.23.0")
+    with pytest.raises(ConfigError, match="--concurrency-label needs --lock-backend=lease or third"):
+        parse(["--concurrency-label=zone"], NODE)
+    with pytest.raises(ConfigError, match=r"--resume-rolls needs --lock-backend=lease$"):
+        parse(["--lock-backend=third", "--resume-rolls"], NODE)

@@ -4,12 +4,18 @@ real API server: tests/e2e/fleet/test_locks.py)."""
 from __future__ import annotations
 
 import io
-from typing import Any, TypedDict
+from typing import Any, TextIO, TypedDict
 
 import pytest
 
+from pykured.core.errors import LockError
 from pykured.fleet.locks import lock_release, lock_status
 from pykured.gocompat.goflags import Duration
+from pykured.kube.api import KubeApi
+from pykured.lock.base import Lock, LockView
+from pykured.lock.lease import LeaseLock
+from pykured.lock.operator import OperatorView, Reading, Released, Unreadable
+from pykured.lock.registry import BACKENDS, Backend, LockConfig, LockHooks, LockPlace
 from tests.fakes import FakeKube
 from tests.lock.conftest import ANNOTATION, T_NS, make_annotation_lock, make_lease_lock
 
@@ -122,3 +128,84 @@ def test_release_errors(
     got_code, got_text = release(kube, lock_ns, node, backend=backend)
     assert got_code == code
     assert text in got_text
+
+
+# -- a third backend: registered in the test alone, looped over by status and release ----------------------
+
+
+class ThirdLock(LeaseLock):
+    """A throwaway third backend (Leases under a prefix of its own), printed as ``3rd``."""
+
+    backend = "3rd"
+
+
+def third_lock(kube: KubeApi, namespace: str, node: str) -> ThirdLock:
+    return ThirdLock(
+        kube, namespace=namespace, prefix="third-lock", node_id=node, concurrency=1, ttl=Duration(0)
+    )
+
+
+def _build_third(cfg: LockConfig, kube: KubeApi, *, guard_only: bool, hooks: LockHooks) -> Lock:
+    return third_lock(kube, cfg.ds_namespace, cfg.node_id)
+
+
+def _open_third(kube: KubeApi, place: LockPlace) -> LockView:
+    return third_lock(kube, place.namespace, "")
+
+
+THIRD = Backend("third", _build_third, _open_third, label=ThirdLock.backend)
+WITH_THIRD = BACKENDS.register(THIRD)
+
+
+def test_status_and_release_loop_over_a_third_registered_backend(
+    kube: FakeKube, lock_ns: str, nodes: Any
+) -> None:
+    a, b = nodes(2)
+    assert make_annotation_lock(kube, lock_ns, a).acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert third_lock(kube, lock_ns, b).acquire(unschedulable=False, now_ns=T_NS).acquired
+    out = io.StringIO()
+    assert lock_status(kube, namespace=lock_ns, out=out, now_ns=T_NS, registry=WITH_THIRD, **WHERE) == 0
+    rows = [line.split() for line in out.getvalue().splitlines()[1:]]
+    assert [(r[0], r[1]) for r in rows] == [("annotation", a), ("3rd", b)]
+    assert status(kube, lock_ns)[1].count("\n") == 2  # the registered backends alone know nothing of it
+    for word in ("third", "3rd"):  # its flag value and its printed word
+        assert third_lock(kube, lock_ns, b).acquire(unschedulable=False, now_ns=T_NS).acquired
+        code, text = release(kube, lock_ns, b, backend=word, registry=WITH_THIRD)
+        assert (code, text) == (0, f"Released the 3rd lock of {b} in {lock_ns}/third-lock-*\n")
+    assert third_lock(kube, lock_ns, a).acquire(unschedulable=False, now_ns=T_NS).acquired
+    code, text = release(kube, lock_ns, a, registry=WITH_THIRD)  # every backend by default
+    assert code == 0 and text.splitlines() == [
+        f"Released the annotation lock of {a} on {lock_ns}/kured",
+        f"Released the 3rd lock of {a} in {lock_ns}/third-lock-*",
+    ]
+    code, text = release(kube, lock_ns, a, backend="fleet", registry=WITH_THIRD)
+    assert (code, text) == (2, "unknown lock backend 'fleet' (choose from annotation, lease, 3rd)\n")
+
+
+class StuckView:
+    """A third backend's own view: a value it cannot read, and a release that fails."""
+
+    backend, subject, optional = "stuck", "stuck lock somewhere", False
+
+    def read(self) -> Reading:
+        return Reading(unreadable=Unreadable(error=LockError("garbled"), note="stuck: UNREADABLE\n"))
+
+    def release(self, node: str, *, out: TextIO, named: bool) -> Released:
+        out.write(f"{self.subject}: cannot release {node}\n")
+        return Released.FAILED
+
+
+def _stuck_view(kube: KubeApi, place: LockPlace) -> OperatorView:
+    return StuckView()
+
+
+STUCK = Backend("stuck", _build_third, _open_third, label="stuck", view=_stuck_view)
+
+
+def test_a_backends_own_view_says_what_it_cannot_read_and_release(kube: FakeKube, lock_ns: str) -> None:
+    registry = BACKENDS.register(STUCK)
+    out = io.StringIO()
+    assert lock_status(kube, namespace=lock_ns, out=out, now_ns=T_NS, registry=registry, **WHERE) == 0
+    assert out.getvalue() == "stuck: UNREADABLE\nNo lock holders.\n"
+    code, text = release(kube, lock_ns, "node-0", registry=registry)
+    assert (code, text) == (2, "stuck lock somewhere: cannot release node-0\n")

@@ -6,6 +6,7 @@ kured's RBAC on the real one).
 from __future__ import annotations
 
 import datetime
+import io
 import json
 import logging
 import re
@@ -15,8 +16,9 @@ import pytest
 
 from pykured.core.errors import KubeError, LockError
 from pykured.gocompat.goflags import Duration
-from pykured.lock.annotation import AnnotationLock
+from pykured.lock.annotation import AnnotationLock, AnnotationView
 from pykured.lock.budget import Budget
+from pykured.lock.operator import Released
 from pykured.lock.record import UNKNOWN_HOLDER
 from tests.fakes import FakeClock, FakeKube
 from tests.lock import conftest
@@ -313,6 +315,66 @@ def test_entries_of_an_unreadable_value_raise(kube: FakeKube, lock_ns: str) -> N
         view.entries()
     assert not isinstance(caught.value.__cause__, KubeError)  # the value, not the API
     assert view.raw_value() == "{not json"
+
+
+# -- the operator's view ----------------------------------------------------------------------------------
+
+
+def test_the_view_reads_the_holders_in_the_stored_order(kube: FakeKube, lock_ns: str, nodes: Any) -> None:
+    first, second = nodes(2)
+    view = AnnotationView(make_annotation_lock(kube, lock_ns, ""))
+    assert (view.backend, view.subject, view.optional) == (
+        "annotation",
+        f"annotation lock on {lock_ns}/kured",
+        False,
+    )
+    assert view.read().holders == ()
+    set_raw(kube, lock_ns, json.dumps({"maxOwners": 2, "locks": [{"nodeID": second}, {"nodeID": first}]}))
+    reading = view.read()
+    assert [e.node_id for e in reading.holders] == [second, first]
+    assert (reading.unreadable, reading.error) == (None, None)
+
+
+def test_the_view_shows_an_unreadable_value_and_how_to_fix_it(kube: FakeKube, lock_ns: str) -> None:
+    set_raw(kube, lock_ns, "{not json")
+    reading = AnnotationView(make_annotation_lock(kube, lock_ns, "")).read()
+    assert reading.holders == () and reading.error is None and reading.unreadable is not None
+    error = reading.unreadable.error
+    assert reading.unreadable.note == (
+        f"annotation {ANNOTATION} on {lock_ns}/kured is UNREADABLE and counts as held: {error}\n"
+        "  value: {not json\n  fix: pykured lock release <node> --backend annotation\n"
+    )
+
+
+def test_a_view_read_that_fails_is_answered_not_raised(kube: FakeKube) -> None:
+    reading = AnnotationView(make_annotation_lock(kube, "nowhere", "", retry_timeout=0.0)).read()
+    assert reading.holders == () and isinstance(reading.error, LockError)
+
+
+def test_the_views_release_deletes_an_unreadable_value(kube: FakeKube, lock_ns: str) -> None:
+    set_raw(kube, lock_ns, "{not json")
+    view = AnnotationView(make_annotation_lock(kube, lock_ns, ""))
+    out = io.StringIO()
+    assert view.release("any", out=out, named=False) is Released.FREED
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith(f"The annotation lock on {lock_ns}/kured is unreadable (")
+    assert lines[1:] == ["  old value: {not json"] and raw(kube, lock_ns) is None
+
+
+def test_the_views_release_frees_the_nodes_entry_and_reports_a_failure(
+    kube: FakeKube, lock_ns: str, nodes: Any
+) -> None:
+    (node,) = nodes(1)
+    assert make_annotation_lock(kube, lock_ns, node).acquire(unschedulable=False, now_ns=T_NS).acquired
+    view = AnnotationView(make_annotation_lock(kube, lock_ns, "", retry_timeout=0.0))
+    out = io.StringIO()
+    assert view.release(node, out=out, named=False) is Released.FREED
+    assert view.release(node, out=out, named=False) is Released.NOT_HELD
+    assert out.getvalue() == f"Released the annotation lock of {node} on {lock_ns}/kured\n"
+    out = io.StringIO()
+    failing = AnnotationView(make_annotation_lock(kube, "nowhere", "", retry_timeout=0.0))
+    assert failing.release(node, out=out, named=False) is Released.FAILED
+    assert out.getvalue().startswith("annotation lock on nowhere/kured: ")
 
 
 HALF, QUARTER = Budget(50, percent=True), Budget(25, percent=True)

@@ -13,11 +13,15 @@ from pykured.config import Config
 from pykured.core.errors import LockError
 from pykured.gocompat.goflags import Duration
 from pykured.kube.api import KubeApi
+from pykured.lock.annotation import AnnotationView
 from pykured.lock.base import Lock, LockView
 from pykured.lock.lease import LeaseLock
+from pykured.lock.operator import PlainView
 from pykured.lock.paced import GroupPacedLock
 from pykured.lock.registry import (
     BACKENDS,
+    DAEMONSET,
+    LEASE,
     Backend,
     LockConfig,
     LockHooks,
@@ -25,6 +29,7 @@ from pykured.lock.registry import (
     LockRegistry,
     build_lock,
     open_read_only,
+    open_views,
 )
 from pykured.lock.switch import GuardedLock
 from tests.fakes import FakeKube
@@ -227,3 +232,55 @@ def test_a_share_per_label_is_counted_from_the_labelled_nodes(kube: Any) -> None
         True, True, False,
     ]  # fmt: skip
     assert paced("b1").acquire(unschedulable=False, now_ns=T_NS).acquired
+
+
+# -- one vocabulary: the flag's value and the printed word of each backend ---------------------------------
+
+
+def test_each_backend_has_its_flag_value_and_the_word_it_is_printed_as() -> None:
+    assert BACKENDS.names == ("daemonset", "lease")
+    assert BACKENDS.labels == ("annotation", "lease")
+    assert BACKENDS.default is DAEMONSET and Config().lock_backend == DAEMONSET.name
+    assert THIRD.label == "third"  # a backend registered without a word is printed as its name
+
+
+@pytest.mark.parametrize("backend", BACKENDS.backends, ids=BACKENDS.names)
+def test_every_lock_of_a_backend_prints_its_registered_word(kube: Any, backend: Backend) -> None:
+    place = LockPlace(namespace=NS, ds_name="kured", annotation="a", lease_prefix="kured-lock")
+    built = [
+        backend.build(config("a1", backend.name), kube, guard_only=g, hooks=LockHooks())
+        for g in (False, True)
+    ]
+    words = {build_lock(config("a1", backend.name), kube).backend, *(lock.backend for lock in built)}
+    words |= {backend.open(kube, place).backend, backend.open_view(kube, place).backend}
+    assert words == {backend.label}
+
+
+def test_a_backend_is_found_by_its_flag_value_or_its_word() -> None:
+    assert BACKENDS.find("daemonset") is DAEMONSET and BACKENDS.find("annotation") is DAEMONSET
+    assert BACKENDS.find("lease") is LEASE
+    assert BACKENDS.find("both") is None and BACKENDS.find("") is None
+
+
+def test_the_flags_only_a_backend_serves_are_registered_with_it() -> None:
+    assert BACKENDS.serving("concurrency-label") == ("lease",)
+    assert BACKENDS.serving("resume-rolls") == ("lease",)
+    assert BACKENDS.serving("max-unavailable") == ()
+
+
+def test_a_word_registered_twice_is_refused() -> None:
+    with pytest.raises(ValueError, match="words registered twice"):
+        BACKENDS.register(dataclasses.replace(THIRD, label="lease"))
+    with pytest.raises(ValueError, match="words registered twice"):
+        BACKENDS.register(dataclasses.replace(THIRD, label="daemonset"))
+
+
+def test_every_backend_is_opened_as_its_operator_view(kube: Any) -> None:
+    """kured's annotation has a view of its own; a backend registered without one gets a plain view of what it
+    opens."""
+    place = LockPlace(namespace=NS, ds_name="kured", annotation="a", lease_prefix="kured-lock")
+    views = open_views(kube, place)
+    assert [type(v) for v in views] == [AnnotationView, PlainView]
+    assert [v.subject for v in views] == [f"annotation lock on {NS}/kured", f"lease lock {NS}/kured-lock-*"]
+    (third,) = open_views(kube, place, registry=LockRegistry((THIRD,)))
+    assert isinstance(third, PlainView) and third.subject == f"lease lock {NS}/third-lock-*"
