@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from pykured import wiring
+from pykured.agent import wiring
 from pykured.alertmanager.gate import AlertmanagerAlertBlocker
 from pykured.blockers import PrometheusAlertBlocker
 from pykured.config.startup import parse

@@ -118,7 +118,7 @@ def run_agent(cfg: Config) -> int:
         return 1
     for level, line in lock_records(cfg):
         logger.log(level, "%s", line)
-    from pykured.wiring import build
+    from pykured.agent.wiring import build
 
     try:
         agent = build(cfg, kube=kube)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from pykured.agent.daemon import Daemon, Senses, Settings
 from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
 from pykured.cli import requests as requestcli
 from pykured.core.errors import NotFoundError
@@ -29,7 +30,6 @@ from pykured.core.model import Reason
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy
 from pykured.cycle.steps import Hands
-from pykured.daemon import Daemon, Senses, Settings
 from pykured.drain import Drainer
 from pykured.fleet import freeze as policycmd
 from pykured.gocompat.goflags import Duration

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pykured.agent.daemon import Daemon, Senses, Settings
 from pykured.alertmanager.gate import AlertmanagerAlertBlocker
 from pykured.alertmanager.silence import SilenceKeeper
 from pykured.blockers import Blocker, NodeMarkBlocker, PodBlocker, PrometheusAlertBlocker
@@ -22,7 +23,6 @@ from pykured.cycle.halt import HaltWatch
 from pykured.cycle.nodecopy import NodeCopy
 from pykured.cycle.steps import Behaviour, Hands
 from pykured.cycle.streak import DrainStreak
-from pykured.daemon import Daemon, Senses, Settings
 from pykured.drain import Drainer
 from pykured.fleetlock import FleetLockServer
 from pykured.fleetlock.service import ZincatiGrant
