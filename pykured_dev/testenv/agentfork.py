@@ -32,6 +32,7 @@ from pykured_dev.testenv.procs import _die_with_parent
 PRELOAD = (
     "pykured.__main__",
     "pykured.cli.agent",
+    "pykured.agent.start",
     "pykured.agent.wiring",
     "pykured.agent.daemon",
     "pykured.fleetlock.server",

@@ -24,7 +24,7 @@ import pytest
 
 from pykured.agent.daemon import Daemon, Senses, Settings
 from pykured.blockers import Blocker, PodBlocker, PrometheusAlertBlocker
-from pykured.cli import requests as requestcli
+from pykured.cli.plan import plan_main
 from pykured.core.errors import NotFoundError
 from pykured.core.model import Reason
 from pykured.cycle.book import NodeBook
@@ -195,7 +195,7 @@ class Site:
             f"--ds-namespace={self.ns}",
             f"--kubeconfig={self.k8s.admin_kubeconfig}",
         ]
-        assert requestcli.plan_main([*where, *argv], out=out, err=err, now=lambda: NOW) == 0, err.getvalue()
+        assert plan_main([*where, *argv], out=out, err=err, now=lambda: NOW) == 0, err.getvalue()
         assert err.getvalue() == ""
         return self.normalise(out.getvalue())
 
