@@ -65,30 +65,30 @@ class Command:
         return self.load()(argv)
 
 
-_REQUESTS, _FREEZE = "pykured.cli.requests", "pykured.cli.freeze"
+_FREEZE = "pykured.cli.freeze"
 COMMANDS: tuple[Command, ...] = (
     Command(
         "status",
         "every node's reboot state: needs a reboot and why, what blocks it, the lock, the roll",
-        f"{_REQUESTS}:status_main",
+        "pykured.cli.status:status_main",
         Reach.NAMESPACED,
     ),
     Command(
         "plan",
         "what the roll will do: per node why it needs a reboot, what holds it, its place, an end",
-        f"{_REQUESTS}:plan_main",
+        "pykured.cli.plan:plan_main",
         Reach.NAMESPACED,  # it reads the lock and the policy ConfigMap in --ds-namespace, as status does
     ),
     Command(
         "request-reboot",
         "reboot nodes once, bound to their current boot: NODE... --reason TEXT [--cancel]",
-        f"{_REQUESTS}:request_reboot_main",
+        "pykured.cli.request_reboot:request_reboot_main",
         Reach.CLUSTER,
     ),
     Command(
         "rollout",
         "request a reboot of a set of nodes, paced by the lock; rollout status | rollout cancel ID",
-        f"{_REQUESTS}:rollout_main",
+        "pykured.cli.rollout:rollout_main",
         Reach.CLUSTER,
     ),
     Command(

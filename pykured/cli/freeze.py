@@ -10,14 +10,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import sys
-from typing import TYPE_CHECKING
 
 from pykured.cli import options
 from pykured.core import errors
 from pykured.gocompat import logrus
-
-if TYPE_CHECKING:
-    from pykured.kube.client import Kube
 
 
 def freeze_main(argv: list[str]) -> int:
@@ -47,8 +43,6 @@ def _freeze_command(command: str, argv: list[str]) -> int:
     opts = parser.parse_args(argv)
     logrus.configure("text", "warning")
     from pykured.fleet import freeze as freezecmd
-    from pykured.policy.freeze import FreezeError, parse_until
-    from pykured.policy.weekly import load_location
 
     where = {"namespace": opts.ds_namespace, "name": opts.policy_configmap}
     shown = f"{opts.ds_namespace}/{opts.policy_configmap}"
@@ -69,21 +63,21 @@ def _freeze_command(command: str, argv: list[str]) -> int:
             parser.error("--reason is required (e.g. an incident id)")
         until = None
         if opts.until:
-            until = parse_until(opts.until, now=now, zone=load_location(opts.time_zone))
+            until = freezecmd.until(opts.until, now=now, time_zone=opts.time_zone)
         if opts.nodes:
             record = freezecmd.pause_nodes(kube, opts.nodes, reason=opts.reason, until=until, now=now)
             text = record.describe().removeprefix("frozen")
             print(f"{', '.join(opts.nodes)}: paused{text}")
             return 0
         record = freezecmd.freeze(kube, reason=opts.reason, until=until, now=now, **where)
-    except (errors.PykuredError, FreezeError, ValueError) as exc:
+    except (errors.PykuredError, ValueError) as exc:  # a FreezeError is a ValueError
         print(f"pykured {command}: {exc}", file=sys.stderr)
         return 1
     print(f"{record.describe()} ({shown})")
     return _honoured(kube, where)
 
 
-def _honoured(kube: Kube, where: dict[str, str]) -> int:
+def _honoured(kube: options.Kube, where: dict[str, str]) -> int:
     """After a freeze: how many agents honour it; exit 3 (a warning) when none does."""
     from pykured.fleet import freeze
 

@@ -23,9 +23,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pykured.config.flags import BY_NAME
+from pykured.lock.budget import Budget, BudgetError
 
 if TYPE_CHECKING:
-    from pykured.kube.client import Kube
+    from pykured.kube.client import Kube as Kube  # noqa: PLC0414 (re-exported: the client :func:`kube` gives)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -122,6 +123,36 @@ def add_agent_flag(
     value = agent_value(name, env=env, empty_is_unset=convert is not str)
     shown = _help(text, spec.env_var, spec.default or "")
     parser.add_argument(f"--{name}", type=convert, default=value, help=shown)
+
+
+def _budget(text: str) -> Budget | None:
+    """``--max-unavailable`` of ``status`` and ``plan``: ``""`` is off."""
+    try:
+        return Budget.parse(text) if text else None
+    except BudgetError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_limit_flags(parser: argparse.ArgumentParser) -> None:
+    """The agents' ``--concurrency`` and ``--max-unavailable``, which the lock's limit comes from."""
+    add_agent_flag(parser, "concurrency", convert=int, text="the agents' --concurrency")
+    add_agent_flag(
+        parser,
+        "max-unavailable",
+        convert=_budget,
+        text="the agents' --max-unavailable: N or P% (default: off)",
+    )
+
+
+def lock_place(opts: argparse.Namespace) -> dict[str, str]:
+    """Where the agents' lock is, as the :data:`LOCK` options say (both backends): the namespace, the
+    DaemonSet, its annotation and the Lease name prefix."""
+    return {
+        "namespace": opts.ds_namespace,
+        "ds_name": opts.ds_name,
+        "annotation": opts.lock_annotation,
+        "lease_prefix": lease_prefix(opts),
+    }
 
 
 def lease_prefix(opts: argparse.Namespace) -> str:

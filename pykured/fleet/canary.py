@@ -7,9 +7,10 @@ nodes only (the roll's order). The rest are requested once every canary has
 * given its lock slot back (its after-reboot hooks and settle gates passed), and
 * stayed Ready for ``D`` since it came back.
 
-A canary fails when it has not done all that ``T`` after its request, or when a halt names it; the command
-then sets the freeze (``canary X failed: …``), so nothing else of the rollout, or of any roll, reboots until
-``pykured unfreeze``. Pure: the Nodes, the lock holders, the freeze and ``now`` are passed in.
+A canary fails when it has not done all that ``T`` after its request, or when a halt names it; the run
+(:mod:`pykured.fleet.canaryrun`) then sets the freeze (``canary X failed: …``), so nothing else of the
+rollout, or of any roll, reboots until ``pykured unfreeze``. Pure: the Nodes, the lock holders, the freeze
+and ``now`` are passed in.
 """
 
 from __future__ import annotations

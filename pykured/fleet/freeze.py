@@ -17,11 +17,13 @@ import datetime
 import json
 from typing import IO, TYPE_CHECKING
 
-from pykured.core.errors import KubeError, NotFoundError
+from pykured.core.errors import ForbiddenError, KubeError, NotFoundError
+from pykured.core.printable import one_line
 from pykured.policy.document import PolicyDoc, PolicyMapError, parse_policy_map
-from pykured.policy.freeze import FreezeRecord
+from pykured.policy.freeze import FreezeRecord, parse_until
 from pykured.policy.pause import PAUSED_ANNOTATION, describe, paused_record, set_pause
 from pykured.policy.source import configmaps_path
+from pykured.policy.weekly import load_location
 from pykured.policy.writer import write_freeze
 from pykured.status import agent as agentstatus
 
@@ -71,6 +73,42 @@ def read_policy(kube: KubeApi, *, namespace: str, name: str) -> PolicyDoc:
     except NotFoundError:
         return PolicyDoc()
     return parse_policy_map(obj.get("data") or {}, zone=datetime.UTC)
+
+
+def policy_or_why(kube: KubeApi, *, namespace: str, name: str) -> tuple[PolicyDoc, str]:
+    """The policy ConfigMap (freeze and blackouts), or why it could not be read."""
+    try:
+        return read_policy(kube, namespace=namespace, name=name), ""
+    except ForbiddenError:
+        why = "forbidden (403) for this user"
+    except (KubeError, PolicyMapError) as exc:
+        why = str(exc)
+    return PolicyDoc(), f"policy ConfigMap {namespace}/{name}: {why}: a freeze or a halt would not show here"
+
+
+def in_force(kube: KubeApi, *, namespace: str, name: str, now: datetime.datetime) -> FreezeRecord | None:
+    """The active freeze of the policy ConfigMap (None: none, or the caller may not read it)."""
+    try:
+        record = read_freeze(kube, namespace=namespace, name=name)
+    except KubeError:
+        return None
+    except PolicyMapError as exc:  # refused whole, but the agents honour the freeze it sets
+        record = exc.freeze
+    return record if record is not None and record.active(now) else None
+
+
+def freeze_line(record: FreezeRecord) -> str:
+    """The first line of ``pykured status`` while the fleet is frozen or halted."""
+    if record.halted:
+        return f"HALTED: {one_line(record.describe())}; no reboot starts until `pykured unfreeze`\n"
+    return f"FROZEN: {one_line(record.describe())}; no new reboot starts\n"
+
+
+def until(text: str, *, now: datetime.datetime, time_zone: str) -> datetime.datetime:
+    """``pykured freeze --until``: an RFC 3339 time (local to ``time_zone``, the agents' ``--time-zone``) or
+    ``+DURATION`` from ``now``; raises :class:`ValueError` (:class:`~pykured.policy.freeze.FreezeError`) when
+    it does not parse."""
+    return parse_until(text, now=now, zone=load_location(time_zone))
 
 
 def pause_nodes(

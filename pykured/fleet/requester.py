@@ -140,6 +140,17 @@ class Outcome:
     """The request replaced or withdrawn, when a reboot had satisfied it (its record was written)."""
 
 
+def describe(o: Outcome, reason: str) -> str:
+    """One line for what was done to ``o``'s node (``reason``: the request's, as given)."""
+    if o.action == "requested":
+        return f"{o.node}: reboot requested for bootID {o.boot_id}: {rebootrequest.clean_reason(reason)}"
+    if o.action == "unchanged":
+        return f"{o.node}: already requested for bootID {o.boot_id} (unchanged)"
+    if o.action == "cancelled":
+        return f"{o.node}: request withdrawn"
+    return f"{o.node}: no request"
+
+
 def _existing(view: NodeState) -> rebootrequest.RebootRequest | None:
     raw = view.annotations.get(rebootrequest.REQUEST_ANNOTATION)
     if raw is None:
@@ -272,6 +283,29 @@ def all_nodes(kube: KubeApi, selector: str = "") -> list[NodeState]:
     return [NodeState.from_obj(item) for item in items]
 
 
+def fleet(
+    kube: KubeApi,
+    *,
+    names: Sequence[str],
+    selector: str,
+    namespace: str,
+    ds_name: str,
+    annotation: str,
+    lease_prefix: str,
+) -> tuple[list[NodeState], list[fleetview.LockInfo]]:
+    """The Nodes ``status`` and ``plan`` show (``names``, else by ``selector``) and the lock holders they
+    read."""
+    views = nodes(kube, names=names) if names else all_nodes(kube, selector)
+    locks = lock_holders(
+        kube,
+        namespace=namespace,
+        ds_name=ds_name,
+        annotation=annotation,
+        lease_prefix=lease_prefix,
+    )
+    return views, locks
+
+
 def lock_limit(
     kube: KubeApi, *, namespace: str, ds_name: str, concurrency: int, budget: Budget | None
 ) -> fleetview.LockLimit:
@@ -282,6 +316,16 @@ def lock_limit(
     if budget is not None and budget.percent:
         nodes = daemonset_count(kube, namespace=namespace, name=ds_name)()
     return fleetview.LockLimit(concurrency, budget, nodes)
+
+
+def limit(
+    kube: KubeApi, *, namespace: str, ds_name: str, concurrency: int, budget: Budget | None
+) -> fleetview.LockLimit | None:
+    """The lock's limit under the agents' ``--max-unavailable`` (:func:`lock_limit`); ``None`` when they have
+    none."""
+    if budget is None:
+        return None
+    return lock_limit(kube, namespace=namespace, ds_name=ds_name, concurrency=concurrency, budget=budget)
 
 
 def lock_holders(

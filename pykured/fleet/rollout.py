@@ -54,6 +54,16 @@ class RolloutProgress:
         return bool(self.nodes) and self.done == len(self.nodes)
 
 
+def valid_id(text: str) -> bool:
+    """Whether ``text`` may name a rollout (``--id``): :func:`pykured.requests.record.valid_rollout_id`."""
+    return rebootrequest.valid_rollout_id(text)
+
+
+def new_id(now: datetime.datetime, token: str) -> str:
+    """A new rollout's id, ``r<UTC date>-<time>-<token>`` (:func:`pykured.requests.record.new_rollout_id`)."""
+    return rebootrequest.new_rollout_id(now, token)
+
+
 def _entry(view: NodeState, rollout: str) -> tuple[NodeProgress, str] | None:
     raw = view.annotations.get(rebootrequest.REQUEST_ANNOTATION)
     if raw is not None:

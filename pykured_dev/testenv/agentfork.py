@@ -32,8 +32,9 @@ from pykured_dev.testenv.procs import _die_with_parent
 PRELOAD = (
     "pykured.__main__",
     "pykured.cli.agent",
-    "pykured.wiring",
-    "pykured.daemon",
+    "pykured.agent.start",
+    "pykured.agent.wiring",
+    "pykured.agent.daemon",
     "pykured.fleetlock.server",
     "kubernetes.config",
     "kubernetes.client",

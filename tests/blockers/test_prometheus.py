@@ -358,7 +358,7 @@ def test_no_output_path_carries_the_password(prom: PromStub, caplog: pytest.LogC
     """One daemon pass blocked by a failing query with a password in the URL: the log, the Event, the
     Node's annotations (the status ``pykured status``/``plan`` read), the metrics and ``--dump-config``."""
     from pykured.config.startup import parse
-    from tests.test_daemon import make_rig
+    from tests.agent.test_daemon import make_rig
 
     prom.raw = b"not json"
     url = with_userinfo(prom.url)

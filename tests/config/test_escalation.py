@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from pykured import wiring
+from pykured.agent import wiring
 from pykured.config.checks import check_escalation
 from pykured.config.startup import parse
 from pykured.core.errors import ConfigError

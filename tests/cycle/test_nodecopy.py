@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
+from pykured.agent.wiring import node_copy
 from pykured.cycle.book import NodeBook
 from pykured.cycle.nodecopy import NodeCopy
 from pykured.kube.events import EventRecorder
 from pykured.notify import Notifier
 from pykured.requests.keeper import RequestKeeper
 from pykured.requests.watch import RequestWatch
-from pykured.wiring import node_copy
 from pykured_dev.eventually import eventually
 from tests.fakes import FakeKube
 

@@ -8,7 +8,7 @@ from pykured.core.model import GateResult, Reason, Verdict
 from pykured.cycle.decide import Step
 from pykured.cycle.observers import CycleObserver, CycleObservers
 from pykured.cycle.state import NodeState
-from tests.test_daemon import NODE, make_rig
+from tests.agent.test_daemon import NODE, make_rig
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 WAIT = GateResult(Verdict.WAIT, Reason("test", "held by the test"))

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from pykured.agent.daemon import LOCK_WAIT_MAX
 from pykured.config import Config
-from pykured.daemon import LOCK_WAIT_MAX
 from pykured.lock import registry
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv import Cluster

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from pykured.agent.daemon import Daemon, Senses, Settings
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy
 from pykured.cycle.steps import Hands
-from pykured.daemon import Daemon, Senses, Settings
 from pykured.drain import Drainer
 from pykured.gocompat.goflags import Duration
 from pykured.host.sentinel import FileSentinel

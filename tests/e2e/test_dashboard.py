@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pykured.cli import requests as requestcli
+from pykured.cli.request_reboot import request_reboot_main
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.procs import free_port
 from pykured_dev.testenv.prometheus import Exporter, Prometheus
@@ -147,6 +147,6 @@ def _closed_window() -> tuple[str, ...]:
 
 def _request_reboot(k8s: TestEnv, node: str) -> int:
     out, err = io.StringIO(), io.StringIO()
-    return requestcli.request_reboot_main(
+    return request_reboot_main(
         [node, "--reason", "dashboard", f"--kubeconfig={k8s.admin_kubeconfig}"], out=out, err=err
     )

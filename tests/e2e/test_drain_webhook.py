@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pykured.cli import requests as requestcli
+from pykured.cli.status import status_main
 from pykured.core.errors import DrainError
 from pykured.drain import Drainer
 from pykured.status import agent as agentstatus
@@ -104,11 +104,11 @@ def test_an_agent_publishes_the_webhooks_denial_and_pykured_status_shows_it(k8s:
         )
         out, err = io.StringIO(), io.StringIO()
         argv = [node, f"--ds-namespace={ns}", f"--kubeconfig={k8s.admin_kubeconfig}"]
-        assert requestcli.status_main(argv, out=out, err=err) == 0, err.getvalue()
+        assert status_main(argv, out=out, err=err) == 0, err.getvalue()
         (row,) = [line for line in out.getvalue().splitlines() if line.startswith(node)]
         assert expected in row and "draining" in row, out.getvalue()
         out = io.StringIO()
-        assert requestcli.status_main([*argv, "-o", "json"], out=out, err=err) == 0, err.getvalue()
+        assert status_main([*argv, "-o", "json"], out=out, err=err) == 0, err.getvalue()
         (data,) = json.loads(out.getvalue())["nodes"]
         assert data["drainBlockedBy"] == expected.removeprefix("drain: ")
         assert data["blockedBy"] == expected

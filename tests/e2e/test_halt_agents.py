@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from pykured.cli import agent as cli
-from pykured.cli import requests as requestcli
+from pykured.cli.plan import plan_main
+from pykured.cli.rollout import rollout_main
+from pykured.cli.status import status_main
 from pykured.core.errors import NotFoundError
 from pykured.fleet import freeze as freezecmd
 from pykured.kube.client import Obj
@@ -111,14 +113,14 @@ def test_a_node_that_does_not_come_back_halts_the_fleet_until_unfreeze(
     assert fleet.wait_for(lambda: any(reason in s for s in seen), timeout=30), seen
     out, err = io.StringIO(), io.StringIO()
     where = (f"--kubeconfig={k8s.admin_kubeconfig}", f"--ds-namespace={ns}")
-    assert requestcli.status_main([doomed, *where], out=out, err=err) == 0, err.getvalue()
+    assert status_main([doomed, *where], out=out, err=err) == 0, err.getvalue()
     first = out.getvalue().splitlines()[0]
     assert first.startswith(f"HALTED: halted by pykured on {halter} at ") and first.endswith(
         f": {reason}; no reboot starts until `pykured unfreeze`"
     )
     # the plan says the same, and, for a user who may only get nodes, what it cannot read
     out = io.StringIO()
-    assert requestcli.plan_main([doomed, *others, *where], out=out, err=err) == 0, err.getvalue()
+    assert plan_main([doomed, *others, *where], out=out, err=err) == 0, err.getvalue()
     lines = out.getvalue().splitlines()
     assert lines[0].startswith(f"HALTED: halted by pykured on {halter} at ")
     assert "holds the lock (rebooting)" in next(line for line in lines if line.startswith(doomed))
@@ -127,7 +129,7 @@ def test_a_node_that_does_not_come_back_halts_the_fleet_until_unfreeze(
     viewer = k8s.user_with_cluster_role("viewer", [get_nodes])
     out = io.StringIO()
     mine = (f"--kubeconfig={k8s.kubeconfig_for(viewer)}", f"--ds-namespace={ns}")
-    assert requestcli.plan_main([doomed, *mine], out=out, err=err) == 0, err.getvalue()
+    assert plan_main([doomed, *mine], out=out, err=err) == 0, err.getvalue()
     assert out.getvalue().endswith(
         f"cannot read: policy ConfigMap {ns}/{POLICY}: forbidden (403) for this user: a freeze or a halt "
         "would not show here\n"
@@ -179,9 +181,7 @@ def test_a_paused_node_waits_while_the_fleet_rolls(
 
 def rollout(k8s: TestEnv, *argv: str) -> tuple[int, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = requestcli.rollout_main(
-        [*argv, "--interval=0.2", f"--kubeconfig={k8s.admin_kubeconfig}"], out=out, err=err
-    )
+    code = rollout_main([*argv, "--interval=0.2", f"--kubeconfig={k8s.admin_kubeconfig}"], out=out, err=err)
     return code, out.getvalue() + err.getvalue()
 
 

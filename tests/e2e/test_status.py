@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pykured.cli import requests as requestcli
+from pykured.cli.request_reboot import request_reboot_main
+from pykured.cli.status import status_main
 from pykured.fleet import requester
 from pykured.kube.client import Kube
 from pykured.status import agent as agentstatus
@@ -42,7 +43,7 @@ def check_golden(name: str, text: str) -> None:
 
 def status(k8s: TestEnv, kubeconfig: str, *argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = requestcli.status_main([*argv, f"--kubeconfig={kubeconfig}"], out=out, err=err, now=lambda: NOW)
+    code = status_main([*argv, f"--kubeconfig={kubeconfig}"], out=out, err=err, now=lambda: NOW)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -79,7 +80,7 @@ def fleet_states(k8s: TestEnv, tmp_path_factory: pytest.TempPathFactory) -> Iter
         def request(node: str, reason: str) -> None:
             out, err = io.StringIO(), io.StringIO()
             argv = [node, "--reason", reason, f"--kubeconfig={admin}"]
-            assert requestcli.request_reboot_main(argv, out=out, err=err) == 0, err.getvalue()
+            assert request_reboot_main(argv, out=out, err=err) == 0, err.getvalue()
 
         request(names[0], "kernel args")
         assert fleet.wait_for(lambda: fleet.slots[names[0]].reboots == 1, timeout=60), fleet.log_text(

@@ -59,7 +59,7 @@ def test_an_agent_in_a_pod_never_imports_the_kubernetes_package(tmp_path: Path) 
     (tmp_path / "token").write_text("t")
     (tmp_path / "ca.crt").write_text("not read before the first request")
     code = (
-        "import sys, pykured.cli.agent, pykured.wiring\n"
+        "import sys, pykured.cli.agent, pykured.agent.wiring\n"
         "from pykured.kube.client import Kube\n"
         f"k = Kube.in_cluster(token_dir={str(tmp_path)!r}, host='127.0.0.1', port='1')\n"
         "assert k.server == 'https://127.0.0.1:1', k.server\n"

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from typing import ClassVar
 
-from pykured import metrics as metrics_module
 from pykured.metrics import Metrics
+from pykured.metrics import exposition as metrics_module
 from pykured.metrics.listener import BoundedHandler, BoundedHTTPServer
 from pykured_dev.eventually import eventually
 

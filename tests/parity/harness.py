@@ -26,10 +26,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pykured import wiring
+from pykured.agent import wiring
+from pykured.agent.daemon import Daemon
 from pykured.config.startup import parse
 from pykured.cycle import state
-from pykured.daemon import Daemon
 from pykured.fleetlock.appid import app_specific_id
 from pykured.kube.client import Kube
 from pykured.requests import record as rebootrequest

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pykured.cli.agent import STOP_DEADLINE
+from pykured.agent.start import STOP_DEADLINE
 from pykured_dev.eventually import eventually
 from pykured_dev.soak.proxy import FaultProxy
 from pykured_dev.testenv.fleet import Fleet

@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
-from pykured.cli import requests as requestcli
+from pykured.cli.plan import plan_main
+from pykured.cli.status import status_main
 from pykured_dev.testenv.objects import ObjectHelpers
 from tests.testenv import TestEnv
 
@@ -26,7 +27,7 @@ def run(main: Main, *argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("main", [requestcli.status_main, requestcli.plan_main], ids=["status", "plan"])
+@pytest.mark.parametrize("main", [status_main, plan_main], ids=["status", "plan"])
 def test_the_limit_is_shown_from_the_daemonsets_count(k8s: TestEnv, main: Main) -> None:
     ns = k8s.new_namespace("limit")
     k8s.create_daemonset(ns, "kured")
@@ -57,9 +58,9 @@ def test_with_kureds_rbac_the_count_is_read_and_without_a_daemonset_it_is_unknow
         "--concurrency=4",
         "--max-unavailable=50%",
     ]
-    code, out, err = run(requestcli.plan_main, *common)
+    code, out, err = run(plan_main, *common)
     assert code == 0, err
     assert "limit: 4 (--concurrency 4, --max-unavailable 50% of 8 nodes)\n" in out
-    code, out, err = run(requestcli.plan_main, *common, "--ds-name=absent")
+    code, out, err = run(plan_main, *common, "--ds-name=absent")
     assert code == 0, err
     assert "limit: 1 (--concurrency 4, --max-unavailable 50% of an unknown number of nodes: 1)\n" in out

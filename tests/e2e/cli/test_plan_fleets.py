@@ -22,18 +22,18 @@ from pathlib import Path
 
 import pytest
 
+from pykured.agent.daemon import Daemon, Senses, Settings
 from pykured.blockers import Blocker
 from pykured.blockers.freeze import FreezeBlocker
 from pykured.blockers.pause import PauseBlocker
 from pykured.blockers.pods import PodBlocker
 from pykured.blockers.prometheus import PrometheusAlertBlocker
-from pykured.cli import requests as requestcli
+from pykured.cli.plan import plan_main
 from pykured.core.errors import NotFoundError
 from pykured.core.model import Reason
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy
 from pykured.cycle.steps import Hands
-from pykured.daemon import Daemon, Senses, Settings
 from pykured.drain import Drainer
 from pykured.fleet import freeze as policycmd
 from pykured.gocompat.goflags import Duration
@@ -198,7 +198,7 @@ class Site:
             f"--ds-namespace={self.ns}",
             f"--kubeconfig={self.k8s.admin_kubeconfig}",
         ]
-        assert requestcli.plan_main([*where, *argv], out=out, err=err, now=lambda: NOW) == 0, err.getvalue()
+        assert plan_main([*where, *argv], out=out, err=err, now=lambda: NOW) == 0, err.getvalue()
         assert err.getvalue() == ""
         return self.normalise(out.getvalue())
 

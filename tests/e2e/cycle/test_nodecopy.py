@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pykured.agent.wiring import node_copy
 from pykured.cycle.book import NodeBook
 from pykured.cycle.nodecopy import NodeCopy
 from pykured.kube.client import Kube
@@ -21,7 +22,6 @@ from pykured.kube.events import EventRecorder
 from pykured.notify import Notifier
 from pykured.requests.keeper import RequestKeeper
 from pykured.requests.watch import RequestWatch
-from pykured.wiring import node_copy
 from pykured_dev.eventually import eventually
 from tests.testenv import TestEnv
 

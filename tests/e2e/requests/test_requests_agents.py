@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from pykured.cli import requests as requestcli
+from pykured.cli.request_reboot import request_reboot_main
+from pykured.cli.rollout import rollout_main
 from pykured.requests import record as rebootrequest
 from pykured.status import agent as agentstatus
 from pykured_dev.testenv.fleet import Fleet
@@ -51,7 +52,7 @@ def run(main: Callable[..., int], *argv: str) -> tuple[int, str, str]:
 
 
 def request(k8s: TestEnv, *argv: str, kubeconfig: str | None = None) -> tuple[int, str, str]:
-    return run(requestcli.request_reboot_main, *argv, f"--kubeconfig={kubeconfig or k8s.admin_kubeconfig}")
+    return run(request_reboot_main, *argv, f"--kubeconfig={kubeconfig or k8s.admin_kubeconfig}")
 
 
 def events(k8s: TestEnv, node: str) -> list[dict[str, Any]]:
@@ -287,7 +288,7 @@ def test_clear_errors_for_a_missing_node_and_a_node_without_boot_id(k8s: TestEnv
     assert code == 1 and "report no status.nodeInfo.bootID" in one_clear_line(err)
     assert REQ not in node_annotations(k8s, node)
     with pytest.raises(SystemExit) as usage:  # neither NODE, --selector nor --all: a usage error, exit 2
-        run(requestcli.request_reboot_main, "--reason", "x")
+        run(request_reboot_main, "--reason", "x")
     assert usage.value.code == 2
 
 
@@ -314,17 +315,17 @@ def test_a_rollout_of_six_nodes_at_concurrency_two(k8s: TestEnv, make_fleet: Mak
     boots = {n: k8s.boot_id(n) for n in nodes}
     start_rv = k8s.kube().list_nodes()["metadata"]["resourceVersion"]
     rid = "kernel-612-test"
-    code, out, err = run(requestcli.rollout_main, "--selector", f"pool={pool}", "--reason", "kernel 6.12",
+    code, out, err = run(rollout_main, "--selector", f"pool={pool}", "--reason", "kernel 6.12",
                          "--id", rid, f"--kubeconfig={k8s.admin_kubeconfig}")  # fmt: skip
     assert code == 0 and f"rollout {rid}: reboot requested on 6 node(s)" in out, err
 
     def complete() -> bool:
-        code, out, _ = run(requestcli.rollout_main, "status", rid, "-o", "json",
+        code, out, _ = run(rollout_main, "status", rid, "-o", "json",
                            f"--kubeconfig={k8s.admin_kubeconfig}")  # fmt: skip
         return code == 0 and json.loads(out)["complete"]
 
     assert fleet.wait_for(complete, timeout=150, interval=1), {n: fleet.log_text(n)[-2000:] for n in nodes}
-    code, out, _ = run(requestcli.rollout_main, "status", rid, f"--kubeconfig={k8s.admin_kubeconfig}")
+    code, out, _ = run(rollout_main, "status", rid, f"--kubeconfig={k8s.admin_kubeconfig}")
     assert f"rollout {rid} (kernel 6.12): 6/6 rebooted" in out
     final = {n: k8s.boot_id(n) for n in nodes}
     assert all(final[n] != boots[n] for n in nodes)
@@ -457,12 +458,12 @@ def test_a_rollout_started_meanwhile_reboots_every_node_and_counts_r1(
     assert request(k8s, r1, "--reason", "X")[0] == 0
     assert fleet.wait_for(lambda: bool(seen), timeout=60), fleet.log_text(r1)
     rid = "after-a-repeated-request"
-    code, out, err = run(requestcli.rollout_main, "--selector", f"pool={pool}", "--reason", "kernel 6.12",
+    code, out, err = run(rollout_main, "--selector", f"pool={pool}", "--reason", "kernel 6.12",
                          "--id", rid, f"--kubeconfig={k8s.admin_kubeconfig}")  # fmt: skip
     assert code == 0 and f"rollout {rid}: reboot requested on 3 node(s)" in out, err
 
     def status() -> dict[str, Any]:
-        code, out, _ = run(requestcli.rollout_main, "status", rid, "-o", "json",
+        code, out, _ = run(rollout_main, "status", rid, "-o", "json",
                            f"--kubeconfig={k8s.admin_kubeconfig}")  # fmt: skip
         return dict(json.loads(out)) if code == 0 else {}
 

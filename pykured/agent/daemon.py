@@ -25,7 +25,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
-from pykured import __version__
+from pykured.agent.parts import Parts, build_parts
 from pykured.blockers import Blocker, first_block
 from pykured.core import errors
 from pykured.cycle.decide import (
@@ -45,13 +45,8 @@ from pykured.host.sentinel import Sentinel
 from pykured.kube.api import KubeApi
 from pykured.policy.maintenance import Window
 from pykured.policy.quarantine import quarantine_record
-from pykured.requests.keeper import RequestKeeper
 from pykured.requests.record import REQUEST_ANNOTATION, Classified
-from pykured.requests.watch import RequestWatch
-from pykured.roll.queue import RollQueue
-from pykured.roll.turns import RollTurns
-from pykured.status.agent import AgentStatus, reported_boot_ids
-from pykured.status.publisher import StatusPublisher
+from pykured.status.agent import AgentStatus
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +97,6 @@ class Senses:
     sentinel: Sentinel
     window: Window
     blockers: Sequence[Blocker] = ()
-    queue: RollQueue | None = None
-    """The lock queue of ``--resume-rolls`` (:mod:`pykured.roll.queue`); None = kured's race for the lock."""
     freeze_state: Callable[[], str] = lambda: "off"
     """Whether the agent honours the freeze, as published in its status (``on``, ``forbidden``, ``off``…)."""
     policy_where: str = ""
@@ -111,7 +104,10 @@ class Senses:
 
 
 class Daemon:
-    """One node's agent."""
+    """One node's agent.
+
+    ``parts``: its request keeper and watch, status publisher and turns in a roll, as the composition root
+    built them (:mod:`pykured.agent.parts`); without them, the same ones are built for it."""
 
     def __init__(
         self,
@@ -122,6 +118,7 @@ class Daemon:
         clock: Callable[[], datetime.datetime] = _utcnow,
         stopping: threading.Event | None = None,
         wake: threading.Event | None = None,
+        parts: Parts | None = None,
     ) -> None:
         self.hands = hands
         """What the cycle acts through (the same object the runner's steps use)."""
@@ -155,20 +152,17 @@ class Daemon:
         self._failing: tuple[str, int] | None = None
         """The unexpected error the latest passes ended in (its text) and how many in a row; None after a
         pass that ended normally."""
-        self.requests = RequestKeeper(
-            senses.kube,
-            node=settings.node,
-            events=hands.events,
-            notifier=hands.notifier,
-            metrics=hands.metrics,
-            reported_boots=reported_boot_ids,
+        parts = parts or build_parts(
+            senses.kube, hands, node=settings.node, period=settings.period, wake=self.wake, clock=clock
         )
+        self.requests = parts.requests
         """Reboot requests bound to a boot (pykured.requests.keeper)."""
-        self.status = StatusPublisher(senses.kube, node=settings.node, version=__version__)
+        self.status = parts.status
         """The status published on the Node for ``pykured status`` (pykured.status.publisher)."""
-        hands.drainer.on_blocked = self.status.drain_blocked  # the drain's blocker, published as it happens
-        self._turns = RollTurns(senses.queue, hands.lock, settings.node) if senses.queue else None
+        self._turns = parts.turns
         """``--resume-rolls``: the node's turn in the roll (pykured.roll.turns)."""
+        self._watch = parts.watch
+        """The reboot requests' watch, run on its own thread (pykured.requests.watch)."""
         self._sentinel = False
         self._waiting_for_lock = False
         self._held_since_ns: int | None = None
@@ -190,16 +184,8 @@ class Daemon:
         """Reconcile until :meth:`stop`."""
         metric_thread = threading.Thread(target=self._metric_loop, name="reboot-required-metric", daemon=True)
         metric_thread.start()
-        watch = RequestWatch(
-            self.senses.kube,
-            self.requests,
-            on_request=self.wake.set,
-            clock=self._clock,
-            poll_seconds=self.settings.period,
-            copy=self.hands.book.copy,
-        )
         threading.Thread(
-            target=watch.run, args=(self.stopping,), name="reboot-request-watch", daemon=True
+            target=self._watch.run, args=(self.stopping,), name="reboot-request-watch", daemon=True
         ).start()
         try:
             self.senses.sentinel.start()

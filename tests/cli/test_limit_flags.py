@@ -7,10 +7,11 @@ import io
 
 import pytest
 
-from pykured.cli import requests as requestcli
+from pykured.cli.plan import plan_main
+from pykured.cli.status import status_main
 
 
-@pytest.mark.parametrize("main", [requestcli.status_main, requestcli.plan_main], ids=["status", "plan"])
+@pytest.mark.parametrize("main", [status_main, plan_main], ids=["status", "plan"])
 @pytest.mark.parametrize(("text", "why"), [("0%", "a percentage must be from 1% to 100%"),
                                            ("lots", "want a number of nodes")])  # fmt: skip
 def test_a_bad_budget_is_a_usage_error(
@@ -24,7 +25,7 @@ def test_a_bad_budget_is_a_usage_error(
     assert "argument --max-unavailable" in err and why in err
 
 
-@pytest.mark.parametrize("main", [requestcli.status_main, requestcli.plan_main], ids=["status", "plan"])
+@pytest.mark.parametrize("main", [status_main, plan_main], ids=["status", "plan"])
 def test_the_help_names_the_agents_flag_and_variable(
     main: object, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -145,7 +145,7 @@ def test_pykured_metrics_values(metrics: Metrics) -> None:
 
 def test_lock_wait_clock(metrics: Metrics, monkeypatch: pytest.MonkeyPatch) -> None:
     now = [100.0]
-    monkeypatch.setattr("pykured.metrics.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("pykured.metrics.registry.time.monotonic", lambda: now[0])
     metrics.lock_waiting(True)
     now[0] = 130.0
     port = metrics.serve("127.0.0.1", 0)
@@ -187,7 +187,7 @@ def test_openmetrics_negotiation(metrics: Metrics) -> None:
 
 def test_grafana_dashboard_covers_every_metric() -> None:
     dashboard = json.loads(
-        (Path(__file__).resolve().parent.parent / "dashboards/pykured-grafana.json").read_text()
+        (Path(__file__).resolve().parents[2] / "dashboards/pykured-grafana.json").read_text()
     )
     assert dashboard["templating"]["list"][0]["name"] == "datasource"
     exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])

@@ -1,7 +1,7 @@
 """The daemon in process, one row per step and transition, on a fake API server and a fake clock.
 
 Each row sets the scene (sentinel, lock, Node annotations, clock), runs ONE pass of the real
-:class:`~pykured.daemon.Daemon` with the real lock, book, drainer, taint and Event recorder over
+:class:`~pykured.agent.daemon.Daemon` with the real lock, book, drainer, taint and Event recorder over
 :class:`tests.fakes.FakeKube`, and checks the decision taken and what it wrote. The real API server and real
 agents are exercised by tests/test_daemon.py; these rows reach the paths that are slow or hard to provoke
 there (GIVE_UP, CLEANUP, RETRY_REBOOT, a failed drain) without a wall clock.
@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import pytest
 
+from pykured.agent.daemon import LOCK_WAIT_SLACK, Daemon, Senses, Settings
 from pykured.alertmanager.silence import SilenceKeeper
 from pykured.blockers.quarantine import QuarantineBlocker
 from pykured.core import errors
@@ -26,7 +27,6 @@ from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy, Escalation, Step
 from pykured.cycle.observers import CycleObserver, CycleObservers
 from pykured.cycle.steps import Behaviour, Hands
-from pykured.daemon import LOCK_WAIT_SLACK, Daemon, Senses, Settings
 from pykured.drain import Drainer, DrainResult
 from pykured.gocompat.goflags import Duration
 from pykured.kube.events import EventRecorder
@@ -893,7 +893,7 @@ def test_an_unexpected_error_ends_the_pass_not_the_agent(rig: Rig, caplog: pytes
             raise RuntimeError("a bug")
 
     rig.daemon.senses = dataclasses.replace(rig.daemon.senses, blockers=[Broken()])
-    caplog.set_level("ERROR", logger="pykured.daemon")
+    caplog.set_level("ERROR", logger="pykured.agent.daemon")
     pauses = [rig.daemon.run_once() for _ in range(3)]
     assert pauses == [5.0, 10.0, 20.0]  # backed off, doubling
     assert rig.daemon.pass_errors == 3 and rig.sample("pykured_pass_errors_total") == 3

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import cast
 
-from pykured import wiring
+from pykured.agent import wiring
 from pykured.alertmanager.silence import SilenceKeeper
 from pykured.blockers.alertmanager import AlertmanagerAlertBlocker
 from pykured.blockers.prometheus import PrometheusAlertBlocker

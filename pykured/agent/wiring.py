@@ -1,6 +1,8 @@
-"""Builds a node agent from a :class:`~pykured.config.Config`: the only place that knows every concrete class.
+"""Builds a node agent from a :class:`~pykured.config.Config`: the only place that knows every concrete class
+(with :mod:`pykured.agent.parts`, which builds the daemon's own parts for it).
 
-Swapping the lock backend, the reboot method or the sentinel is a change here, never in the daemon.
+Swapping the lock backend, the reboot method or the sentinel is a change here, never in the daemon: the
+daemon receives what it uses.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pykured.agent.daemon import Daemon, Senses, Settings
+from pykured.agent.parts import build_parts
 from pykured.alertmanager.silence import SilenceKeeper
 from pykured.blockers import Blocker
 from pykured.blockers.freeze import FreezeBlocker
@@ -23,7 +27,6 @@ from pykured.cycle.decide import CyclePolicy, Escalation
 from pykured.cycle.nodecopy import NodeCopy
 from pykured.cycle.observers import CycleObserver, CycleObservers
 from pykured.cycle.steps import Behaviour, Hands
-from pykured.daemon import Daemon, Senses, Settings
 from pykured.drain import Drainer
 from pykured.fleetlock import FleetLockServer
 from pykured.fleetlock.service import ZincatiGrant
@@ -253,6 +256,10 @@ def _delta(seconds: float) -> datetime.timedelta:
     return datetime.timedelta(seconds=seconds)
 
 
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
 PASS_FRESH = 10.0
 """Seconds for which the Node as a pass read it also serves that pass's pause check (no second GET)."""
 
@@ -389,20 +396,18 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         sentinel=sentinel,
         window=window,
         blockers=blockers_for(node),
-        queue=RollQueue(
-            kube,
-            namespace=cfg.ds_namespace,
-            prefix=cfg.lease_name_prefix,
-            node=node,
-            period=cfg.period.seconds,
-        )
-        if cfg.resume_rolls
-        else None,
         freeze_state=(lambda: maintenance.honours) if maintenance is not None else (lambda: "off"),
         policy_where=maintenance.where if maintenance is not None else "",
     )
     settings = Settings(node=node, period=cfg.period.seconds, behaviour=behaviour, policy=policy)
-    daemon = Daemon(hands, senses, settings=settings, stopping=cancel, wake=wake)
+    queue = (
+        RollQueue(kube, namespace=cfg.ds_namespace, prefix=cfg.lease_name_prefix, node=node,
+                  period=cfg.period.seconds)
+        if cfg.resume_rolls
+        else None
+    )  # fmt: skip
+    parts = build_parts(kube, hands, node=node, period=settings.period, wake=wake, clock=_utcnow, queue=queue)
+    daemon = Daemon(hands, senses, settings=settings, clock=_utcnow, stopping=cancel, wake=wake, parts=parts)
     return Agent(
         daemon=daemon, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance,
         halt=halt,

@@ -1,0 +1,75 @@
+"""The daemon's own parts beside the cycle's hands: the reboot requests' keeper and their watch, the status
+publisher, and the node's turns in a roll (``--resume-rolls``).
+
+They are built here, once, from the hands and what the daemon is configured with: the composition root
+(:mod:`pykured.agent.wiring`) builds them and passes them to the :class:`~pykured.agent.daemon.Daemon`, so
+the daemon constructs none of its collaborators; a daemon built without them (as the tests build one) gets
+the same ones, from here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import threading
+from collections.abc import Callable
+
+from pykured import __version__
+from pykured.cycle.steps import Hands
+from pykured.kube.api import KubeApi
+from pykured.requests.keeper import RequestKeeper
+from pykured.requests.watch import RequestWatch
+from pykured.roll.queue import RollQueue
+from pykured.roll.turns import RollTurns
+from pykured.status.agent import reported_boot_ids
+from pykured.status.publisher import StatusPublisher
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Parts:
+    """What the daemon keeps, watches and publishes beside the cycle its hands act through."""
+
+    requests: RequestKeeper
+    """Reboot requests bound to a boot (pykured.requests.keeper)."""
+    watch: RequestWatch
+    """The watch that wakes the daemon on a new request (pykured.requests.watch); the daemon runs it."""
+    status: StatusPublisher
+    """The status published on the Node for ``pykured status`` (pykured.status.publisher)."""
+    turns: RollTurns | None = None
+    """``--resume-rolls``: the node's turn in the roll (pykured.roll.turns); None = kured's race for the
+    lock."""
+
+
+def build_parts(
+    kube: KubeApi,
+    hands: Hands,
+    *,
+    node: str,
+    period: float,
+    wake: threading.Event,
+    clock: Callable[[], datetime.datetime],
+    queue: RollQueue | None = None,
+) -> Parts:
+    """The parts of ``node``'s daemon on ``kube``: its requests are watched every ``period`` seconds at
+    least and a new one sets ``wake``; the drain's blocker is published as it happens; ``queue`` is the lock
+    queue of ``--resume-rolls`` (None: off)."""
+    requests = RequestKeeper(
+        kube,
+        node=node,
+        events=hands.events,
+        notifier=hands.notifier,
+        metrics=hands.metrics,
+        reported_boots=reported_boot_ids,
+    )
+    status = StatusPublisher(kube, node=node, version=__version__)
+    hands.drainer.on_blocked = status.drain_blocked  # the drain's blocker, published as it happens
+    turns = RollTurns(queue, hands.lock, node) if queue else None
+    watch = RequestWatch(
+        kube,
+        requests,
+        on_request=wake.set,
+        clock=clock,
+        poll_seconds=period,
+        copy=hands.book.copy,
+    )
+    return Parts(requests=requests, watch=watch, status=status, turns=turns)
