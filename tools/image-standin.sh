@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The recipes of the image's base stand-ins (tools/image_build.py sources this file and runs one of them under
+# The recipes of the image's base stand-ins (tools/image_bases.py sources this file and runs one of them under
 # bash; none of it runs on its own). They are shell as they run: debootstrap, chroot, dpkg-deb, tar and
 # podman, with the few steps in Python that pick files out of a root file system. Each recipe's text, as
 # bash prints it (declare -f), is part of its stand-in's cache key: change a recipe and its stand-in is

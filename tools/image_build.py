@@ -34,10 +34,11 @@ with its time, on stderr.
 Two bases: the builder stage's python:3.11-slim-bookworm and the final stage's distroless
 gcr.io/distroless/python3-debian12. Where no registry can be reached (the default: nothing here contacts a
 registry), stand-ins are made from Debian's archive alone and tagged with the bases' names, so the
-Dockerfile builds unchanged with --pull=never. Their recipes are shell (debootstrap, chroot, dpkg-deb) in
-tools/image-standin.sh; each stand-in is cached, keyed by its recipe's text, the mirror and the python3.11
-version. The final base's arm64 stand-in (gcr.io/distroless/python3-debian12:latest-arm64) is made from
-Debian's arm64 packages without running them; the builder has none, as it always runs on the build platform.
+Dockerfile builds unchanged with --pull=never (tools/image_bases.py). Their recipes are shell (debootstrap,
+chroot, dpkg-deb) in tools/image-standin.sh; each stand-in is cached, keyed by its recipe's text, the
+mirror and the python3.11 version. The final base's arm64 stand-in (gcr.io/distroless/python3-debian12:
+latest-arm64) is made from Debian's arm64 packages without running them; the builder has none, as it always
+runs on the build platform.
 PYKURED_IMAGE_PULL=1 pulls the real bases instead: the Dockerfile's defaults of its BUILDER and BASE build
 arguments, pinned by digest, or PYKURED_IMAGE_BUILDER and PYKURED_IMAGE_BASE; what is pulled is passed to
 those arguments.
@@ -47,247 +48,47 @@ Needs Python 3.11 and the standard library only (the SBOM runs pykured_dev.sbom 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-ROOT = Path(__file__).resolve().parent.parent
-CACHE = Path(
-    os.environ.get("PYKURED_IMAGE_CACHE")
-    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pykured-image"
+from image_bases import base_refs, ensure_base, ensure_foreign_bases, platform_final_base
+from image_store import (
+    CACHE,
+    IMAGE_REPO,
+    PLATFORMS,
+    ROOT,
+    ImageBuildError,
+    Step,
+    arch_of,
+    build_platform,
+    configure,
+    container,
+    fail,
+    hash16,
+    image_size,
+    install_tools,
+    label_of,
+    locked,
+    output,
+    podman,
+    podman_ok,
+    run,
 )
-STANDIN_RECIPES = ROOT / "tools" / "image-standin.sh"
-BASE_NAME = "docker.io/library/python:3.11-slim-bookworm"
-FINAL_NAME = "gcr.io/distroless/python3-debian12:latest"
-IMAGE_REPO = "localhost/pykured"
+
 UV_VERSION = "0.13.8"
-STANDIN_LABEL = "dev.pykured.standin-key"
 CONTEXT_LABEL = "dev.pykured.context"
-PLATFORMS = ("linux/amd64", "linux/arm64")
-"""The image index's platforms. Everything done per platform iterates over this one list: the builds, the
-index, the smoke test (``platforms`` prints it; ``ref PLATFORM`` one platform's image, ``ref`` the index)."""
 
 
-class ImageBuildError(Exception):
-    """A step failed; the message says which and why (printed as ``image-build: FAIL: ...``)."""
-
-
-def fail(message: str) -> NoReturn:
-    raise ImageBuildError(message)
-
-
-# ---- running programs ----------------------------------------------------------------------------------
-def run(
-    *args: str | Path,
-    check: bool = True,
-    capture: bool = False,
-    merge: bool = False,
-    quiet: bool = False,
-    stdin: bytes | None = None,
-    cwd: Path = ROOT,
-) -> subprocess.CompletedProcess[bytes]:
-    """Run a program in the checkout. ``capture``: its standard output is returned (``merge``: with its
-    standard error); ``quiet``: what it prints is dropped. ``check``: a non-zero exit is an error."""
-    out: int | None = subprocess.PIPE if capture or merge else (subprocess.DEVNULL if quiet else None)
-    err: int | None = subprocess.STDOUT if merge else (subprocess.DEVNULL if quiet else None)
-    done = subprocess.run([str(a) for a in args], input=stdin, stdout=out, stderr=err, cwd=cwd, check=False)
-    if check and done.returncode != 0:
-        raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout)
-    return done
-
-
-def output(*args: str | Path, check: bool = True, merge: bool = False, quiet: bool = False) -> str:
-    """A program's standard output as text, without its trailing newlines (as the shell's ``$(...)``);
-    ``quiet``: its standard error is dropped."""
-    return run(*args, check=check, capture=True, merge=merge, quiet=quiet).stdout.decode().rstrip("\n")
-
-
-def podman(*args: str | Path, check: bool = True, quiet: bool = False) -> subprocess.CompletedProcess[bytes]:
-    return run("podman", *args, check=check, quiet=quiet)
-
-
-def podman_ok(*args: str | Path) -> bool:
-    """podman's answer to a yes-or-no question (``image exists``, ``manifest exists``)."""
-    return run("podman", *args, check=False, quiet=True).returncode == 0
-
-
-def label_of(image: str, label: str) -> str:
-    """An image's label ("" when the image or the label is missing)."""
-    return output(
-        "podman",
-        "image",
-        "inspect",
-        "--format",
-        f'{{{{ index .Labels "{label}" }}}}',
-        image,
-        check=False,
-        quiet=True,
-    )
-
-
-def image_size(image: str) -> str:
-    size = output("podman", "image", "inspect", "--format", "{{.Size}}", image)
-    return f"{int(size) / 1e6:.0f} MB"
-
-
-# ---- steps ---------------------------------------------------------------------------------------------
-class Step:
-    """One line on stderr when a step is done: its name, its time and what it found."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.start = time.monotonic()
-
-    def done(self, note: str = "") -> None:
-        elapsed = time.monotonic() - self.start
-        print(
-            f"image-build: {self.name:<28} {elapsed:6.1f} s{f'  ({note})' if note else ''}", file=sys.stderr
-        )
-
-
-# ---- the container tools' settings: private storage, runc, cgroupfs, no network by default --------------
-CONTAINERS_CONF = """[containers]
-default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
-netns = "none"
-log_driver = "k8s-file"
-
-[engine]
-runtime = "runc"
-cgroup_manager = "cgroupfs"
-events_logger = "file"
-"""
-"""crun fails here ("cgroups in hybrid mode not supported"); podman's default ulimits cannot be set
-(setrlimit: Operation not permitted); a default network of "none" means no run ever adds firewall rules to
-the host unless it asks for host networking."""
-
-REGISTRIES_CONF = 'unqualified-search-registries = ["docker.io"]\nshort-name-mode = "permissive"\n'
-
-
-def configure() -> None:
-    """The private store and settings, written when they differ, and named in the environment of every
-    buildah and podman run from here on."""
-    for sub in ("conf", "storage", "run", "tmp"):
-        (CACHE / sub).mkdir(parents=True, exist_ok=True)
-    storage = f'[storage]\ndriver = "overlay"\ngraphroot = "{CACHE}/storage"\nrunroot = "{CACHE}/run"\n'
-    for name, text in (
-        ("storage", storage),
-        ("containers", CONTAINERS_CONF),
-        ("registries", REGISTRIES_CONF),
-    ):
-        path = CACHE / "conf" / f"{name}.conf"
-        if not path.exists() or path.read_text() != text:
-            fresh = path.with_name(f"{name}.conf.{os.getpid()}")
-            fresh.write_text(text)
-            fresh.replace(path)
-    os.environ["CONTAINERS_STORAGE_CONF"] = str(CACHE / "conf/storage.conf")
-    os.environ["CONTAINERS_CONF"] = str(CACHE / "conf/containers.conf")
-    os.environ["CONTAINERS_REGISTRIES_CONF"] = str(CACHE / "conf/registries.conf")
-    os.environ["BUILDAH_ISOLATION"] = "chroot"
-    os.environ["TMPDIR"] = str(CACHE / "tmp")
-
-
-def install_tools() -> None:
-    need = [
-        pkg for cmd, pkg in (("buildah", "buildah"), ("podman", "podman"), ("runc", "runc")) if not which(cmd)
-    ]
-    if not (Path("/usr/sbin/debootstrap").exists() or Path("/usr/bin/debootstrap").exists()):
-        need.append("debootstrap")
-    if not need:
-        return
-    print(f"image-build: installing Debian packages: {' '.join(need)}", file=sys.stderr)
-    # Wait for another apt on this machine rather than fail.
-    run("apt-get", "-o", "DPkg::Lock::Timeout=600", "update", "-qq")
-    os.environ["DEBIAN_FRONTEND"] = "noninteractive"
-    run(
-        "apt-get",
-        "-o",
-        "DPkg::Lock::Timeout=600",
-        "install",
-        "-y",
-        "-qq",
-        "--no-install-recommends",
-        *need,
-        capture=True,
-    )
-
-
-def which(command: str) -> bool:
-    return any(
-        os.access(Path(d) / command, os.X_OK) for d in os.environ.get("PATH", "").split(os.pathsep) if d
-    )
-
-
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """One holder at a time of a lock file (flock), waited for."""
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
-# ---- what the image is made from -----------------------------------------------------------------------
 def read_version() -> str:
     match = re.search(r'^version = "(.*)"$', (ROOT / "pyproject.toml").read_text(), re.MULTILINE)
     return match.group(1) if match else ""
-
-
-def dockerfile_arg(name: str) -> str:
-    """A build argument's default in the Dockerfile."""
-    for line in (ROOT / "Dockerfile").read_text().splitlines():
-        if line.startswith(f"ARG {name}="):
-            return line[len(f"ARG {name}=") :]
-    return ""
-
-
-def pulling() -> bool:
-    return os.environ.get("PYKURED_IMAGE_PULL", "0") == "1"
-
-
-def base_refs() -> tuple[str, str]:
-    """The builder's and the final stage's base: with PYKURED_IMAGE_PULL=1 the real ones, by default the
-    Dockerfile's digest pins; otherwise the stand-ins, tagged with the bases' names."""
-    if pulling():
-        builder = os.environ.get("PYKURED_IMAGE_BUILDER") or dockerfile_arg("BUILDER")
-        final = os.environ.get("PYKURED_IMAGE_BASE") or dockerfile_arg("BASE")
-    else:
-        builder = os.environ.get("PYKURED_IMAGE_BUILDER") or "python:3.11-slim-bookworm"
-        final = os.environ.get("PYKURED_IMAGE_BASE") or FINAL_NAME
-    return builder, final
-
-
-def build_platform() -> str:
-    return "linux/" + output("dpkg", "--print-architecture")
-
-
-def arch_of(platform: str) -> str:
-    """linux/arm64 -> arm64 (Debian's and OCI's names agree for both)."""
-    return platform.removeprefix("linux/")
-
-
-def machine_of(arch: str) -> str:
-    """A Debian architecture's machine name (uname -m, the emulator's and wheels' name)."""
-    machines = {"amd64": "x86_64", "arm64": "aarch64"}
-    if arch not in machines:
-        fail(f"no machine name known for {arch}")
-    return machines[arch]
-
-
-def platform_final_base(platform: str) -> str:
-    """The final base the Dockerfile's BASE gets for a platform: the build platform's as before; another
-    platform's by distroless's per-architecture tag (PYKURED_IMAGE_BASE_ARM64 pins it, e.g. by digest). The
-    builder stage always runs on the build platform, so it has no other platform's base."""
-    if platform == build_platform():
-        return base_refs()[1]
-    return os.environ.get("PYKURED_IMAGE_BASE_ARM64") or f"{FINAL_NAME}-{arch_of(platform)}"
 
 
 def platform_image(platform: str, key: str) -> str:
@@ -295,252 +96,6 @@ def platform_image(platform: str, key: str) -> str:
     ctx-<hash>-...: an older image build in another checkout sharing the store keeps only the four newest
     ctx-* tags.)"""
     return f"{IMAGE_REPO}:{arch_of(platform)}-ctx-{key}"
-
-
-# ---- the bases' stand-ins ------------------------------------------------------------------------------
-def mirror() -> str:
-    """The Debian mirror apt uses on this machine (deb822 or one-line sources)."""
-    for path in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
-        for line in path.read_text(errors="replace").splitlines():
-            if match := re.fullmatch(r"URIs:[ \t]*(\S*debian)/*", line):
-                return match.group(1)
-    one_line = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*.list"))]
-    for path in one_line:
-        if path.is_file():
-            for line in path.read_text(errors="replace").splitlines():
-                if match := re.match(r"deb[ \t]+(\[[^]]*\][ \t]+)?(\S*)[ \t]+bookworm[ \t]", line):
-                    return match.group(2)
-    return "http://deb.debian.org/debian"
-
-
-def recipe_shell(*script: str) -> list[str]:
-    """bash with the stand-ins' recipes defined, running ``script`` (its arguments follow as $1, ...)."""
-    return ["bash", "-c", f'set -euo pipefail; . "{STANDIN_RECIPES}"; {" ".join(script)}', "image-standin"]
-
-
-def recipe_text(function: str) -> bytes:
-    """A recipe as bash prints it (declare -f): part of its stand-in's cache key."""
-    return run(*recipe_shell(f"declare -f {function}"), capture=True).stdout
-
-
-def distroless_packages() -> str:
-    return run(*recipe_shell('echo "$distroless_packages"'), capture=True).stdout.decode().rstrip("\n")
-
-
-def candidate(package: str) -> bytes:
-    """apt's candidate version of a package, a line (nothing when apt does not know it)."""
-    done = run("apt-cache", "policy", package, check=False, capture=True, quiet=True)
-    lines = done.stdout.decode().splitlines()
-    return b"".join(
-        f"{m.group(1)}\n".encode() for line in lines if (m := re.match(r" *Candidate: (.*)", line))
-    )
-
-
-def debootstrap_version() -> bytes:
-    return run(
-        "dpkg-query", "-W", "-f=${Version}", "debootstrap", check=False, capture=True, quiet=True
-    ).stdout
-
-
-def hash16(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:16]
-
-
-def base_key(function: str) -> str:
-    """The cache key of a build-platform stand-in's recipe."""
-    parts = [recipe_text(function)]
-    if function != "make_standin":
-        parts.append(f"{distroless_packages()}\n".encode())
-    parts += [f"{mirror()}\n".encode(), run("dpkg", "--print-architecture", capture=True).stdout]
-    parts += [candidate("python3.11"), debootstrap_version()]
-    return hash16(b"".join(parts))
-
-
-def foreign_base_key(arch: str) -> str:
-    """The cache key of another architecture's final base stand-in (it copies files of the build
-    platform's, so that one's key is part of it)."""
-    parts = [recipe_text("make_foreign_distroless_standin"), f"{distroless_packages()} {arch}\n".encode()]
-    parts += [f"{mirror()}\n".encode(), candidate("python3.11"), debootstrap_version()]
-    labels = (
-        "podman",
-        "image",
-        "inspect",
-        "--format",
-        f'{{{{ index .Labels "{STANDIN_LABEL}" }}}}',
-        FINAL_NAME,
-    )
-    parts.append(run(*labels, check=False, capture=True, quiet=True).stdout)
-    return hash16(b"".join(parts))
-
-
-def run_recipe(function: str, *args: str | Path) -> None:
-    env = dict(os.environ, cache=str(CACHE))
-    done = subprocess.run(
-        [*recipe_shell(f'{function} "$@"'), *map(str, args)], cwd=ROOT, env=env, check=False
-    )
-    if done.returncode != 0:
-        fail(f"{function} failed")
-
-
-def import_rootfs(rootfs: Path, name: str, changes: Sequence[str], *, arch: str | None = None) -> None:
-    """A directory tree becomes the image ``name`` (tar, podman import) with the Dockerfile-like changes."""
-    tar = subprocess.Popen(
-        ["tar", "-C", str(rootfs), "--numeric-owner", "--xattrs", "-c", "."], stdout=subprocess.PIPE
-    )
-    platform = ["--os", "linux", "--arch", arch] if arch else []
-    flags = [f for change in changes for f in ("--change", change)]
-    done = subprocess.run(
-        ["podman", "import", "-q", *platform, *flags, "-", name],
-        stdin=tar.stdout,
-        stdout=subprocess.DEVNULL,
-        check=False,
-    )
-    if tar.stdout is not None:
-        tar.stdout.close()
-    if tar.wait() != 0 or done.returncode != 0:
-        fail(f"podman import of {name} failed")
-
-
-@contextlib.contextmanager
-def workdir(name: str) -> Iterator[Path]:
-    """A scratch directory under the cache, removed however the step ends."""
-    work = CACHE / f"{name}.{os.getpid()}"
-    run("rm", "-rf", work)
-    work.mkdir(parents=True)
-    try:
-        yield work
-    finally:
-        run("rm", "-rf", work)
-
-
-def real_base_present(name: str, have: str) -> bool:
-    return podman_ok("image", "exists", name) and not have
-
-
-def ensure_base() -> None:
-    if pulling():
-        for ref in base_refs():
-            step = Step(f"pull {ref}")
-            run("podman", "pull", "-q", ref, capture=True)
-            step.done(f"real base, {output('podman', 'image', 'inspect', '--format', '{{.Digest}}', ref)}")
-        return
-    ensure_builder_standin()
-    ensure_distroless_standin()
-
-
-def ensure_builder_standin() -> None:
-    key = base_key("make_standin")
-    have = label_of(BASE_NAME, STANDIN_LABEL)
-    if real_base_present(BASE_NAME, have):
-        Step("builder base").done(f"the real {BASE_NAME} is present")
-        return
-    if have == key:
-        Step("builder base stand-in").done(f"cached, key {key}")
-        return
-    step = Step("builder base stand-in (debootstrap)")
-    with workdir("standin") as work:
-        source = mirror()
-        run_recipe("make_standin", work / "rootfs", source)
-        python = output(
-            "chroot",
-            work / "rootfs",
-            "/usr/bin/python3.11",
-            "-c",
-            "import platform; print(platform.python_version())",
-        )
-        import_rootfs(
-            work / "rootfs",
-            BASE_NAME,
-            [
-                "ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
-                "ENV LANG=C.UTF-8",
-                f"ENV PYTHON_VERSION={python}",
-                'CMD ["python3"]',
-                f"LABEL {STANDIN_LABEL}={key}",
-                f"LABEL dev.pykured.standin=debootstrap minbase bookworm from {source}, Debian python3.11, "
-                "/usr/local a virtualenv",
-            ],
-        )
-    step.done(f"key {key}, {image_size(BASE_NAME)}")
-
-
-DISTROLESS_CHANGES = (
-    "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    "ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
-    'ENTRYPOINT ["/usr/bin/python3.11"]',
-)
-
-
-def ensure_distroless_standin() -> None:
-    key = base_key("make_distroless_standin")
-    have = label_of(FINAL_NAME, STANDIN_LABEL)
-    if real_base_present(FINAL_NAME, have):
-        Step("final base").done(f"the real {FINAL_NAME} is present")
-        return
-    if have == key:
-        Step("distroless stand-in").done(f"cached, key {key}")
-        return
-    step = Step("distroless stand-in (debootstrap)")
-    with workdir("distroless") as work:
-        (work / "image").mkdir()
-        source = mirror()
-        run_recipe("make_distroless_standin", work / "rootfs", source, work / "image")
-        import_rootfs(
-            work / "image",
-            FINAL_NAME,
-            [
-                *DISTROLESS_CHANGES,
-                f"LABEL {STANDIN_LABEL}={key}",
-                f"LABEL dev.pykured.standin=the Debian bookworm packages of distroless python3-debian12 "
-                f"from {source}",
-            ],
-        )
-    step.done(f"key {key}, {image_size(FINAL_NAME)}")
-
-
-def ensure_foreign_bases() -> None:
-    """The final bases of the platforms other than the build platform: pulled (PYKURED_IMAGE_PULL=1) or
-    stand-ins."""
-    for platform in PLATFORMS:
-        if platform != build_platform():
-            ensure_foreign_base(platform)
-
-
-def ensure_foreign_base(platform: str) -> None:
-    arch = arch_of(platform)
-    name = platform_final_base(platform)
-    if pulling():
-        step = Step(f"pull {name}")
-        run("podman", "pull", "-q", "--platform", platform, name, capture=True)
-        step.done(f"real base, {output('podman', 'image', 'inspect', '--format', '{{.Digest}}', name)}")
-        return
-    key = foreign_base_key(arch)
-    have = label_of(name, STANDIN_LABEL)
-    if real_base_present(name, have):
-        Step(f"final base {arch}").done(f"the real {name} is present")
-        return
-    if have == key:
-        Step(f"distroless stand-in {arch}").done(f"cached, key {key}")
-        return
-    step = Step(f"distroless stand-in {arch} (debootstrap --download-only, dpkg-deb)")
-    with workdir(f"distroless-{arch}") as work:
-        (work / "image").mkdir()
-        source = mirror()
-        run_recipe(
-            "make_foreign_distroless_standin", arch, work / "rootfs", source, work / "image", FINAL_NAME
-        )
-        import_rootfs(
-            work / "image",
-            name,
-            [
-                *DISTROLESS_CHANGES,
-                f"LABEL {STANDIN_LABEL}={key}",
-                f"LABEL dev.pykured.standin=the Debian bookworm {arch} packages of distroless"
-                f" python3-debian12 from {source}",
-            ],
-            arch=arch,
-        )
-    step.done(f"key {key}, {image_size(name)}")
 
 
 # ---- the image -----------------------------------------------------------------------------------------
@@ -739,11 +294,6 @@ def ref(platform: str | None = None) -> str:
     if platform not in PLATFORMS:
         fail(f"{platform} is not one of the image's platforms: {' '.join(PLATFORMS)}")
     return platform_image(platform, key)
-
-
-def container(*args: str) -> list[str]:
-    """podman run as kured's chart runs the image: read-only root, no network, no tmpfs."""
-    return ["podman", "run", "--rm", "--read-only", "--read-only-tmpfs=false", "--network", "none", *args]
 
 
 SIZE_REPORT = """

@@ -30,7 +30,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from image_build import (
+from image_build import ref
+from image_store import (
     CACHE,
     PLATFORMS,
     ROOT,
@@ -41,7 +42,6 @@ from image_build import (
     fail,
     machine_of,
     output,
-    ref,
     run,
 )
 
