@@ -1,0 +1,89 @@
+"""The image tools (``tools/image_build.py``, ``image_bases.py``, ``image_smoke.py``), the parts that need no
+container tools: the build context the cache key reads, the stand-ins' recipes as their key reads them, and
+the guard that keeps the emulated smoke test away from binfmt_misc."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+MODULES = ("image_store", "image_bases", "image_build", "image_smoke")
+
+
+@pytest.fixture
+def tools(monkeypatch: pytest.MonkeyPatch) -> dict[str, ModuleType]:
+    """The image tools' modules by name, imported as ``tools/image-build`` runs them."""
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    for name in MODULES:
+        sys.modules.pop(name, None)
+    modules = {name: importlib.import_module(name) for name in MODULES}
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    return modules
+
+
+def test_the_context_key_reads_the_files_find_lists(tools: dict[str, ModuleType]) -> None:
+    """The files of the build context, in the order and form the image's cache key has always hashed them
+    (``find ... | LC_ALL=C sort -z | xargs -0 sha256sum``), so a built image stays cached."""
+    build = tools["image_build"]
+    listed = subprocess.run(
+        "find pyproject.toml README.md pykured -name __pycache__ -prune -o -name '*.pyc' -o -type f -print0"
+        " | LC_ALL=C sort -z | xargs -0 sha256sum",
+        shell=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    ours = subprocess.run(
+        ["sha256sum", *build.context_files()], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert ours == listed
+
+
+def test_each_recipe_is_keyed_by_its_shell_text(tools: dict[str, ModuleType]) -> None:
+    bases = tools["image_bases"]
+    for recipe in ("make_standin", "make_distroless_standin", "make_foreign_distroless_standin"):
+        text = bases.recipe_text(recipe).decode()
+        assert text.startswith(f"{recipe} () \n{{")
+    assert "python3.11-minimal" in bases.distroless_packages()
+
+
+def test_the_emulator_is_never_a_path_below_binfmt_misc(tools: dict[str, ModuleType], tmp_path: Path) -> None:
+    store, smoke = tools["image_store"], tools["image_smoke"]
+    link = tmp_path / "qemu-aarch64-static"
+    link.symlink_to("/proc/sys/fs/binfmt_misc/register")
+    for path in (Path("/proc/sys/fs/binfmt_misc"), Path("/proc/sys/fs/binfmt_misc/qemu-aarch64"), link):
+        with pytest.raises(store.ImageBuildError, match="binfmt_misc is machine-wide"):
+            smoke.refuse_binfmt_path(path)
+    smoke.refuse_binfmt_path(tmp_path / "qemu" / "qemu-aarch64-static")  # anywhere else: fine
+
+
+def test_a_change_to_binfmt_misc_during_the_emulated_smoke_fails_it(
+    tools: dict[str, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, smoke = tools["image_store"], tools["image_smoke"]
+    monkeypatch.setattr(smoke, "binfmt_state", lambda: "qemu-aarch64 register status ")
+    smoke.binfmt_guard("qemu-aarch64 register status ")
+    with pytest.raises(store.ImageBuildError, match=r"binfmt_misc changed .*before: register status"):
+        smoke.binfmt_guard("register status ")
+
+
+def test_the_chart_config_check_names_what_differs(
+    tools: dict[str, ModuleType], capsys: pytest.CaptureFixture[str]
+) -> None:
+    smoke = tools["image_smoke"]
+    dump = dict(smoke.CHART_CONFIG)
+    assert smoke.chart_config_kept(json.dumps(dump))
+    dump["period"] = "2h0m0s"
+    assert not smoke.chart_config_kept(json.dumps(dump))
+    assert "'period': ('2h0m0s', '1h0m0s')" in capsys.readouterr().err
