@@ -14,12 +14,16 @@ The document model, its JSON and its schema check are cyclonedx-python-lib's; th
 packageurl-python's (``pkg:deb/debian/<name>@<version>?arch=…&distro=debian-12``,
 ``pkg:pypi/<name>@<version>``).
 The document describes the image by its ID (the digest of its configuration, which a push to a registry does
-not change) and the manifest digest the local store reports, with its platform and tag.
+not change) and the manifest digest the local store reports, with its platform and tag. Its timestamp is the
+image's creation time (``--created``), so the same image always gets the same bytes: a second run beside a
+reader (another checkout's tool, a test) never changes a document the reader already holds, and the file is
+replaced whole (written beside it, then renamed), never seen half written.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import uuid
@@ -361,6 +365,15 @@ def read_rootfs(root: Path) -> ImageContents:
     return ImageContents(distro=distro, debs=tuple(read_debs(root)), dists=tuple(read_dists(root)))
 
 
+def _unix_time(value: str) -> datetime:
+    """``--created``: whole seconds since the epoch, as ``podman image inspect --format {{.Created.Unix}}``
+    prints them."""
+    try:
+        return datetime.fromtimestamp(int(value), UTC)
+    except (ValueError, OverflowError, OSError) as exc:
+        raise argparse.ArgumentTypeError(f"not seconds since the epoch: {value!r}") from exc
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pykured_dev.sbom", description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rootfs", required=True, type=Path, help="the image's root file system (mounted)")
@@ -370,6 +383,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--digest", default="", help="sha256:<its manifest digest>")
     parser.add_argument("--platform", required=True, help="os/arch, e.g. linux/amd64")
     parser.add_argument("--output", required=True, type=Path)
+    parser.add_argument(
+        "--created",
+        type=_unix_time,
+        default=None,
+        help="the image's creation time, in seconds since the epoch (the document's timestamp; default now)",
+    )
     args = parser.parse_args(argv)
     contents = read_rootfs(args.rootfs)
     if not contents.debs or not contents.dists:
@@ -378,9 +397,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     image = ImageRef(
         name=args.image, tag=args.tag, image_id=args.image_id, digest=args.digest, platform=args.platform
     )
-    text = render(build_bom(image=image, contents=contents, now=datetime.now(UTC)))
+    text = render(build_bom(image=image, contents=contents, now=args.created or datetime.now(UTC)))
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text, encoding="utf-8")
+    partial = args.output.with_name(f".{args.output.name}.{os.getpid()}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, args.output)
     print(f"{args.output}: {len(contents.debs)} Debian packages, {len(contents.dists)} Python distributions")
     return 0
 

@@ -243,3 +243,27 @@ def test_the_command_writes_the_document_and_refuses_an_empty_root(
     (tmp_path / "empty").mkdir()
     assert sbom.main(["--rootfs", str(tmp_path / "empty"), *args, "--output", str(tmp_path / "y.json")]) == 1
     assert not (tmp_path / "y.json").exists()
+
+
+def test_the_same_image_gets_the_same_bytes_stamped_with_its_creation_time(tmp_path: Path) -> None:
+    """Made twice for one image (two checkouts, or a test beside a release that already read it), the
+    document is the same file: stamped with the image's creation time, never the clock's."""
+    root = rootfs(tmp_path)
+    args = [
+        "--image",
+        IMAGE.name,
+        "--tag",
+        IMAGE.tag,
+        "--image-id",
+        IMAGE.image_id,
+        "--platform",
+        IMAGE.platform,
+    ]
+    first, second = tmp_path / "a.cdx.json", tmp_path / "b.cdx.json"
+    for out in (first, second):
+        assert sbom.main(["--rootfs", str(root), *args, "--created", "1767225600", "--output", str(out)]) == 0
+    assert first.read_bytes() == second.read_bytes()
+    assert json.loads(first.read_text())["metadata"]["timestamp"].startswith("2026-01-01T00:00:00")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".json") == ["a.cdx.json", "b.cdx.json"]
+    with pytest.raises(SystemExit):
+        sbom.main(["--rootfs", str(root), *args, "--created", "yesterday", "--output", str(first)])

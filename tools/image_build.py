@@ -335,6 +335,8 @@ def sbom() -> None:
         out = f"build/sbom/pykured-{version}-{os_name}-{arch}.cdx.json"
         image_id = output("podman", "image", "inspect", "--format", "{{.Id}}", image)
         digest = output("podman", "image", "inspect", "--format", "{{.Digest}}", image)
+        # The document's timestamp is the image's creation time: the same image, the same bytes.
+        created = output("podman", "image", "inspect", "--format", "{{.Created.Unix}}", image)
         # The image's files, read where the store keeps them (nothing in the image runs).
         mount = output("podman", "image", "mount", image)
         try:
@@ -354,6 +356,8 @@ def sbom() -> None:
                 digest,
                 "--platform",
                 platform,
+                "--created",
+                created,
                 "--output",
                 out,
                 check=False,
