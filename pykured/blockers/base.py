@@ -14,10 +14,14 @@ before any slot is taken, reads what it needs itself and never times out.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pykured.core.model import Reason
+
+if TYPE_CHECKING:
+    from pykured.kube.api import KubeApi
 
 
 class Blocker(Protocol):
@@ -33,3 +37,30 @@ def first_block(blockers: Iterable[Blocker], *, now: datetime.datetime) -> Reaso
         if reason is not None:
             return reason
     return None
+
+
+@dataclass(frozen=True)
+class NodeMarks:
+    """A Node's labels and annotations as a node's blocker reads them: string maps. A key whose value is not a
+    string stays, with an empty value (a garbled mark still marks: fail safe); a key that is not a string,
+    or a map that is not one, is dropped."""
+
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+def _string_map(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {k: v if isinstance(v, str) else "" for k, v in value.items() if isinstance(k, str)}
+
+
+def read_node_marks(kube: KubeApi, node: str, read: Callable[[], dict[str, Any]] | None) -> NodeMarks:
+    """What a node's blocker reads of its Node: by ``read`` (the agent's own: its watched copy, or the GET its
+    pass has just made), else a GET. A garbled object reads as one without marks; a failed read raises
+    :class:`~pykured.core.errors.KubeError` (the blocker then blocks: fail safe)."""
+    obj = read() if read is not None else kube.get_node(node)
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(metadata, dict):
+        return NodeMarks({}, {})
+    return NodeMarks(_string_map(metadata.get("labels")), _string_map(metadata.get("annotations")))

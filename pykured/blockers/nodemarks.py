@@ -12,6 +12,7 @@ import datetime
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pykured.blockers.base import read_node_marks
 from pykured.blockers.options import NodeInputs, NodeMark
 from pykured.core.errors import KubeError
 from pykured.core.model import Reason
@@ -38,13 +39,6 @@ def node_marks_block(
     return None
 
 
-def _string_map(value: Any) -> dict[str, str]:
-    """A Node's labels or annotations as read from the API: anything but a string map is empty."""
-    if not isinstance(value, dict):
-        return {}
-    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
-
-
 class NodeMarkBlocker:
     """Blocks ``node``'s new reboots while its Node carries a blocking label or annotation.
 
@@ -68,14 +62,12 @@ class NodeMarkBlocker:
 
     def check(self, *, now: datetime.datetime) -> Reason | None:
         try:
-            obj = self._read() if self._read is not None else self._kube.get_node(self.node)
+            marks = read_node_marks(self._kube, self.node, self._read)
         except KubeError as exc:
             return Reason("node", f"cannot read node {self.node} to check its blocking labels: {exc}")
-        metadata = obj.get("metadata") if isinstance(obj, dict) else None
-        metadata = metadata if isinstance(metadata, dict) else {}
         return node_marks_block(
-            labels=_string_map(metadata.get("labels")),
-            annotations=_string_map(metadata.get("annotations")),
+            labels=marks.labels,
+            annotations=marks.annotations,
             blocking_labels=self.labels,
             blocking_annotations=self.annotations,
         )

@@ -12,6 +12,7 @@ import datetime
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pykured.blockers.base import read_node_marks
 from pykured.blockers.options import NodeInputs
 from pykured.core.errors import KubeError
 from pykured.core.model import Reason
@@ -34,10 +35,10 @@ class PauseBlocker:
 
     def check(self, *, now: datetime.datetime) -> Reason | None:
         try:
-            obj = self._read() if self._read is not None else self._kube.get_node(self.node)
+            marks = read_node_marks(self._kube, self.node, self._read)
         except KubeError as exc:
             return Reason("pause", f"cannot read node {self.node} to check for a pause: {exc}")
-        record = paused_record((obj.get("metadata") or {}).get("annotations") or {})
+        record = paused_record(marks.annotations)
         if record is not None and record.active(now):
             return Reason("pause", describe(record))
         return None

@@ -13,6 +13,7 @@ import datetime
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pykured.blockers.base import read_node_marks
 from pykured.blockers.options import NodeInputs
 from pykured.core.errors import KubeError
 from pykured.core.model import Reason
@@ -35,12 +36,10 @@ class QuarantineBlocker:
 
     def check(self, *, now: datetime.datetime) -> Reason | None:
         try:
-            obj = self._read() if self._read is not None else self._kube.get_node(self.node)
+            marks = read_node_marks(self._kube, self.node, self._read)
         except KubeError as exc:
             return Reason("quarantined", f"cannot read node {self.node} to check for a quarantine: {exc}")
-        metadata = obj.get("metadata") if isinstance(obj, dict) else None
-        annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-        record = quarantine_record(annotations if isinstance(annotations, dict) else {})
+        record = quarantine_record(marks.annotations)
         if record is None:
             return None
         return Reason("quarantined", record.describe() + f" (pykured unquarantine {self.node} ends it)")

@@ -48,6 +48,7 @@ from pykured.config.settings import REBOOT_METHODS, Config, typed
 from pykured.core.errors import ConfigError
 from pykured.gocompat import goshlex
 from pykured.gocompat.goflags import GoValueError
+from pykured.gocompat.gofmt import go_list
 from pykured.lock.registry import BACKENDS as LOCK_BACKENDS
 from pykured.policy.blackout import BlackoutError, parse_blackouts
 from pykured.policy.maintenance import MaintenancePolicy
@@ -60,11 +61,6 @@ Log = Callable[[int, str], None]
 
 def _quiet(_level: int, _message: str) -> None:
     return None
-
-
-def go_slice(items: tuple[str, ...] | list[str]) -> str:
-    """Go ``%v`` of a ``[]string``: ``[a b]``."""
-    return "[" + " ".join(items) + "]"
 
 
 def _fatal(message: str) -> ConfigError:
@@ -204,7 +200,7 @@ def settle(flags: FlagValues, env: Mapping[str, str], *, log: Log = _quiet) -> C
     cfg.pre_reboot_labels  # noqa: B018 - a label without "=" is fatal here
     cfg.post_reboot_labels  # noqa: B018
     log(logging.INFO, f"PreferNoSchedule taint: {cfg.prefer_no_schedule_taint}")
-    log(logging.INFO, f"Blocking Pod Selectors: {go_slice(cfg.blocking_pod_selector)}")
+    log(logging.INFO, f"Blocking Pod Selectors: {go_list(cfg.blocking_pod_selector)}")
     log(logging.INFO, f"Reboot period {cfg.period}")
     log(logging.INFO, f"Concurrency: {cfg.concurrency}")
     if cfg.annotate_nodes:

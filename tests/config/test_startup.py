@@ -8,7 +8,7 @@ import pytest
 
 from pykured.config import parse, startup
 from pykured.config.reader import read_flags
-from pykured.config.startup import go_slice, settle, startup_lines, startup_records
+from pykured.config.startup import settle, startup_lines, startup_records
 from pykured.core.errors import ConfigError
 from pykured.lock.registry import BACKENDS, LEASE, Backend
 
@@ -104,15 +104,6 @@ def test_zincati_method_line() -> None:
     lines = startup_lines(parse(["--reboot-method=zincati"], NODE), "v")
     assert "Reboot method: zincati" in lines
     assert "Zincati marker file: /var/lib/zincati/admin/strategy/marker_file/allowfinalize.json" in lines
-
-
-@pytest.mark.parametrize(
-    ("items", "text"),
-    [((), "[]"), (("a",), "[a]"), (("a b", "c"), "[a b c]")],
-    ids=["empty", "one", "two"],
-)
-def test_go_slice(items: tuple[str, ...], text: str) -> None:
-    assert go_slice(items) == text
 
 
 def test_a_fatal_comes_after_the_lines_kured_logs_before_it() -> None:

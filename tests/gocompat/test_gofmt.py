@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pykured.gocompat import gofmt
 from pykured.gocompat.gofmt import sprintf
 
 CASES = [
@@ -47,3 +48,12 @@ def test_template_without_verbs_appends_extra(template: str, node: str) -> None:
 @given(prefix=st.text().filter(lambda t: "%" not in t), node=st.text())
 def test_single_s_verb_substitutes(prefix: str, node: str) -> None:
     assert sprintf(prefix + "%s", node) == prefix + node
+
+
+@pytest.mark.parametrize(
+    ("items", "text"),
+    [((), "[]"), (("a",), "[a]"), (("a b", "c"), "[a b c]")],
+    ids=["empty", "one", "two"],
+)
+def test_go_list_is_go_s_v_of_a_string_slice(items: tuple[str, ...], text: str) -> None:
+    assert gofmt.go_list(items) == text
