@@ -113,12 +113,19 @@ def test_node_mark_blocker_reads_the_view_it_is_given_else_gets() -> None:
         {},
         {"metadata": None},
         {"metadata": {"labels": ["example.com/hold"]}},
-        {"metadata": {"labels": {"example.com/hold": 1}}},
     ],
 )
 def test_node_mark_blocker_reads_a_malformed_node_as_unmarked(obj: Any) -> None:
     blocker = NodeMarkBlocker(cast(Kube, _Kube()), "n1", labels=[HOLD], annotations=[], read=lambda: obj)
     assert blocker.check(now=NOW) is None
+
+
+def test_a_blocking_key_with_a_garbled_value_still_blocks() -> None:
+    """Fail safe: the key is there; a value that is not a string reads as empty, and a key-only mark holds."""
+    obj = {"metadata": {"labels": {"example.com/hold": 1}}}
+    blocker = NodeMarkBlocker(cast(Kube, _Kube()), "n1", labels=[HOLD], annotations=[], read=lambda: obj)
+    reason = blocker.check(now=NOW)
+    assert reason is not None and reason.message == "node has blocking label example.com/hold"
 
 
 def test_node_mark_blocker_blocks_when_the_node_cannot_be_read() -> None:
