@@ -43,6 +43,7 @@ from pykured.cycle.state import NodeState, unix_ns
 from pykured.cycle.steps import Behaviour, Hands
 from pykured.host.sentinel import Sentinel
 from pykured.kube.api import KubeApi
+from pykured.metrics import Metrics, NullMetrics
 from pykured.policy.maintenance import Window
 from pykured.policy.quarantine import quarantine_record
 from pykured.requests.record import REQUEST_ANNOTATION, Classified
@@ -101,6 +102,9 @@ class Senses:
     """Whether the agent honours the freeze, as published in its status (``on``, ``forbidden``, ``off``…)."""
     policy_where: str = ""
     """The policy ConfigMap watched, ``namespace/name`` ("" when none), published with ``freeze_state``."""
+    metrics: Metrics = dataclasses.field(default_factory=NullMetrics)
+    """The agent's metrics: what the daemon reports of itself (kured's ``kured_reboot_required``, its pass
+    errors, the lock wait of its watch); the cycle's own are its observer's (:mod:`pykured.cyclemetrics`)."""
 
 
 class Daemon:
@@ -153,7 +157,13 @@ class Daemon:
         """The unexpected error the latest passes ended in (its text) and how many in a row; None after a
         pass that ended normally."""
         parts = parts or build_parts(
-            senses.kube, hands, node=settings.node, period=settings.period, wake=self.wake, clock=clock
+            senses.kube,
+            hands,
+            node=settings.node,
+            period=settings.period,
+            wake=self.wake,
+            clock=clock,
+            metrics=senses.metrics,
         )
         self.requests = parts.requests
         """Reboot requests bound to a boot (pykured.requests.keeper)."""
@@ -216,7 +226,7 @@ class Daemon:
     def _refresh_metric(self) -> bool:
         """Check the sentinel; ``kured_reboot_required`` is 1 for the sentinel or a pending request."""
         required = self._required()
-        self.hands.metrics.set_reboot_required(self.node, required or self.requests.pending is not None)
+        self.senses.metrics.set_reboot_required(self.node, required or self.requests.pending is not None)
         return required
 
     def _required(self) -> bool:
@@ -244,7 +254,7 @@ class Daemon:
         and return the back-off: :data:`ERROR_BACKOFF`, doubled for each failure in a row up to
         :data:`PASS_ERROR_BACKOFF_MAX`."""
         self.pass_errors += 1
-        self.hands.metrics.pass_error()
+        self.senses.metrics.pass_error()
         text = f"{type(exc).__name__}: {exc}"[:500]
         same = self._failing is not None and self._failing[0] == text
         count = self._failing[1] + 1 if self._failing is not None else 1
@@ -330,13 +340,13 @@ class Daemon:
             self._lock_clear = entry is None
             node = node.with_entry(entry)
         self._held_since_ns = entry.created_ns if entry is not None else None
-        self.hands.metrics.set_quarantined(self.node, quarantine_record(node.annotations) is not None)
+        self.senses.metrics.set_quarantined(self.node, quarantine_record(node.annotations) is not None)
         request = self._request = self.requests.observe(node, now)
         trigger = Trigger.SENTINEL if required else Trigger.NONE
         if request.pending:  # a request for the current boot counts as the sentinel does (no loop guard)
             required = True
             trigger |= Trigger.REQUEST
-            self.hands.metrics.set_reboot_required(self.node, True)
+            self.senses.metrics.set_reboot_required(self.node, True)
         in_window = self.senses.window.contains(now)
         obs = Observation(
             required=required,
@@ -380,12 +390,12 @@ class Daemon:
             logger.info("Not taking the lock: the maintenance window closed during this pass")
             return 0
         logger.info("Reboot required")
-        self.hands.metrics.set_blocked(None)
+        self.senses.metrics.set_blocked(None)
         if self._turns is not None:
             turn = self._turns.take(obs.node, now)
             if not turn.go:
-                self.hands.metrics.lock_waiting(True)
-                self.hands.metrics.set_blocked("lock")
+                self.senses.metrics.lock_waiting(True)
+                self.senses.metrics.set_blocked("lock")
                 self._waiting_for_lock = True
                 return self._wait_for_lock(turn.wait_s)
         outcome = self.runner.execute(action, obs, now)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pykured import __version__
 from pykured.cycle.steps import Hands
 from pykured.kube.api import KubeApi
+from pykured.metrics import Metrics
 from pykured.requests.keeper import RequestKeeper
 from pykured.requests.watch import RequestWatch
 from pykured.roll.queue import RollQueue
@@ -48,6 +49,7 @@ def build_parts(
     period: float,
     wake: threading.Event,
     clock: Callable[[], datetime.datetime],
+    metrics: Metrics,
     queue: RollQueue | None = None,
 ) -> Parts:
     """The parts of ``node``'s daemon on ``kube``: its requests are watched every ``period`` seconds at
@@ -58,7 +60,7 @@ def build_parts(
         node=node,
         events=hands.events,
         notifier=hands.notifier,
-        metrics=hands.metrics,
+        metrics=metrics,
         reported_boots=reported_boot_ids,
     )
     status = StatusPublisher(kube, node=node, version=__version__)

@@ -27,6 +27,7 @@ from pykured.cycle.decide import CyclePolicy, Escalation
 from pykured.cycle.nodecopy import NodeCopy
 from pykured.cycle.observers import CycleObserver, CycleObservers
 from pykured.cycle.steps import Behaviour, Hands
+from pykured.cyclemetrics import CycleMetrics
 from pykured.drain import Drainer
 from pykured.fleetlock import FleetLockServer
 from pykured.fleetlock.service import ZincatiGrant
@@ -309,17 +310,23 @@ def build_hands(
         rebooter=rebooter,
         notifier=notifier,
         events=events,
-        metrics=metrics,
-        observers=build_observers(cfg, kube, node, events, streak=streak),
+        observers=build_observers(cfg, kube, node, events, metrics, streak=streak),
     )
 
 
 def build_observers(
-    cfg: Config, kube: Kube, node: str, events: EventRecorder, *, streak: DrainStreak | None = None
+    cfg: Config,
+    kube: Kube,
+    node: str,
+    events: EventRecorder,
+    metrics: Metrics,
+    *,
+    streak: DrainStreak | None = None,
 ) -> CycleObservers:
     """The features of ``node``'s cycle that are configured, each an observer of its moments
     (:mod:`pykured.cycle.observers`), in the order they are told each moment: one line per feature."""
     features: list[CycleObserver | None] = [
+        CycleMetrics(metrics),  # /metrics: every cycle's, first (it makes no request)
         build_taint(cfg, kube, node),  # --prefer-no-schedule-taint
         build_gates(cfg, kube, node),  # reboot hooks and settle gates
         streak,  # --max-failed-drains (one count for the fleet, shared by every node's cycle)
@@ -398,6 +405,7 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         blockers=blockers_for(node),
         freeze_state=(lambda: maintenance.honours) if maintenance is not None else (lambda: "off"),
         policy_where=maintenance.where if maintenance is not None else "",
+        metrics=metrics,
     )
     settings = Settings(node=node, period=cfg.period.seconds, behaviour=behaviour, policy=policy)
     queue = (
@@ -406,7 +414,9 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         if cfg.resume_rolls
         else None
     )  # fmt: skip
-    parts = build_parts(kube, hands, node=node, period=settings.period, wake=wake, clock=_utcnow, queue=queue)
+    parts = build_parts(
+        kube, hands, node=node, period=settings.period, wake=wake, clock=_utcnow, metrics=metrics, queue=queue
+    )
     daemon = Daemon(hands, senses, settings=settings, clock=_utcnow, stopping=cancel, wake=wake, parts=parts)
     return Agent(
         daemon=daemon, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance,

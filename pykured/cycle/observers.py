@@ -1,11 +1,12 @@
 """The moments of one node's reboot cycle, and the observers that act at them: one protocol for every feature.
 
 Concept: the runner and the steps (:mod:`pykured.cycle.run`, :mod:`pykured.cycle.steps`) do what every cycle
-does — the lock, the drain, the reboot or hand-off, notifications, Events, metrics. What only some cycles do
-(the PreferNoSchedule taint while a node waits, reboot hooks and settle gates, the fleet-wide count of failed
-drains, a silence in Alertmanager) is a :class:`CycleObserver`: the cycle announces each moment to
-:class:`CycleObservers`, the list the composition root (:mod:`pykured.wiring`) registered, and knows none of
-them. A new feature is one class that answers the moments it cares about, and one registration line.
+does — the lock, the drain, the reboot or hand-off, notifications, Events. What the cycle is watched by or
+only some cycles do (its metrics, the PreferNoSchedule taint while a node waits, reboot hooks and settle
+gates, the fleet-wide count of failed drains, a silence in Alertmanager) is a :class:`CycleObserver`: the
+cycle announces each moment to :class:`CycleObservers`, the list the composition root
+(:mod:`pykured.agent.wiring`) registered, and knows none of them. A new feature is one class that answers the
+moments it cares about, and one registration line.
 
 The moments, in the order a cycle passes them (every method receives the node's name):
 
@@ -13,15 +14,25 @@ The moments, in the order a cycle passes them (every method receives the node's 
   (``--prefer-no-schedule-early``), or for a lock others hold. :meth:`~CycleObserver.not_waiting` — it no
   longer does: no reboot is needed, or the maintenance window closed. :meth:`~CycleObserver.marked` says
   whether the Node carries an observer's mark of waiting, so the decision marks and unmarks only on change.
+* :meth:`~CycleObserver.blocked` — a pass was blocked (the block's kind), or went on (``None``).
+* :meth:`~CycleObserver.lock_tried` — the node asked for a slot: taken or not, and how many hold the lock.
 * :meth:`~CycleObserver.slot_taken` — the node took its lock slot (its memory recorded, ``LockAcquired``).
 * :meth:`~CycleObserver.hold` — a point the cycle may be held at (``before-drain``, ``before-release``):
   an observer answers a :class:`~pykured.core.model.GateResult` (``None``: it has nothing to say there). A
   phase not begun yet (:attr:`GateResult.start`) is begun by :meth:`~CycleObserver.begin`.
+  :meth:`~CycleObserver.holding` — the cycle is held there (the gate's kind), or no longer is (``None``).
 * :meth:`~CycleObserver.drain_starting` — the gate before the drain passed; the drain begins (also when a
-  restarted agent resumes the cycle). :meth:`~CycleObserver.drained` — the drain (and its escalation) ended.
+  restarted agent resumes the cycle). :meth:`~CycleObserver.drain_timed` — a drain (or its escalation's
+  deletion) took so long. :meth:`~CycleObserver.drained` — the drain (and its escalation) ended.
+  :meth:`~CycleObserver.quarantined` — the drain failed for good and the node is left cordoned.
 * :meth:`~CycleObserver.rebooting` — the reboot (or hand-off, or FleetLock's grant) is about to be triggered.
+  :meth:`~CycleObserver.reboot_outcome` — what became of it: ``triggered``, ``handoff``, ``failed``, and
+  later ``completed`` (the node is back) or ``failed`` (the cycle gave up on a node that did not reboot).
+  :meth:`~CycleObserver.withdrawn` — the node is back and its hand-off withdrawn.
 * :meth:`~CycleObserver.back` — the node is back from its reboot and uncordoned if the cordon was ours.
-* :meth:`~CycleObserver.released` — the node's lock slot was freed.
+* :meth:`~CycleObserver.released` — the node's lock slot was freed. :meth:`~CycleObserver.release_tried` —
+  the node no longer asks for a slot (it released one, or had none to release).
+  :meth:`~CycleObserver.lock_counted` — the lock's holders counted again after a release.
 * :meth:`~CycleObserver.forgetting` — the cycle ends (released, aborted, given up, cleaned up): the moment
   before the cycle's memory is cleared from the Node.
 
@@ -59,6 +70,14 @@ class CycleObserver(Protocol):
         """Does the Node carry this observer's mark of waiting (read into the pass's observation)?"""
         return False
 
+    def blocked(self, node: str, kind: str | None) -> None:
+        """A pass was blocked, by a block of ``kind`` (``lock``: others hold it); ``None``: it went on."""
+        return None
+
+    def lock_tried(self, node: str, backend: str, *, acquired: bool, holders: int) -> None:
+        """The node asked ``backend``'s lock for a slot: ``acquired`` or not; ``holders`` hold it now."""
+        return None
+
     def slot_taken(self, node: str) -> None:
         """The node took its lock slot."""
         return None
@@ -71,16 +90,36 @@ class CycleObserver(Protocol):
         """Begin ``phase``, which a hold found not begun (:attr:`GateResult.start`); ignore another's."""
         return None
 
+    def holding(self, node: str, kind: str | None) -> None:
+        """The cycle is held by a gate of ``kind`` (``None``: no longer held)."""
+        return None
+
     def drain_starting(self, node: str) -> None:
         """The drain begins."""
+        return None
+
+    def drain_timed(self, node: str, seconds: float) -> None:
+        """A drain, or the escalation's deletion of what it left, took ``seconds``."""
         return None
 
     def drained(self, node: str, failure: str | None) -> None:
         """The drain ended (``failure``: why it failed; ``None``: it completed)."""
         return None
 
+    def quarantined(self, node: str) -> None:
+        """The node is quarantined: left cordoned and not rebooted (``--drain-escalation=…,quarantine``)."""
+        return None
+
     def rebooting(self, node: str) -> None:
         """The reboot (or the hand-off, or FleetLock's grant) is about to be triggered."""
+        return None
+
+    def reboot_outcome(self, node: str, outcome: str) -> None:
+        """What became of the reboot: ``triggered``, ``handoff``, ``failed`` or ``completed``."""
+        return None
+
+    def withdrawn(self, node: str) -> None:
+        """The node is back and the hand-off to the update agent is withdrawn."""
         return None
 
     def back(self, node: str) -> None:
@@ -89,6 +128,14 @@ class CycleObserver(Protocol):
 
     def released(self, node: str) -> None:
         """The node's lock slot was freed."""
+        return None
+
+    def release_tried(self, node: str, *, released: bool) -> None:
+        """The node no longer asks for a slot: it ``released`` one, or had none to release."""
+        return None
+
+    def lock_counted(self, node: str, backend: str, holders: int) -> None:
+        """``holders`` hold ``backend``'s lock, counted after the node released its slot."""
         return None
 
     def forgetting(self, node: str) -> None:
@@ -109,6 +156,14 @@ class CycleObservers(list[CycleObserver]):
 
     def marked(self, view: NodeState) -> bool:
         return any(observer.marked(view) for observer in self)
+
+    def blocked(self, node: str, kind: str | None) -> None:
+        for observer in self:
+            observer.blocked(node, kind)
+
+    def lock_tried(self, node: str, backend: str, *, acquired: bool, holders: int) -> None:
+        for observer in self:
+            observer.lock_tried(node, backend, acquired=acquired, holders=holders)
 
     def slot_taken(self, node: str) -> None:
         for observer in self:
@@ -131,17 +186,37 @@ class CycleObservers(list[CycleObserver]):
         for observer in self:
             observer.begin(node, phase, now)
 
+    def holding(self, node: str, kind: str | None) -> None:
+        for observer in self:
+            observer.holding(node, kind)
+
     def drain_starting(self, node: str) -> None:
         for observer in self:
             observer.drain_starting(node)
+
+    def drain_timed(self, node: str, seconds: float) -> None:
+        for observer in self:
+            observer.drain_timed(node, seconds)
 
     def drained(self, node: str, failure: str | None) -> None:
         for observer in self:
             observer.drained(node, failure)
 
+    def quarantined(self, node: str) -> None:
+        for observer in self:
+            observer.quarantined(node)
+
     def rebooting(self, node: str) -> None:
         for observer in self:
             observer.rebooting(node)
+
+    def reboot_outcome(self, node: str, outcome: str) -> None:
+        for observer in self:
+            observer.reboot_outcome(node, outcome)
+
+    def withdrawn(self, node: str) -> None:
+        for observer in self:
+            observer.withdrawn(node)
 
     def back(self, node: str) -> None:
         for observer in self:
@@ -150,6 +225,14 @@ class CycleObservers(list[CycleObserver]):
     def released(self, node: str) -> None:
         for observer in self:
             observer.released(node)
+
+    def release_tried(self, node: str, *, released: bool) -> None:
+        for observer in self:
+            observer.release_tried(node, released=released)
+
+    def lock_counted(self, node: str, backend: str, holders: int) -> None:
+        for observer in self:
+            observer.lock_counted(node, backend, holders)
 
     def forgetting(self, node: str) -> None:
         for observer in self:

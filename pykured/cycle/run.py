@@ -4,8 +4,9 @@
 Concept: the daemon (sentinel, reboot request, Zincati marker) and FleetLock (central and node-local) observe
 in their own way, then both call :meth:`CycleRunner.decide` (:func:`~pykured.cycle.decide.decide`, with the
 gate verdict it needs) and :meth:`CycleRunner.execute`. So every driver gets the same hands — lock, drain,
-reboot or hand-off, notifications, Events, metrics — the same observers of the cycle's moments
-(:mod:`pykured.cycle.observers`: the PreferNoSchedule taint, reboot hooks and settle gates, …) and the same
+reboot or hand-off, notifications, Events — the same observers of the cycle's moments
+(:mod:`pykured.cycle.observers`: the metrics, the PreferNoSchedule taint, reboot hooks and settle gates, …)
+and the same
 log lines, Events and metrics for the same step. What stays the driver's own is how it
 waits (the daemon sleeps or watches the lock; FleetLock answers Zincati) and the little memory kured keeps in
 the process (the retry time after a failed drain), which :class:`Outcome` hands back.
@@ -173,7 +174,7 @@ class CycleRunner:
     ) -> Outcome:
         """Carry out one step. ``mark``: FleetLock's Zincati id, set on the Node before the lock is taken."""
         if action.step not in (Step.BLOCKED, Step.WAIT, Step.HOLD):
-            self.hands.metrics.set_blocked(None)
+            self.hands.observers.blocked(self.node, None)
         if action.step is Step.ACQUIRE:
             return self._acquire(action, obs, now, mark=mark)
         return self._dispatch[action.step](action, obs, now)
@@ -198,7 +199,7 @@ class CycleRunner:
 
     def _blocked(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
         logger.info("Reboot blocked: %s", action.reason)
-        self.hands.metrics.set_blocked(action.blocked.kind if action.blocked else "unknown")
+        self.hands.observers.blocked(self.node, action.blocked.kind if action.blocked else "unknown")
         self.hands.events.record("RebootBlocked", f"Reboot blocked: {action.reason}", warning=True)
         return Outcome(pause=self.period_s)
 
@@ -209,13 +210,13 @@ class CycleRunner:
             self.hands.book.mark(mark)
         unschedulable = obs.node.unschedulable
         result = self.hands.lock.acquire(unschedulable=unschedulable, now_ns=unix_ns(now), node_id=self.node)
-        self.hands.metrics.lock_waiting(not result.acquired)
-        self.hands.metrics.lock_holders(self.hands.lock.backend, len(result.holders))
+        self.hands.observers.lock_tried(
+            self.node, self.hands.lock.backend, acquired=result.acquired, holders=len(result.holders)
+        )
         if not result.acquired:
             if mark is not None:
                 self.hands.book.mark(None)
             logger.warning("Lock already held: %s", result.holder_names)
-            self.hands.metrics.set_blocked("lock")
             self.hands.observers.waiting(self.node)
             return Outcome(acquired=False, holders=result.holder_names or "?")
         logger.info("Acquired reboot lock for node %s (%s)", self.node, self.hands.lock.backend)
@@ -339,7 +340,7 @@ class CycleRunner:
             int(self.policy.sentinel_loop_backoff.total_seconds()),
         )
         self.hands.events.record("RebootLoopBackoff", action.reason, warning=True)
-        self.hands.metrics.reboot("failed")
+        self.hands.observers.reboot_outcome(self.node, "failed")
         self.steps.end(
             obs.node, ours=action.uncordon, backoff_until=action.backoff_until, backoff_reason=_reason(action)
         )
@@ -361,7 +362,7 @@ class CycleRunner:
         """The node is back: uncordon if ours, labels, untaint, notify (the post-reboot work)."""
         node = obs.node
         logger.info("Node %s rebooted (bootID %s -> %s)", self.node, node.reboot_boot_id, node.boot_id)
-        self.hands.metrics.reboot("completed")
+        self.hands.observers.reboot_outcome(self.node, "completed")
         self.steps.finish(obs.node, uncordon=action.uncordon, remove_in_progress=action.remove_in_progress)
 
     def count_holders(self, now: datetime.datetime) -> None:
@@ -372,7 +373,7 @@ class CycleRunner:
         except errors.PykuredError as exc:
             logger.debug("Counting the lock's holders failed: %s", exc)
             return
-        self.hands.metrics.lock_holders(self.hands.lock.backend, len(holders))
+        self.hands.observers.lock_counted(self.node, self.hands.lock.backend, len(holders))
 
     def _release(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
         if action.gate is not None:
@@ -437,13 +438,13 @@ class CycleRunner:
             logger.info("Holding the reboot lock: %s%s", reason, until)
             self.hands.events.record("HoldingLock", reason)
             self._last_gate = reason
-        self.hands.metrics.set_holding_gate(gate.reason.kind if gate and gate.reason else "unknown")
+        self.hands.observers.holding(self.node, gate.reason.kind if gate and gate.reason else "unknown")
         pause = GATE_POLL if deadline is None else (deadline - now).total_seconds()
         return Outcome(pause=max(min(GATE_POLL, self.period_s, pause), 0.05))
 
     def _gate_passed(self) -> None:
         self._last_gate = ""
-        self.hands.metrics.set_holding_gate(None)
+        self.hands.observers.holding(self.node, None)
 
     def _gate_timed_out(self, gate: GateResult, *, releasing: bool) -> None:
         kind = gate.reason.kind if gate.reason else ""

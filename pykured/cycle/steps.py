@@ -1,7 +1,7 @@
 """The steps of one node's reboot cycle, shared by the sentinel-driven daemon and FleetLock.
 
-Concept: each step is one small, idempotent piece of work against the Node, the lock, notifications, Events
-and metrics — begin, drain (cordon + drain), reboot or hand-off, finish (post-reboot), uncordon, release,
+Concept: each step is one small, idempotent piece of work against the Node, the lock, notifications and
+Events — begin, drain (cordon + drain), reboot or hand-off, finish (post-reboot), uncordon, release,
 forget — and tells the cycle's observers (:mod:`pykured.cycle.observers`) the moments it passes.
 :class:`pykured.cycle.run.CycleRunner` strings them together for every driver (the daemon and FleetLock); no
 driver writes a step of its own. The steps decide nothing: whether the cordon is ours,
@@ -37,7 +37,6 @@ from pykured.drain import Drainer
 from pykured.host.reboot import Rebooter
 from pykured.kube.events import EventRecorder
 from pykured.lock.base import Lock
-from pykured.metrics import Metrics, NullMetrics
 from pykured.notify import Notifier
 from pykured.policy.quarantine import QuarantineRecord
 
@@ -66,7 +65,6 @@ class Hands:
     rebooter: Rebooter
     notifier: Notifier
     events: EventRecorder
-    metrics: Metrics = dataclasses.field(default_factory=NullMetrics)
     observers: CycleObservers = dataclasses.field(default_factory=CycleObservers)
     """Told the cycle's moments, in this order (:mod:`pykured.cycle.observers`)."""
 
@@ -134,7 +132,7 @@ class Steps:
         except errors.PykuredError as exc:
             return DrainFailure.of(exc)
         finally:
-            self.hands.metrics.observe_drain(self._monotonic() - started)
+            self.hands.observers.drain_timed(self.node, self._monotonic() - started)
         return None
 
     def delete_remaining(self, failure: DrainFailure) -> DrainFailure | None:
@@ -151,7 +149,7 @@ class Steps:
         except errors.PykuredError as exc:
             return DrainFailure.of(exc)
         finally:
-            self.hands.metrics.observe_drain(self._monotonic() - started)
+            self.hands.observers.drain_timed(self.node, self._monotonic() - started)
         return None
 
     def quarantine(self, record: QuarantineRecord, *, message: str) -> None:
@@ -160,7 +158,7 @@ class Steps:
         self.hands.book.quarantine(record)
         self.hands.events.record("Quarantined", message, warning=True)
         self.hands.notifier.send(f"Node {self.node} quarantined: {message}")
-        self.hands.metrics.set_quarantined(self.node, True)
+        self.hands.observers.quarantined(self.node)
         self.release(event="released the reboot lock: node quarantined")
         self.forget(backoff_until=None)
 
@@ -190,12 +188,11 @@ class Steps:
         except errors.PykuredError as exc:
             logger.error("Error rebooting node %s: %s", self.node, exc)
             self.hands.events.record("RebootFailed", str(exc), warning=True)
-            self.hands.metrics.reboot("failed")
+            self.hands.observers.reboot_outcome(self.node, "failed")
             return False
-        handoff = self.hands.rebooter.hands_off
-        self.hands.metrics.reboot("handoff" if handoff else "triggered")
-        if handoff:
-            self.hands.metrics.set_handoff("allowed")
+        self.hands.observers.reboot_outcome(
+            self.node, "handoff" if self.hands.rebooter.hands_off else "triggered"
+        )
         return True
 
     def finish(self, node: NodeState, *, uncordon: bool, remove_in_progress: bool) -> bool:
@@ -203,7 +200,7 @@ class Steps:
         uncordoned?"""
         if self.hands.rebooter.hands_off:
             self.hands.rebooter.withdraw()
-            self.hands.metrics.set_handoff(None)
+            self.hands.observers.withdrawn(self.node)
         uncordoned = self.uncordon(node, ours=uncordon)
         self.hands.observers.back(self.node)
         if remove_in_progress:
@@ -235,7 +232,7 @@ class Steps:
             if event:
                 self.hands.events.record("LockReleased", event)
             self.hands.observers.released(self.node)
-        self.hands.metrics.lock_waiting(False)
+        self.hands.observers.release_tried(self.node, released=released)
         return released
 
     def end(

@@ -27,6 +27,7 @@ from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy, Escalation, Step
 from pykured.cycle.observers import CycleObserver, CycleObservers
 from pykured.cycle.steps import Behaviour, Hands
+from pykured.cyclemetrics import CycleMetrics
 from pykured.drain import Drainer, DrainResult
 from pykured.gocompat.goflags import Duration
 from pykured.kube.events import EventRecorder
@@ -168,14 +169,14 @@ def make_rig(
         rebooter=rebooter,
         notifier=notifier,
         events=EventRecorder(kube, node=NODE),
-        metrics=metrics,
-        observers=CycleObservers([WaitingTaint(kube, node=NODE, key=TAINT)]),
+        observers=CycleObservers([CycleMetrics(metrics), WaitingTaint(kube, node=NODE, key=TAINT)]),
     )
     senses = Senses(
         kube=kube,
         sentinel=sentinel,
         window=TimeWindow.parse(["su", "mo", "tu", "we", "th", "fr", "sa"], "0:00", "23:59:59", "UTC"),
         blockers=[blocker],
+        metrics=metrics,
     )
     settings = Settings(
         node=NODE,

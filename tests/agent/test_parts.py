@@ -8,6 +8,7 @@ import threading
 
 from pykured.agent.daemon import Daemon
 from pykured.agent.parts import build_parts
+from pykured.metrics import NullMetrics
 from pykured.requests.keeper import RequestKeeper
 from pykured.requests.watch import RequestWatch
 from pykured.roll.queue import RollQueue
@@ -25,7 +26,16 @@ def test_the_daemon_uses_the_parts_it_is_given() -> None:
     built = rig.daemon
     wake = threading.Event()
     queue = RollQueue(rig.kube, namespace=NS, prefix="kured-lock", node=NODE, period=PERIOD)
-    parts = build_parts(rig.kube, built.hands, node=NODE, period=PERIOD, wake=wake, clock=_clock, queue=queue)
+    parts = build_parts(
+        rig.kube,
+        built.hands,
+        node=NODE,
+        period=PERIOD,
+        wake=wake,
+        clock=_clock,
+        metrics=NullMetrics(),
+        queue=queue,
+    )
     daemon = Daemon(built.hands, built.senses, settings=built.settings, clock=_clock, wake=wake, parts=parts)
     assert daemon.requests is parts.requests and daemon.status is parts.status
     assert daemon._turns is parts.turns and daemon._watch is parts.watch

@@ -14,6 +14,7 @@ from pykured.blockers.prometheus import PrometheusAlertBlocker
 from pykured.blockers.registry import ORDER
 from pykured.config.startup import parse
 from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION as FLEETLOCK_ANNOTATION
+from pykured.cyclemetrics import CycleMetrics
 from pykured.fleetlock import FLEETLOCK_ID_ANNOTATION
 from pykured.fleetlock.service import ZincatiGrant
 from pykured.gates.node import CycleGates
@@ -76,7 +77,10 @@ def observer_types(args: list[str], *, streak: DrainStreak | None = None) -> lis
     cfg = parse(["--node-id=n", *args], {})
     kube = cast(Kube, FakeKube())  # the calls building the observers make (none)
     return [
-        type(o) for o in wiring.build_observers(cfg, kube, "n", EventRecorder(kube, node="n"), streak=streak)
+        type(o)
+        for o in wiring.build_observers(
+            cfg, kube, "n", EventRecorder(kube, node="n"), NullMetrics(), streak=streak
+        )
     ]
 
 
@@ -90,12 +94,14 @@ def test_each_configured_feature_observes_the_cycle_in_the_declared_order() -> N
         "--prefer-no-schedule-taint=example.com/waiting", "--settle-nodes-ready",
         "--alertmanager-url=http://am:9093", '--silence-during-reboot=instance="{{ .Node }}"',
     ]  # fmt: skip
-    assert observer_types(every, streak=streak) == [WaitingTaint, CycleGates, DrainStreak, SilenceKeeper]
-    assert observer_types(["--before-reboot-annotations=example.com/ok"]) == [CycleGates]
+    assert observer_types(every, streak=streak) == [
+        CycleMetrics, WaitingTaint, CycleGates, DrainStreak, SilenceKeeper
+    ]  # fmt: skip
+    assert observer_types(["--before-reboot-annotations=example.com/ok"]) == [CycleMetrics, CycleGates]
 
 
-def test_no_feature_configured_registers_no_observer() -> None:
-    assert observer_types([]) == []
+def test_no_feature_configured_registers_the_metrics_alone() -> None:
+    assert observer_types([]) == [CycleMetrics]
     cfg = parse(["--node-id=n"], {})
     kube = cast(Kube, FakeKube())
     lock = wiring.build_lock(cfg, kube)
@@ -103,4 +109,4 @@ def test_no_feature_configured_registers_no_observer() -> None:
         cfg, kube, "n", threading.Event(), lock=lock, rebooter=ZincatiGrant(), notifier=Notifier(),
         metrics=NullMetrics(),
     )  # fmt: skip
-    assert list(hands.observers) == []
+    assert [type(o) for o in hands.observers] == [CycleMetrics]

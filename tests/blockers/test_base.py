@@ -96,7 +96,9 @@ def test_every_node_blocker_blocks_on_a_failed_read_and_reads_a_garbled_node_saf
     made: list[Blocker] = [
         PauseBlocker(kube, "n1", read=fails),
         QuarantineBlocker(kube, "n1", read=fails),
-        NodeMarkBlocker(kube, "n1", labels=[NodeMark.parse("x", flag="--blocking-node-label")], annotations=[], read=fails),
+        NodeMarkBlocker(
+            kube, "n1", labels=[NodeMark.parse("x", flag="--blocking-node-label")], annotations=[], read=fails
+        ),
     ]
     for blocker in made:
         reason = blocker.check(now=NOW)

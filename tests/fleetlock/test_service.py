@@ -22,7 +22,9 @@ from pykured.core.errors import KubeError
 from pykured.cycle import state
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy
+from pykured.cycle.observers import CycleObservers
 from pykured.cycle.steps import Behaviour, Hands
+from pykured.cyclemetrics import CycleMetrics
 from pykured.drain import Drainer
 from pykured.fleetlock import protocol as p
 from pykured.fleetlock.server import FleetLockServer
@@ -96,7 +98,7 @@ class Rig:
             lock=self.lock, rebooter=ZincatiGrant(),
             notifier=self.notifier,
             events=EventRecorder(kube, node=node),
-            metrics=self.metrics,
+            observers=CycleObservers([CycleMetrics(self.metrics)]),
         )  # fmt: skip
 
     def pre_reboot(self) -> p.Reply:

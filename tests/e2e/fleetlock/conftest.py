@@ -17,7 +17,9 @@ import pytest
 
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy
+from pykured.cycle.observers import CycleObservers
 from pykured.cycle.steps import Behaviour, Hands
+from pykured.cyclemetrics import CycleMetrics
 from pykured.drain import Drainer
 from pykured.fleetlock import FleetLockServer
 from pykured.fleetlock.appid import app_specific_id
@@ -108,7 +110,8 @@ class Rig:
                 book=NodeBook(kube, node=name), drainer=drainer(name, cancel), lock=self.lock,
                 rebooter=ZincatiGrant(),
                 notifier=self.notifier,
-                events=EventRecorder(kube, node=name), metrics=self.metrics,
+                events=EventRecorder(kube, node=name),
+                observers=CycleObservers([CycleMetrics(self.metrics)]),
             )  # fmt: skip
 
         kwargs: dict[str, Any] = dict(
