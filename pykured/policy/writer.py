@@ -3,7 +3,7 @@
 ``write_freeze`` sets (or removes) the ``freeze`` key with a JSON merge patch, other keys untouched, and
 creates the ConfigMap when it is missing (:mod:`pykured.fleet.freeze`, ``pykured freeze``/``unfreeze``).
 ``set_unless_frozen`` is the halting agent's write (:mod:`pykured.halting.deadline`,
-:mod:`pykured.halting.streak`) and the failed canary's (:mod:`pykured.cli.requests`): conditional, so of
+:mod:`pykured.halting.streak`) and the failed canary's (:mod:`pykured.fleet.canaryrun`): conditional, so of
 several writers exactly one sets it.
 """
 
