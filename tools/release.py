@@ -218,9 +218,31 @@ def sbom_image_id(document: object) -> str | None:
     return None
 
 
-def check_sbom_describes(sbom: Sbom, document: object, manifest: Mapping[str, object]) -> None:
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def sbom_subject_digests(document: object) -> set[str]:
+    """Every digest a CycloneDX document's subject (``metadata.component``) names: in its version, its
+    package URL and its properties' values."""
+    metadata = document.get("metadata") if isinstance(document, dict) else None
+    component = metadata.get("component") if isinstance(metadata, dict) else None
+    if not isinstance(component, dict):
+        return set()
+    texts = [component.get("version"), component.get("purl")]
+    properties = component.get("properties")
+    texts += (
+        [p.get("value") for p in properties if isinstance(p, dict)] if isinstance(properties, list) else []
+    )
+    return {d for t in texts if isinstance(t, str) for d in _DIGEST.findall(t)}
+
+
+def check_sbom_describes(
+    sbom: Sbom, document: object, manifest: Mapping[str, object], *, digest: str
+) -> None:
     """Refuse an SBOM made for another build than the platform image pushed (its image ID is not the
-    pushed manifest's config digest): a stale ``build/sbom`` is never attested to a release."""
+    pushed manifest's config digest): a stale ``build/sbom`` is never attested to a release. Refuse too an
+    SBOM whose subject names any digest but the pushed image's (its config digest, or ``digest``, the
+    manifest the registry holds): a scanner matching SBOMs to images by digest finds the image it names."""
     named = sbom_image_id(document)
     config = manifest.get("config")
     pushed = config.get("digest") if isinstance(config, dict) else None
@@ -228,6 +250,12 @@ def check_sbom_describes(sbom: Sbom, document: object, manifest: Mapping[str, ob
         raise ReleaseError(
             f"{sbom.path.name} describes image {named}, but the {sbom.platform} image released is {pushed}: "
             "make the SBOMs of this build first (tools/image-build sbom)"
+        )
+    others = sorted(sbom_subject_digests(document) - {pushed, digest})
+    if others:
+        raise ReleaseError(
+            f"{sbom.path.name} names {', '.join(others)}, which is neither the {sbom.platform} image's "
+            f"config ({pushed}) nor its manifest in the registry ({digest}): an SBOM names the image released"
         )
 
 
@@ -677,7 +705,7 @@ def release(args: argparse.Namespace) -> dict[str, object]:
                 if at is None:
                     raise ReleaseError(f"{sbom.path.name}: the image has no {sbom.platform} platform")
                 document = json.loads(sbom.path.read_text(encoding="utf-8"))
-                check_sbom_describes(sbom, document, fetch_manifest(run, digest=at))
+                check_sbom_describes(sbom, document, fetch_manifest(run, digest=at), digest=at)
                 attest(run, ref=f"{target.image}@{at}", predicate=sbom.path, kind=sbom.predicate_type)
                 attested.append((sbom.predicate_type, f"{target.image}@{at}"))
         with step("attest provenance"):
