@@ -5,10 +5,10 @@
 
 Every step, in order (one stderr line each, with its time):
 
-1. **push** the image built by ``tools/image-build`` (``localhost/pykured:<version>``, or ``--image``) to
-   ``<registry>/pykured:<version>``: ``podman manifest push --all`` when it is a manifest list (an
-   amd64+arm64 index), ``podman push`` when it is a single image; the pushed digest is what every later step
-   names (never the tag).
+1. **push** the image built by ``tools/image-build`` (this checkout's index, ``tools/image-build ref``, or
+   ``--image``) to ``<registry>/pykured:<version>``: ``podman manifest push --all`` when it is a manifest
+   list (an amd64+arm64 index), ``podman push`` when it is a single image; the pushed digest is what every
+   later step names (never the tag).
 2. **sign** that digest with cosign: with ``--key`` (a cosign key file; its password in ``COSIGN_PASSWORD``)
    or, without one, keylessly (``cosign sign --yes``: the CI job's OIDC identity, a Fulcio certificate, the
    Rekor transparency log). An index is signed with ``--recursive``: the index and each platform's manifest.
@@ -670,6 +670,17 @@ def git_commit() -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
+def checkout_image() -> str:
+    """This checkout's image index (``tools/image-build ref``), never ``localhost/pykured:<version>``, which
+    whichever checkout on this machine built last has tagged."""
+    out = subprocess.run(
+        [str(ROOT / "tools" / "image-build"), "ref"], capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        raise ReleaseError(f"no image of this checkout to release: {out.stderr.strip()} (tools/dev image)")
+    return out.stdout.strip()
+
+
 def release(args: argparse.Namespace) -> dict[str, object]:
     target = parse_registry(args.registry)
     if args.dry_run and not target.is_loopback():
@@ -677,7 +688,7 @@ def release(args: argparse.Namespace) -> dict[str, object]:
     if not args.dry_run and args.key is None and not os.environ.get("ACTIONS_ID_TOKEN_REQUEST_URL"):
         raise ReleaseError("keyless signing needs the CI job's OIDC token (or give --key, or --dry-run)")
     version = version_of(ROOT / "pyproject.toml")
-    image = args.image or f"localhost/{IMAGE_NAME}:{version}"
+    image = args.image or checkout_image()
     with tempfile.TemporaryDirectory(prefix="pykured-release-") as tmp:
         run = Run(target=target, dry_run=args.dry_run, ca=args.ca, work=Path(tmp))
         login(run)
@@ -748,7 +759,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ca", type=Path, help="the registry's CA certificate (PEM)")
     p.add_argument("--dry-run", action="store_true", help="every step, against a registry on this machine")
     p.add_argument("--key", type=Path, help="a cosign key file (password in COSIGN_PASSWORD)")
-    p.add_argument("--image", help="the local image or manifest list (default localhost/pykured:<version>)")
+    p.add_argument(
+        "--image",
+        help="the local image or manifest list (default this checkout's index: tools/image-build ref)",
+    )
     p.add_argument("--sbom-dir", type=Path, default=ROOT / "build" / "sbom", help="default build/sbom")
     p.add_argument("--cosign", help=argparse.SUPPRESS)
     p.add_argument("--helm", help=argparse.SUPPRESS)
