@@ -11,8 +11,8 @@ digest a push keeps.
 
 Each proof is also broken once, to see it fail: each signature (the index's, each platform's) removed, then
 replaced by another subject's — ``cosign verify`` of cosign 3 still passes on the attestations beside it, so a
-signature is found by its predicate type, never by the exit code; and an SBOM naming a manifest the registry
-does not hold is refused by the release.
+signature is found by its predicate type, never by the exit code; the provenance and each SBOM attestation
+removed; and an SBOM naming a manifest the registry does not hold is refused by the release.
 """
 
 from __future__ import annotations
@@ -216,15 +216,13 @@ def predicate_type(registry: Registry, entry: dict[str, Any]) -> str:
     return str(get_manifest(registry, entry["digest"])["annotations"]["dev.sigstore.bundle.predicateType"])
 
 
-def with_signature_of(registry: Registry, digest: str, source: str | None) -> None:
-    """Replace ``digest``'s signature among its referrers by ``source``'s (None: remove it); the
-    attestations stay."""
+def with_signature_of(registry: Registry, digest: str, source: str | None, *, kind: str = SIGNATURE) -> None:
+    """Replace ``digest``'s signature (or its attestation of predicate type ``kind``) among its referrers by
+    ``source``'s (None: remove it); the others stay."""
     index = referrers(registry, digest)
-    kept = [e for e in index["manifests"] if predicate_type(registry, e) != SIGNATURE]
+    kept = [e for e in index["manifests"] if predicate_type(registry, e) != kind]
     if source is not None:
-        kept += [
-            e for e in referrers(registry, source)["manifests"] if predicate_type(registry, e) == SIGNATURE
-        ]
+        kept += [e for e in referrers(registry, source)["manifests"] if predicate_type(registry, e) == kind]
     put_manifest(registry, digest.replace(":", "-"), {**index, "manifests": kept}, media_type=OCI_INDEX)
 
 
@@ -398,6 +396,20 @@ def test_the_checkouts_index_is_released_whole_each_platform_signed_and_attested
         assert SIGNATURE not in verified(registry, pub, digest), digest
         put_manifest(registry, digest.replace(":", "-"), original, media_type=OCI_INDEX)
         assert SIGNATURE in verified(registry, pub, digest), digest
+
+    # broken on purpose, each attestation: the provenance of the index and each platform's SBOM, removed,
+    # no longer verify; restored, they do
+    checks = [(summary["digest"], "https://slsa.dev/provenance/v1", "slsaprovenance1")]
+    checks += [(d, "https://cyclonedx.org/bom", "cyclonedx") for d in summary["platforms"].values()]
+    for digest, kind, flag in checks:
+        ref = f"{registry.host}/pykured@{digest}"
+        args = ("verify-attestation", f"--key={pub}", "--insecure-ignore-tlog=true", f"--type={flag}", ref)
+        assert cosign(registry, *args).returncode == 0, (digest, kind)
+        original = referrers(registry, digest)
+        with_signature_of(registry, digest, None, kind=kind)
+        assert cosign(registry, *args).returncode != 0, (digest, kind)
+        put_manifest(registry, digest.replace(":", "-"), original, media_type=OCI_INDEX)
+        assert cosign(registry, *args).returncode == 0, (digest, kind)
     for platform, digest in summary["platforms"].items():
         documents = attested_sboms(registry, pub, f"{registry.host}/pykured@{digest}")
         assert json.loads(sboms[platform].read_text()) in documents, platform
