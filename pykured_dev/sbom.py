@@ -13,8 +13,11 @@ file system, which it reads without running anything in it:
 The document model, its JSON and its schema check are cyclonedx-python-lib's; the package URLs are
 packageurl-python's (``pkg:deb/debian/<name>@<version>?arch=…&distro=debian-12``,
 ``pkg:pypi/<name>@<version>``).
-The document describes the image by its ID (the digest of its configuration, which a push to a registry does
-not change) and the manifest digest the local store reports, with its platform and tag. Its timestamp is the
+The document describes the image by its ID alone (the digest of its configuration, in the subject's version,
+its package URL and a property), with its platform and tag: pushing to a registry recompresses the layers and
+so changes the manifest's digest, but never the configuration's, so the document names the image the
+registry holds, not one that exists only in the local store (``tools/release`` refuses a document that names
+any other). Its timestamp is the
 image's creation time (``--created``), so the same image always gets the same bytes: a second run beside a
 reader (another checkout's tool, a test) never changes a document the reader already holds, and the file is
 replaced whole (written beside it, then renamed), never seen half written.
@@ -88,7 +91,6 @@ class ImageRef:
     name: str  # localhost/pykured
     tag: str  # pykured's version
     image_id: str  # sha256:<digest of the image's configuration>
-    digest: str  # sha256:<digest of the manifest>, as the local store has it ("" when unknown)
     platform: str  # linux/amd64
 
 
@@ -234,12 +236,9 @@ def build_bom(*, image: ImageRef, contents: ImageContents, now: datetime) -> Bom
         name=image.name,
         version=image.image_id,
         bom_ref="image",
-        purl=PackageURL(
-            type="oci", name=repository, version=image.digest or image.image_id, qualifiers=qualifiers
-        ),
+        purl=PackageURL(type="oci", name=repository, version=image.image_id, qualifiers=qualifiers),
         properties=[
             Property(name=f"{_PROPERTY_PREFIX}image-id", value=image.image_id),
-            Property(name=f"{_PROPERTY_PREFIX}manifest-digest", value=image.digest),
             Property(name=f"{_PROPERTY_PREFIX}platform", value=image.platform),
             Property(name=f"{_PROPERTY_PREFIX}tag", value=f"{image.name}:{image.tag}"),
         ],
@@ -380,7 +379,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--image", required=True, help="the image's name (localhost/pykured)")
     parser.add_argument("--tag", required=True, help="its tag (pykured's version)")
     parser.add_argument("--image-id", required=True, help="sha256:<the image's ID>")
-    parser.add_argument("--digest", default="", help="sha256:<its manifest digest>")
     parser.add_argument("--platform", required=True, help="os/arch, e.g. linux/amd64")
     parser.add_argument("--output", required=True, type=Path)
     parser.add_argument(
@@ -394,9 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not contents.debs or not contents.dists:
         print(f"sbom: {args.rootfs} holds no dpkg records or no Python distributions", file=sys.stderr)
         return 1
-    image = ImageRef(
-        name=args.image, tag=args.tag, image_id=args.image_id, digest=args.digest, platform=args.platform
-    )
+    image = ImageRef(name=args.image, tag=args.tag, image_id=args.image_id, platform=args.platform)
     text = render(build_bom(image=image, contents=contents, now=args.created or datetime.now(UTC)))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     partial = args.output.with_name(f".{args.output.name}.{os.getpid()}.partial")

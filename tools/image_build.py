@@ -54,6 +54,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -240,14 +241,37 @@ def make_index(key: str, image: str) -> None:
     step.done(" ".join(PLATFORMS))
 
 
+CONTEXTS_IN_USE = CACHE / "contexts-in-use"
+"""One empty file per build context, touched each time a checkout builds or looks up its image (``ref``):
+the image store is shared by every checkout on the machine, and a context used within ``IN_USE_SECONDS`` is
+never pruned, whoever builds next."""
+IN_USE_SECONDS = 24 * 3600
+
+
+def mark_in_use(key: str) -> None:
+    CONTEXTS_IN_USE.mkdir(parents=True, exist_ok=True)
+    (CONTEXTS_IN_USE / key).touch()
+
+
+def in_use(now: float) -> set[str]:
+    """The contexts some checkout built or looked up within the last ``IN_USE_SECONDS``."""
+    if not CONTEXTS_IN_USE.is_dir():
+        return set()
+    return {p.name for p in CONTEXTS_IN_USE.iterdir() if now - p.stat().st_mtime < IN_USE_SECONDS}
+
+
 def prune_contexts() -> None:
-    """Keep the four newest contexts (each an index and its platforms' images), untag the rest."""
+    """Keep the four newest contexts (each an index and its platforms' images) and every context a checkout
+    used within a day (a test or a release may be reading it); untag the rest."""
     listed = output("podman", "images", "--format", "{{.CreatedAt}}|{{.Tag}}", IMAGE_REPO).splitlines()
     newest = sorted(
         (line for line in listed if re.search(r"\|([a-z0-9]+-)?ctx-", line)), key=os.fsencode, reverse=True
     )
     keys = [re.sub(r"^.*ctx-([0-9a-f]*)$", r"\1", line) for line in newest]
-    keep = list(dict.fromkeys(keys))[:4]
+    keep = set(list(dict.fromkeys(keys))[:4]) | in_use(time.time())
+    for marker in CONTEXTS_IN_USE.iterdir() if CONTEXTS_IN_USE.is_dir() else ():
+        if marker.name not in keep:
+            marker.unlink(missing_ok=True)
     tags = output("podman", "images", "--format", "{{.Repository}}:{{.Tag}}", IMAGE_REPO).splitlines()
     for tag in tags:
         stale = re.search(r":([a-z0-9]+-)?ctx-", tag) and tag.rsplit("ctx-", 1)[1] not in keep
@@ -266,6 +290,7 @@ def build() -> None:
         ensure_base()
         ensure_foreign_bases()
         key = context_key()
+        mark_in_use(key)
         version = read_version()
         image = f"{IMAGE_REPO}:{version}"
         if index_complete(key):
@@ -289,6 +314,7 @@ def ref(platform: str | None = None) -> str:
     key = context_key()
     if not index_complete(key):
         fail("the image of this checkout is not built (tools/image-build)")
+    mark_in_use(key)
     if platform is None:
         return f"{IMAGE_REPO}:ctx-{key}"
     if platform not in PLATFORMS:
@@ -312,7 +338,7 @@ for root in ("/usr/local/lib/python3.11/dist-packages", "/usr/lib"):
 
 def size() -> None:
     configure()
-    image = f"{IMAGE_REPO}:{read_version()}"
+    image = ref(build_platform())  # this checkout's own (the version's tag is whichever checkout built last)
     print(f"image {image}: {image_size(image)}")
     for line in output("podman", "history", "--format", "{{.Size}}\t{{.CreatedBy}}", image).splitlines():
         print(line[:150])
@@ -334,7 +360,6 @@ def sbom() -> None:
         os_name, arch = platform.split("/", 1)
         out = f"build/sbom/pykured-{version}-{os_name}-{arch}.cdx.json"
         image_id = output("podman", "image", "inspect", "--format", "{{.Id}}", image)
-        digest = output("podman", "image", "inspect", "--format", "{{.Digest}}", image)
         # The document's timestamp is the image's creation time: the same image, the same bytes.
         created = output("podman", "image", "inspect", "--format", "{{.Created.Unix}}", image)
         # The image's files, read where the store keeps them (nothing in the image runs).
@@ -352,8 +377,6 @@ def sbom() -> None:
                 version,
                 "--image-id",
                 f"sha256:{image_id.removeprefix('sha256:')}",
-                "--digest",
-                digest,
                 "--platform",
                 platform,
                 "--created",

@@ -12,7 +12,9 @@ import sys
 here = pathlib.Path(globals().get("site_packages", "."))
 core = here / "pydantic_core"
 carried = sorted(path.name.split(".", 1)[1] for path in core.glob("_pydantic_core.*"))
-usable = any((core / f"_pydantic_core{suffix}").is_file() for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+usable = any(
+    (core / f"_pydantic_core{suffix}").is_file() for suffix in importlib.machinery.EXTENSION_SUFFIXES
+)
 if sys.version_info < (3, 11) or not usable:
     wanted = ", ".join(name.rsplit(".", 1)[0] for name in carried) or "none"
     sys.stderr.write(

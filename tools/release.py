@@ -5,10 +5,10 @@
 
 Every step, in order (one stderr line each, with its time):
 
-1. **push** the image built by ``tools/image-build`` (``localhost/pykured:<version>``, or ``--image``) to
-   ``<registry>/pykured:<version>``: ``podman manifest push --all`` when it is a manifest list (an
-   amd64+arm64 index), ``podman push`` when it is a single image; the pushed digest is what every later step
-   names (never the tag).
+1. **push** the image built by ``tools/image-build`` (this checkout's index, ``tools/image-build ref``, or
+   ``--image``) to ``<registry>/pykured:<version>``: ``podman manifest push --all`` when it is a manifest
+   list (an amd64+arm64 index), ``podman push`` when it is a single image; the pushed digest is what every
+   later step names (never the tag).
 2. **sign** that digest with cosign: with ``--key`` (a cosign key file; its password in ``COSIGN_PASSWORD``)
    or, without one, keylessly (``cosign sign --yes``: the CI job's OIDC identity, a Fulcio certificate, the
    Rekor transparency log). An index is signed with ``--recursive``: the index and each platform's manifest.
@@ -218,9 +218,31 @@ def sbom_image_id(document: object) -> str | None:
     return None
 
 
-def check_sbom_describes(sbom: Sbom, document: object, manifest: Mapping[str, object]) -> None:
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def sbom_subject_digests(document: object) -> set[str]:
+    """Every digest a CycloneDX document's subject (``metadata.component``) names: in its version, its
+    package URL and its properties' values."""
+    metadata = document.get("metadata") if isinstance(document, dict) else None
+    component = metadata.get("component") if isinstance(metadata, dict) else None
+    if not isinstance(component, dict):
+        return set()
+    texts = [component.get("version"), component.get("purl")]
+    properties = component.get("properties")
+    texts += (
+        [p.get("value") for p in properties if isinstance(p, dict)] if isinstance(properties, list) else []
+    )
+    return {d for t in texts if isinstance(t, str) for d in _DIGEST.findall(t)}
+
+
+def check_sbom_describes(
+    sbom: Sbom, document: object, manifest: Mapping[str, object], *, digest: str
+) -> None:
     """Refuse an SBOM made for another build than the platform image pushed (its image ID is not the
-    pushed manifest's config digest): a stale ``build/sbom`` is never attested to a release."""
+    pushed manifest's config digest): a stale ``build/sbom`` is never attested to a release. Refuse too an
+    SBOM whose subject names any digest but the pushed image's (its config digest, or ``digest``, the
+    manifest the registry holds): a scanner matching SBOMs to images by digest finds the image it names."""
     named = sbom_image_id(document)
     config = manifest.get("config")
     pushed = config.get("digest") if isinstance(config, dict) else None
@@ -228,6 +250,12 @@ def check_sbom_describes(sbom: Sbom, document: object, manifest: Mapping[str, ob
         raise ReleaseError(
             f"{sbom.path.name} describes image {named}, but the {sbom.platform} image released is {pushed}: "
             "make the SBOMs of this build first (tools/image-build sbom)"
+        )
+    others = sorted(sbom_subject_digests(document) - {pushed, digest})
+    if others:
+        raise ReleaseError(
+            f"{sbom.path.name} names {', '.join(others)}, which is neither the {sbom.platform} image's "
+            f"config ({pushed}) nor its manifest in the registry ({digest}): an SBOM names the image released"
         )
 
 
@@ -642,6 +670,17 @@ def git_commit() -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
+def checkout_image() -> str:
+    """This checkout's image index (``tools/image-build ref``), never ``localhost/pykured:<version>``, which
+    whichever checkout on this machine built last has tagged."""
+    out = subprocess.run(
+        [str(ROOT / "tools" / "image-build"), "ref"], capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        raise ReleaseError(f"no image of this checkout to release: {out.stderr.strip()} (tools/dev image)")
+    return out.stdout.strip()
+
+
 def release(args: argparse.Namespace) -> dict[str, object]:
     target = parse_registry(args.registry)
     if args.dry_run and not target.is_loopback():
@@ -649,7 +688,7 @@ def release(args: argparse.Namespace) -> dict[str, object]:
     if not args.dry_run and args.key is None and not os.environ.get("ACTIONS_ID_TOKEN_REQUEST_URL"):
         raise ReleaseError("keyless signing needs the CI job's OIDC token (or give --key, or --dry-run)")
     version = version_of(ROOT / "pyproject.toml")
-    image = args.image or f"localhost/{IMAGE_NAME}:{version}"
+    image = args.image or checkout_image()
     with tempfile.TemporaryDirectory(prefix="pykured-release-") as tmp:
         run = Run(target=target, dry_run=args.dry_run, ca=args.ca, work=Path(tmp))
         login(run)
@@ -677,7 +716,7 @@ def release(args: argparse.Namespace) -> dict[str, object]:
                 if at is None:
                     raise ReleaseError(f"{sbom.path.name}: the image has no {sbom.platform} platform")
                 document = json.loads(sbom.path.read_text(encoding="utf-8"))
-                check_sbom_describes(sbom, document, fetch_manifest(run, digest=at))
+                check_sbom_describes(sbom, document, fetch_manifest(run, digest=at), digest=at)
                 attest(run, ref=f"{target.image}@{at}", predicate=sbom.path, kind=sbom.predicate_type)
                 attested.append((sbom.predicate_type, f"{target.image}@{at}"))
         with step("attest provenance"):
@@ -720,7 +759,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ca", type=Path, help="the registry's CA certificate (PEM)")
     p.add_argument("--dry-run", action="store_true", help="every step, against a registry on this machine")
     p.add_argument("--key", type=Path, help="a cosign key file (password in COSIGN_PASSWORD)")
-    p.add_argument("--image", help="the local image or manifest list (default localhost/pykured:<version>)")
+    p.add_argument(
+        "--image",
+        help="the local image or manifest list (default this checkout's index: tools/image-build ref)",
+    )
     p.add_argument("--sbom-dir", type=Path, default=ROOT / "build" / "sbom", help="default build/sbom")
     p.add_argument("--cosign", help=argparse.SUPPRESS)
     p.add_argument("--helm", help=argparse.SUPPRESS)

@@ -94,7 +94,9 @@ def test_hostile_text_at_the_size_bound_is_refused_quickly(text: str) -> None:
     began = time.perf_counter()
     with pytest.raises(UnreadableJSON):
         loads(text)
-    assert time.perf_counter() - began < 1.0
+    # linear work over 60 000 characters takes milliseconds, a quadratic scan minutes: the bound tells them
+    # apart on any machine (the figures: benchmarks/)
+    assert time.perf_counter() - began < 10.0
 
 
 # -- bytes from the network (a Prometheus answer, a FleetLock body) ------------------------------------------

@@ -33,6 +33,7 @@ from pykured_dev.testenv.reference import helm_template, reference
 from tests.chart.test_pykured_chart import CHART
 from tests.e2e.test_rbac_profiles import (
     SIMULATION_OWNED,
+    VAP,
     apply_policies,
     apply_profile_rbac,
     pod_bound_token,
@@ -464,3 +465,48 @@ def test_full_cycle_under_the_policies_with_pod_bound_tokens(
     if profile.endswith("kured-compat"):  # kured's RBAC reads no policy ConfigMap (test_rbac_profiles)
         logs = "\n".join(line for line in logs.splitlines() if "cannot be read (forbidden: " not in line)
     assert "forbidden" not in logs.lower(), logs
+
+
+def test_the_own_node_rule_is_what_refuses_another_nodes_cordon(k8s: TestEnv, setup: Setup) -> None:
+    """The proof broken once: with the node policy's own-node rule weakened to ``true`` (as a bad edit
+    would), the forged cordon of another node is admitted (RBAC alone allows it); the rule restored, it is
+    refused again. So the refusals above are the policy's, and a test of them turns red with it."""
+    admin = k8s.kube()
+    policies = [
+        p for p in admin.get(VAP)["items"]
+        if p["metadata"]["name"].endswith(("agent-nodes", f"agent-nodes-{setup.ns}"))
+        and f"system:serviceaccount:{setup.ns}:" in json.dumps(p["spec"].get("matchConditions", []))
+    ]  # fmt: skip
+    (policy,) = policies
+    path = f"{VAP}/{policy['metadata']['name']}"
+    original = copy.deepcopy(policy["spec"]["validations"])
+    assert "variables.boundNode == object.metadata.name" in original[0]["expression"]
+    cordon = {"spec": {"unschedulable": True}}
+    refused(lambda: setup.agent.patch_node(setup.other, cordon), f"may not write Node {setup.other}")
+
+    def with_first_rule(expression: str) -> None:
+        current = admin.get(path)
+        current["spec"]["validations"] = [{**original[0], "expression": expression}, *original[1:]]
+        admin.request("PUT", path, body=current)
+
+    def admitted() -> bool:
+        try:
+            setup.agent.patch_node(setup.other, cordon)
+        except errors.ForbiddenError:
+            return False
+        return True
+
+    with_first_rule("true")
+    try:
+        assert eventually(admitted, timeout=30, every=0.5), "the weakened policy still refused"
+        assert admin.get_node(setup.other)["spec"].get("unschedulable") is True
+    finally:
+        with_first_rule(original[0]["expression"])
+        admin.patch_node(setup.other, {"spec": {"unschedulable": None}})
+    wait_until_refused(
+        lambda n: setup.agent.patch_node(
+            setup.other, {"metadata": {"labels": {"pykured.dev/probe": str(n)}}}
+        ),
+        f"may not write Node {setup.other}",
+    )
+    assert not admin.get_node(setup.other)["spec"].get("unschedulable")

@@ -341,7 +341,8 @@ def test_sigterm_while_waiting_for_the_lock_exits_within_the_grace_period(
     assert proc is not None
     began = time.monotonic()
     proc.wait(timeout=60)
-    assert time.monotonic() - began < 10, "the agent waited for the lock instead of stopping"
+    # the pod's grace period (30 s); a lock wait lasts up to 60 s
+    assert time.monotonic() - began < 30, "the agent waited for the lock instead of stopping"
 
 
 def _revision_of_first(k8s: TestEnv, path: str, since: str, matches: Callable[[dict[str, Any]], bool]) -> int:

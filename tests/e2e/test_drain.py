@@ -132,14 +132,24 @@ def test_drain_of_an_empty_node(k8s: Any, place: tuple[str, str]) -> None:
 
 
 @pytest.mark.k8s
-def test_evictions_run_in_parallel(k8s: Any, place: tuple[str, str]) -> None:
+def test_evictions_run_in_parallel(
+    k8s: Any, place: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Counted, not timed: how many pods are being evicted at once (kubectl's ``evicting pod`` lines up to
+    their ``evicted`` lines). One after another, that is never more than one."""
     namespace, node = place
     for i in range(20):
         k8s.create_pod(namespace, f"p{i}", node=node, owner=RS_REF, grace=1)
+    caplog.set_level(logging.INFO, logger="pykured.drain")
     result = _drainer(k8s.kube(), node).drain()
     assert len(result.evicted) == 20
     assert _names_on(k8s.kube(), node) == set()
-    assert result.seconds < 8.0, "twenty 1 s terminations one after another would take 20 s"
+    at_once, most = 0, 0
+    for record in caplog.records:
+        message = record.getMessage()
+        at_once += message.startswith("evicting pod ") - (message.startswith("pod/") and "evicted" in message)
+        most = max(most, at_once)
+    assert at_once == 0 and most > 1, most
 
 
 @pytest.mark.k8s
@@ -152,7 +162,7 @@ def test_pdb_blocks_until_the_global_timeout(k8s: Any, place: tuple[str, str]) -
     assert (
         str(info.value) == f'error when evicting pods/"guarded" -n "{namespace}": global timeout reached: 2s'
     )
-    assert 1.9 < time.monotonic() - started < 6.0
+    assert time.monotonic() - started > 1.9  # a lower bound: not given up before the 2 s (load only adds)
     assert _names_on(k8s.kube(), node) == {"guarded"}
 
 
@@ -256,10 +266,9 @@ def test_cancel_stops_a_blocked_drain(k8s: Any, place: tuple[str, str]) -> None:
     _blocking_pdb(k8s, namespace, node)
     cancel = threading.Event()
     threading.Timer(0.5, cancel.set).start()
-    started = time.monotonic()
+    # ended by the cancel: without a timeout (0) the blocked drain would never end
     with pytest.raises(DrainError, match="cancelled"):
         _drainer(k8s.kube(), node, timeout=0, cancel=cancel).drain()
-    assert time.monotonic() - started < 5.0
 
 
 @pytest.mark.k8s
@@ -331,7 +340,7 @@ def test_skip_wait_for_a_pod_that_starts_terminating(k8s: Any, place: tuple[str,
     try:
         result = _drainer(k8s.kube(), node, skip_wait_for_delete_timeout=1).drain()
         assert [r.name for r in result.evicted] == ["stuck"]
-        assert 1.0 < result.seconds < 6.0
+        assert result.seconds > 1.0  # a lower bound: it waited its 1 s before going on (load only adds)
     finally:
         _release(k8s, namespace)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +88,47 @@ def test_the_chart_config_check_names_what_differs(
     dump["period"] = "2h0m0s"
     assert not smoke.chart_config_kept(json.dumps(dump))
     assert "'period': ('2h0m0s', '1h0m0s')" in capsys.readouterr().err
+
+
+def test_a_context_some_checkout_used_within_a_day_is_never_pruned(
+    tools: dict[str, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The image store is every checkout's: besides the four newest contexts, a build keeps each context a
+    checkout built or looked up (``ref``) within the day: a test or a release reading it keeps its image."""
+    build = tools["image_build"]
+    monkeypatch.setattr(build, "CONTEXTS_IN_USE", tmp_path / "in-use")
+    build.mark_in_use("aaaa")
+    build.mark_in_use("bbbb")
+    old = tmp_path / "in-use" / "bbbb"
+    stamp = old.stat().st_mtime - build.IN_USE_SECONDS - 60
+    os.utime(old, (stamp, stamp))
+    now = old.stat().st_mtime + build.IN_USE_SECONDS + 60
+    assert build.in_use(now) == {"aaaa"}
+    keys = ("aaaa", "bbbb", "c1", "c2", "c3", "c4")
+    listed = "\n".join(
+        f"2026-12-0{day} 10:00:00 +0000 UTC|{arch}ctx-{key}"
+        for day, key in enumerate(keys, start=1)
+        for arch in ("", "amd64-")
+    )
+    tags = [
+        f"localhost/pykured:{arch}ctx-{k}"
+        for k in ("aaaa", "bbbb", "c1", "c2", "c3", "c4")
+        for arch in ("", "amd64-")
+    ]
+    untagged: list[str] = []
+
+    def output(*args: str, **_kw: object) -> str:
+        return listed if "{{.CreatedAt}}|{{.Tag}}" in args else "\n".join(tags)
+
+    monkeypatch.setattr(build, "output", output)
+
+    def podman_ok(*args: str) -> bool:
+        untagged.append(args[-1])
+        return args[0] == "manifest"  # an index goes by `manifest rm`, and rmi is not tried after it
+
+    monkeypatch.setattr(build, "podman_ok", podman_ok)
+    monkeypatch.setattr(build.time, "time", lambda: now)
+    build.prune_contexts()
+    # the four newest (c1..c4) and the one used within the day (aaaa) stay; bbbb goes, and its marker with it
+    assert sorted(untagged) == ["localhost/pykured:amd64-ctx-bbbb", "localhost/pykured:ctx-bbbb"]
+    assert sorted(p.name for p in (tmp_path / "in-use").iterdir()) == ["aaaa"]

@@ -226,14 +226,36 @@ def _cdx(image_id: str | None) -> dict[str, object]:
 def test_an_sbom_of_another_build_is_refused() -> None:
     sbom = Sbom(path=Path("pykured-0.1.0-linux-amd64.cdx.json"), os="linux", arch="amd64", format="cdx")
     manifest = {"config": {"digest": D1}}
-    release.check_sbom_describes(sbom, _cdx(D1), manifest)  # this build's
-    release.check_sbom_describes(sbom, _cdx(None), manifest)  # names no image: another tool's, kept
-    release.check_sbom_describes(sbom, {"spdxVersion": "SPDX-2.3"}, manifest)
+    pushed = "sha256:" + "9" * 64
+    release.check_sbom_describes(sbom, _cdx(D1), manifest, digest=pushed)  # this build's
+    release.check_sbom_describes(sbom, _cdx(None), manifest, digest=pushed)  # names no image: another tool's
+    release.check_sbom_describes(sbom, {"spdxVersion": "SPDX-2.3"}, manifest, digest=pushed)
     with pytest.raises(release.ReleaseError, match=r"describes image sha256:2+, but the linux/amd64 image"):
-        release.check_sbom_describes(sbom, _cdx(D2), manifest)
+        release.check_sbom_describes(sbom, _cdx(D2), manifest, digest=pushed)
     garbled: list[object] = [[], {"metadata": []}, {"metadata": {"component": {"properties": "x"}}}]
     for document in garbled:
         assert release.sbom_image_id(document) is None
+
+
+def test_an_sbom_naming_a_manifest_the_registry_does_not_hold_is_refused() -> None:
+    """The subject may name the pushed image's config digest and its manifest in the registry, nothing else
+    (a local store's manifest digest, which a push changes, is refused)."""
+    sbom = Sbom(path=Path("pykured-0.1.0-linux-amd64.cdx.json"), os="linux", arch="amd64", format="cdx")
+    manifest = {"config": {"digest": D1}}
+    pushed, local = "sha256:" + "9" * 64, "sha256:" + "8" * 64
+    document = _cdx(D1)
+    subject = document["metadata"]["component"]  # type: ignore[index]
+    for purl_version in (D1, pushed):
+        subject["purl"] = f"pkg:oci/pykured@{purl_version}?arch=amd64"
+        release.check_sbom_describes(sbom, document, manifest, digest=pushed)
+    subject["purl"] = f"pkg:oci/pykured@{local}?arch=amd64"
+    with pytest.raises(release.ReleaseError, match=rf"names {local}, which is neither"):
+        release.check_sbom_describes(sbom, document, manifest, digest=pushed)
+    subject["purl"] = f"pkg:oci/pykured@{D1}"
+    subject["properties"].append({"name": "dev.pykured:manifest-digest", "value": local})
+    with pytest.raises(release.ReleaseError, match=r"neither the linux/amd64 image's config"):
+        release.check_sbom_describes(sbom, document, manifest, digest=pushed)
+    assert release.sbom_subject_digests([]) == set() == release.sbom_subject_digests({"metadata": []})
 
 
 def test_the_sbom_tool_names_the_image_as_the_release_reads_it() -> None:

@@ -89,10 +89,8 @@ def test_a_conflict_is_retried_and_respected(api: Api) -> None:
 def test_unreachable_api_server_gives_lock_error(k8s: TestEnv, lock_ns: str) -> None:
     dead = dead_kube(k8s)
     lock = make_annotation_lock(dead, lock_ns, "n", retry_timeout=1.0)
-    started = time.monotonic()
     with pytest.raises(LockError, match="timed out trying to get daemonset"):
         lock.acquire(unschedulable=False, now_ns=time.time_ns())
-    assert time.monotonic() - started < 10
 
 
 @pytest.mark.k8s

@@ -6,7 +6,13 @@ the public key, the SBOM attestation verifies and holds the SBOM, the chart is p
 image does not verify (another manifest pushed to the same tag, or the tampered manifest by its digest), nor
 does the real image with another key. The whole index (linux/amd64 and linux/arm64) is released as the
 public release does, each platform's manifest signed and attested with its own SBOM. The SBOMs are the
-image's own (``build/sbom``, made by ``tools/image-build sbom`` when missing).
+image's own (``build/sbom``, made by ``tools/image-build sbom`` when missing), naming the image by the config
+digest a push keeps.
+
+Each proof is also broken once, to see it fail: each signature (the index's, each platform's) removed, then
+replaced by another subject's — ``cosign verify`` of cosign 3 still passes on the attestations beside it, so a
+signature is found by its predicate type, never by the exit code; the provenance and each SBOM attestation
+removed; and an SBOM naming a manifest the registry does not hold is refused by the release.
 """
 
 from __future__ import annotations
@@ -166,16 +172,58 @@ def get_manifest(registry: Registry, ref: str, *, accept: str = MANIFEST) -> dic
     return parsed
 
 
-def put_manifest(registry: Registry, tag: str, manifest: dict[str, Any]) -> str:
+def put_manifest(
+    registry: Registry, tag: str, manifest: dict[str, Any], *, media_type: str = MANIFEST
+) -> str:
     status, _, headers = _request(
         registry,
         "PUT",
         f"/v2/pykured/manifests/{tag}",
         body=json.dumps(manifest).encode(),
-        headers={"Content-Type": MANIFEST},
+        headers={"Content-Type": media_type},
     )
     assert status == 201
     return headers["Docker-Content-Digest"]
+
+
+SIGNATURE = "https://sigstore.dev/cosign/sign/v1"
+"""The predicate type of a cosign 3 signature (a DSSE bundle, like the attestations stored beside it)."""
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+
+
+def verified(registry: Registry, pub: Path, digest: str) -> list[str]:
+    """What ``cosign verify`` accepts for the image ``digest`` with ``pub``, by type. cosign 3 also accepts
+    an attestation stored beside the image as if it were a signature, so a release's signature is proven by
+    ``SIGNATURE`` among these, never by the exit code alone ([] when nothing verifies)."""
+    out = cosign(
+        registry, "verify", f"--key={pub}", "--insecure-ignore-tlog=true", "--output=json",
+        f"{registry.host}/pykured@{digest}",
+    )  # fmt: skip
+    if out.returncode != 0:
+        return []
+    entries = json.loads(out.stdout.strip().splitlines()[0])
+    assert all(e["critical"]["image"]["docker-manifest-digest"] == digest for e in entries)
+    return [str(e["critical"]["type"]) for e in entries]
+
+
+def referrers(registry: Registry, digest: str) -> dict[str, Any]:
+    """The referrers of ``digest`` as cosign stores them on a registry without the referrers API: an index
+    under the tag ``sha256-<hex>``."""
+    return get_manifest(registry, digest.replace(":", "-"), accept=OCI_INDEX)
+
+
+def predicate_type(registry: Registry, entry: dict[str, Any]) -> str:
+    return str(get_manifest(registry, entry["digest"])["annotations"]["dev.sigstore.bundle.predicateType"])
+
+
+def with_signature_of(registry: Registry, digest: str, source: str | None, *, kind: str = SIGNATURE) -> None:
+    """Replace ``digest``'s signature (or its attestation of predicate type ``kind``) among its referrers by
+    ``source``'s (None: remove it); the others stay."""
+    index = referrers(registry, digest)
+    kept = [e for e in index["manifests"] if predicate_type(registry, e) != kind]
+    if source is not None:
+        kept += [e for e in referrers(registry, source)["manifests"] if predicate_type(registry, e) == kind]
+    put_manifest(registry, digest.replace(":", "-"), {**index, "manifests": kept}, media_type=OCI_INDEX)
 
 
 def run_release(
@@ -186,6 +234,17 @@ def run_release(
     image: str,
     platforms: Sequence[str] = ("linux/amd64",),
 ) -> dict[str, Any]:
+    out = release_run(registry, sbom_dir(tmp, platforms), key, password, image)
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert password not in out.stdout + out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert isinstance(summary, dict)
+    return summary
+
+
+def release_run(
+    registry: Registry, sboms: Path, key: Path, password: str, image: str
+) -> subprocess.CompletedProcess[str]:
     options = {
         "--registry": registry.host,
         "--ca": str(registry.ca_file),
@@ -197,7 +256,7 @@ def run_release(
     out = subprocess.run(
         [
             *argv,
-            f"--sbom-dir={sbom_dir(tmp, platforms)}",
+            f"--sbom-dir={sboms}",
             f"--cosign={cosign_binary()}",
             f"--helm={helm_binary()}",
         ],
@@ -208,11 +267,7 @@ def run_release(
         timeout=800,
         stdin=subprocess.DEVNULL,
     )
-    assert out.returncode == 0, out.stderr[-4000:]
-    assert password not in out.stdout + out.stderr
-    summary = json.loads(out.stdout.strip().splitlines()[-1])
-    assert isinstance(summary, dict)
-    return summary
+    return out
 
 
 def test_dry_run_release_verifies_and_a_changed_image_does_not(registry: Registry, tmp_path: Path) -> None:
@@ -224,10 +279,9 @@ def test_dry_run_release_verifies_and_a_changed_image_does_not(registry: Registr
     assert summary["index"] is False and summary["platforms"] == {"linux/amd64": digest}
     assert summary["sboms"]
 
-    # the signature verifies with the public key, by digest and by the tag
-    ok = cosign(registry, "verify", f"--key={pub}", "--insecure-ignore-tlog=true", ref)
-    assert ok.returncode == 0, ok.stderr
-    assert digest in ok.stdout
+    # the signature verifies with the public key, by digest and by the tag (a signature, not only the
+    # attestations cosign 3 also accepts)
+    assert SIGNATURE in verified(registry, pub, digest)
     tagged = cosign(
         registry,
         "verify",
@@ -237,9 +291,15 @@ def test_dry_run_release_verifies_and_a_changed_image_does_not(registry: Registr
     )
     assert tagged.returncode == 0, tagged.stderr
 
-    # the SBOM attestation verifies and carries the image's own SBOM
+    # the SBOM attestation verifies and carries the image's own SBOM, which names the image the registry
+    # holds: its config digest, which the push kept (the manifest's it changed)
     assert summary["sboms"] == [real_sboms()["linux/amd64"].name]
-    assert json.loads(real_sboms()["linux/amd64"].read_text()) in attested_sboms(registry, pub, ref)
+    released = json.loads((tmp_path / "sbom" / real_sboms()["linux/amd64"].name).read_text())
+    assert released in attested_sboms(registry, pub, ref)
+    config = get_manifest(registry, digest)["config"]["digest"]
+    assert release.sbom_subject_digests(released) == {config}
+    assert released["metadata"]["component"]["purl"].startswith(f"pkg:oci/pykured@{config}")
+
     prov = cosign(
         registry,
         "verify-attestation",
@@ -285,7 +345,19 @@ def test_dry_run_release_verifies_and_a_changed_image_does_not(registry: Registr
     for target in (f"{registry.host}/pykured:{VERSION}", f"{registry.host}/pykured@{changed}"):
         bad = cosign(registry, "verify", f"--key={pub}", "--insecure-ignore-tlog=true", target)
         assert bad.returncode != 0, target
-    assert cosign(registry, "verify", f"--key={pub}", "--insecure-ignore-tlog=true", ref).returncode == 0
+    assert SIGNATURE in verified(registry, pub, digest)
+
+    # broken on purpose: an SBOM naming a manifest the registry does not hold is refused
+    wrong = tmp_path / "wrong-sbom"
+    wrong.mkdir()
+    local = "sha256:" + "0" * 64
+    naming_local = {**released, "metadata": {**released["metadata"], "component": {
+        **released["metadata"]["component"], "purl": f"pkg:oci/pykured@{local}?arch=amd64&os=linux",
+    }}}  # fmt: skip
+    (wrong / real_sboms()["linux/amd64"].name).write_text(json.dumps(naming_local))
+    with Registry() as elsewhere:  # a registry of its own: this one's tags stay as released
+        refused = release_run(elsewhere, wrong, key, password, image_ref())
+    assert refused.returncode != 0 and f"names {local}, which is neither" in refused.stderr, refused.stderr
 
 
 def test_the_checkouts_index_is_released_whole_each_platform_signed_and_attested(
@@ -308,15 +380,36 @@ def test_the_checkouts_index_is_released_whole_each_platform_signed_and_attested
     assert sorted(summary["sboms"]) == sorted(p.name for p in sboms.values())
     listed = get_manifest(registry, summary["digest"], accept=INDEX)
     assert sorted(m["digest"] for m in listed["manifests"]) == sorted(summary["platforms"].values())
-    for digest in (summary["digest"], *summary["platforms"].values()):
-        ok = cosign(
-            registry,
-            "verify",
-            f"--key={pub}",
-            "--insecure-ignore-tlog=true",
-            f"{registry.host}/pykured@{digest}",
-        )
-        assert ok.returncode == 0, ok.stderr
+    subjects = [summary["digest"], *summary["platforms"].values()]
+    for digest in subjects:  # the index and each platform carry a signature of their own, beside attestations
+        types = verified(registry, pub, digest)
+        assert types.count(SIGNATURE) == 1 and len(types) > 1, (digest, types)
+
+    # broken on purpose, each signature: removed, the attestations still pass `cosign verify` but no
+    # signature is found; another subject's in its place is refused; restored, it verifies again
+    for digest in subjects:
+        original = referrers(registry, digest)
+        with_signature_of(registry, digest, None)
+        assert SIGNATURE not in verified(registry, pub, digest), digest
+        other = next(s for s in subjects if s != digest)
+        with_signature_of(registry, digest, other)
+        assert SIGNATURE not in verified(registry, pub, digest), digest
+        put_manifest(registry, digest.replace(":", "-"), original, media_type=OCI_INDEX)
+        assert SIGNATURE in verified(registry, pub, digest), digest
+
+    # broken on purpose, each attestation: the provenance of the index and each platform's SBOM, removed,
+    # no longer verify; restored, they do
+    checks = [(summary["digest"], "https://slsa.dev/provenance/v1", "slsaprovenance1")]
+    checks += [(d, "https://cyclonedx.org/bom", "cyclonedx") for d in summary["platforms"].values()]
+    for digest, kind, flag in checks:
+        ref = f"{registry.host}/pykured@{digest}"
+        args = ("verify-attestation", f"--key={pub}", "--insecure-ignore-tlog=true", f"--type={flag}", ref)
+        assert cosign(registry, *args).returncode == 0, (digest, kind)
+        original = referrers(registry, digest)
+        with_signature_of(registry, digest, None, kind=kind)
+        assert cosign(registry, *args).returncode != 0, (digest, kind)
+        put_manifest(registry, digest.replace(":", "-"), original, media_type=OCI_INDEX)
+        assert cosign(registry, *args).returncode == 0, (digest, kind)
     for platform, digest in summary["platforms"].items():
         documents = attested_sboms(registry, pub, f"{registry.host}/pykured@{digest}")
         assert json.loads(sboms[platform].read_text()) in documents, platform
