@@ -12,7 +12,8 @@ digest a push keeps.
 Each proof is also broken once, to see it fail: each signature (the index's, each platform's) removed, then
 replaced by another subject's — ``cosign verify`` of cosign 3 still passes on the attestations beside it, so a
 signature is found by its predicate type, never by the exit code; the provenance and each SBOM attestation
-removed; and an SBOM naming a manifest the registry does not hold is refused by the release.
+removed; the chart's signature removed, and another chart pushed under its version; and an SBOM naming a
+manifest the registry does not hold is refused by the release.
 """
 
 from __future__ import annotations
@@ -165,20 +166,27 @@ def _request(
         return int(resp.status), resp.read(), dict(resp.headers)
 
 
-def get_manifest(registry: Registry, ref: str, *, accept: str = MANIFEST) -> dict[str, Any]:
-    _, body, _ = _request(registry, "GET", f"/v2/pykured/manifests/{ref}", headers={"Accept": accept})
+def get_manifest(
+    registry: Registry, ref: str, *, accept: str = MANIFEST, repo: str = "pykured"
+) -> dict[str, Any]:
+    _, body, _ = _request(registry, "GET", f"/v2/{repo}/manifests/{ref}", headers={"Accept": accept})
     parsed = json.loads(body)
     assert isinstance(parsed, dict)
     return parsed
 
 
 def put_manifest(
-    registry: Registry, tag: str, manifest: dict[str, Any], *, media_type: str = MANIFEST
+    registry: Registry,
+    tag: str,
+    manifest: dict[str, Any],
+    *,
+    media_type: str = MANIFEST,
+    repo: str = "pykured",
 ) -> str:
     status, _, headers = _request(
         registry,
         "PUT",
-        f"/v2/pykured/manifests/{tag}",
+        f"/v2/{repo}/manifests/{tag}",
         body=json.dumps(manifest).encode(),
         headers={"Content-Type": media_type},
     )
@@ -191,13 +199,13 @@ SIGNATURE = "https://sigstore.dev/cosign/sign/v1"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 
 
-def verified(registry: Registry, pub: Path, digest: str) -> list[str]:
+def verified(registry: Registry, pub: Path, digest: str, *, repo: str = "pykured") -> list[str]:
     """What ``cosign verify`` accepts for the image ``digest`` with ``pub``, by type. cosign 3 also accepts
     an attestation stored beside the image as if it were a signature, so a release's signature is proven by
     ``SIGNATURE`` among these, never by the exit code alone ([] when nothing verifies)."""
     out = cosign(
         registry, "verify", f"--key={pub}", "--insecure-ignore-tlog=true", "--output=json",
-        f"{registry.host}/pykured@{digest}",
+        f"{registry.host}/{repo}@{digest}",
     )  # fmt: skip
     if out.returncode != 0:
         return []
@@ -206,24 +214,29 @@ def verified(registry: Registry, pub: Path, digest: str) -> list[str]:
     return [str(e["critical"]["type"]) for e in entries]
 
 
-def referrers(registry: Registry, digest: str) -> dict[str, Any]:
+def referrers(registry: Registry, digest: str, *, repo: str = "pykured") -> dict[str, Any]:
     """The referrers of ``digest`` as cosign stores them on a registry without the referrers API: an index
     under the tag ``sha256-<hex>``."""
-    return get_manifest(registry, digest.replace(":", "-"), accept=OCI_INDEX)
+    return get_manifest(registry, digest.replace(":", "-"), accept=OCI_INDEX, repo=repo)
 
 
-def predicate_type(registry: Registry, entry: dict[str, Any]) -> str:
-    return str(get_manifest(registry, entry["digest"])["annotations"]["dev.sigstore.bundle.predicateType"])
+def predicate_type(registry: Registry, entry: dict[str, Any], *, repo: str = "pykured") -> str:
+    manifest = get_manifest(registry, entry["digest"], repo=repo)
+    return str(manifest["annotations"]["dev.sigstore.bundle.predicateType"])
 
 
-def with_signature_of(registry: Registry, digest: str, source: str | None, *, kind: str = SIGNATURE) -> None:
+def with_signature_of(
+    registry: Registry, digest: str, source: str | None, *, kind: str = SIGNATURE, repo: str = "pykured"
+) -> None:
     """Replace ``digest``'s signature (or its attestation of predicate type ``kind``) among its referrers by
     ``source``'s (None: remove it); the others stay."""
-    index = referrers(registry, digest)
-    kept = [e for e in index["manifests"] if predicate_type(registry, e) != kind]
+    index = referrers(registry, digest, repo=repo)
+    kept = [e for e in index["manifests"] if predicate_type(registry, e, repo=repo) != kind]
     if source is not None:
-        kept += [e for e in referrers(registry, source)["manifests"] if predicate_type(registry, e) == kind]
-    put_manifest(registry, digest.replace(":", "-"), {**index, "manifests": kept}, media_type=OCI_INDEX)
+        theirs = referrers(registry, source, repo=repo)["manifests"]
+        kept += [e for e in theirs if predicate_type(registry, e, repo=repo) == kind]
+    tag = digest.replace(":", "-")
+    put_manifest(registry, tag, {**index, "manifests": kept}, media_type=OCI_INDEX, repo=repo)
 
 
 def run_release(
@@ -331,6 +344,28 @@ def test_dry_run_release_verifies_and_a_changed_image_does_not(registry: Registr
     )
     assert shown.returncode == 0, shown.stderr
     assert "name: pykured" in shown.stdout and f"version: {VERSION}" in shown.stdout
+
+    # the chart is signed (by its digest and its version's tag); broken on purpose: its signature removed,
+    # and a chart of another content pushed under its version, neither verifies
+    chart, chart_digest = "charts/pykured", summary["chart_digest"]
+    assert SIGNATURE in verified(registry, pub, chart_digest, repo=chart)
+    original = referrers(registry, chart_digest, repo=chart)
+    with_signature_of(registry, chart_digest, None, repo=chart)
+    assert SIGNATURE not in verified(registry, pub, chart_digest, repo=chart)
+    put_manifest(registry, chart_digest.replace(":", "-"), original, media_type=OCI_INDEX, repo=chart)
+    assert SIGNATURE in verified(registry, pub, chart_digest, repo=chart)
+    packaged = get_manifest(registry, chart_digest, repo=chart)
+    packaged["annotations"] = {**packaged.get("annotations", {}), "tampered": "yes"}
+    other_chart = put_manifest(registry, VERSION, packaged, repo=chart)
+    assert other_chart != chart_digest and not verified(registry, pub, other_chart, repo=chart)
+    by_tag = cosign(
+        registry,
+        "verify",
+        f"--key={pub}",
+        "--insecure-ignore-tlog=true",
+        f"{registry.host}/{chart}:{VERSION}",
+    )
+    assert by_tag.returncode != 0, by_tag.stdout
 
     # another key does not verify the real image
     _, other_pub = keypair(tmp_path / "other", secrets.token_urlsafe(16))
