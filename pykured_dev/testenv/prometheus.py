@@ -33,6 +33,11 @@ from pykured_dev.eventually import eventually
 from pykured_dev.testenv.procs import Proc, TestEnvError, cache_dir, free_port, run_build
 
 READY_TIMEOUT = 60.0
+SEEN_WITHIN = 90.0
+"""How long a test waits for Prometheus to show a change: a new target's first sample, a rule's value or
+an alert's state comes within a few of its 1 s intervals (the target file's refresh, the scrape, the rule
+evaluation); on a 2-core machine that another suite loads ten to twenty times over, that is tens of seconds.
+A wait returns as soon as the change shows, so the deadline costs only a failing test its time."""
 BINARIES = ("prometheus", "promtool")
 
 

@@ -20,11 +20,13 @@ from pykured.core.errors import ConfigError
 from pykured.core.model import Reason
 from pykured.status.agent import STATUS_ANNOTATION
 from pykured_dev.eventually import eventually
-from pykured_dev.testenv.prometheus import Exporter, Prometheus
+from pykured_dev.testenv.prometheus import SEEN_WITHIN, Exporter, Prometheus
 from tests.fleets import MakeFleet, fleet_factory
 from tests.testenv import TestEnv
 
 NOW = datetime.datetime(2026, 1, 1, 0, 0, 0, 500000, tzinfo=datetime.UTC)
+
+pytestmark = pytest.mark.timeout(600)  # Prometheus's waits are SEEN_WITHIN each
 
 
 # -- PodBlocker: the query, without a cluster ---------------------------------------------------------------
@@ -182,7 +184,7 @@ def gate(tmp_path: Path) -> Iterator[tuple[Prometheus, Exporter]]:
         for name in ("gate_disk_pressure", "gate_noise", "gate_slow_burn"):
             target.set(name, 0)
         prom.scrape("gate", target.address)
-        assert eventually(lambda: len(prom.query("gate_noise")) == 1, timeout=30)
+        assert eventually(lambda: len(prom.query("gate_noise")) == 1, timeout=SEEN_WITHIN)
         yield prom, target
 
 
@@ -216,7 +218,9 @@ def test_a_firing_alert_blocks_the_reboot_until_it_resolves(
     assert fleet.wait_for(published, timeout=30)
     code, text = _cli("status", f"--kubeconfig={k8s.admin_kubeconfig}", f"--ds-namespace={ns}")
     assert code == 0 and "DiskPressure" in text, text
-    assert eventually(lambda: bool(prom.query('pykured_blocked{reason="prometheus"} == 1')), timeout=30)
+    assert eventually(
+        lambda: bool(prom.query('pykured_blocked{reason="prometheus"} == 1')), timeout=SEEN_WITHIN
+    )
     assert fleet.slots[node].reboots == 0
 
     target.set("gate_disk_pressure", 0)
@@ -271,7 +275,9 @@ def test_the_alert_filter(
     prom, target = gate
     for name in firing:
         target.set(name, 1)
-    assert eventually(lambda: len(prom.query('ALERTS{alertstate="firing"}')) == len(firing), timeout=30)
+    assert eventually(
+        lambda: len(prom.query('ALERTS{alertstate="firing"}')) == len(firing), timeout=SEEN_WITHIN
+    )
     args = (f"--prometheus-url={prom.url}", "--alert-filter-regexp=^Noisy")
     fleet, _ns, (node,) = quick_fleet(args=(*args, *(("--alert-filter-match-only",) if match_only else ())))
     fleet.touch(node)
@@ -332,7 +338,7 @@ def test_kured_s_active_alerts_table_on_a_real_prometheus(tmp_path: Path) -> Non
         for case in cases:
             target.set(case, 0)
         prom.scrape("table", target.address)
-        assert eventually(lambda: len(prom.query("case_kured")) == 1, timeout=30)
+        assert eventually(lambda: len(prom.query("case_kured")) == 1, timeout=SEEN_WITHIN)
         quiet = PrometheusAlertBlocker(prom.url).check(now=datetime.datetime.now(datetime.UTC))
         assert quiet is None
         states = {
@@ -348,7 +354,7 @@ def test_kured_s_active_alerts_table_on_a_real_prometheus(tmp_path: Path) -> Non
                 got = {(s["metric"]["alertname"], s["metric"]["alertstate"]) for s in prom.query("ALERTS")}
                 return got == want
 
-            assert eventually(shown, timeout=30), (case, prom.query("ALERTS"))
+            assert eventually(shown, timeout=SEEN_WITHIN), (case, prom.query("ALERTS"))
             for name, of, regexp, match_only, firing_only, expected in KURED_TABLE:
                 if of != case:
                     continue
@@ -385,7 +391,7 @@ def test_credentials_in_the_url_pass_a_real_prometheus_s_basic_auth(tmp_path: Pa
     auth = ("alice", PASSWORD, PASSWORD_BCRYPT)
     with Prometheus(tmp_path / "p", rule_files=[rules], basic_auth=auth) as prom:
         firing = 'ALERTS{alertname="Guarded",alertstate="firing"}'  # what the agent's query will see
-        assert eventually(lambda: bool(prom.query(firing)), timeout=30)
+        assert eventually(lambda: bool(prom.query(firing)), timeout=SEEN_WITHIN)
         host = prom.url.removeprefix("http://")
         now = datetime.datetime.now(datetime.UTC)
         good = PrometheusAlertBlocker(f"http://alice:{PASSWORD.replace(' ', '%20')}@{host}")

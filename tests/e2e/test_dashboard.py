@@ -20,11 +20,11 @@ import pytest
 from pykured.cli.request_reboot import request_reboot_main
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.procs import free_port
-from pykured_dev.testenv.prometheus import Exporter, Prometheus
+from pykured_dev.testenv.prometheus import SEEN_WITHIN, Exporter, Prometheus
 from tests.fleets import MakeFleet, fleet_factory
 from tests.testenv import TestEnv
 
-pytestmark = [pytest.mark.k8s, pytest.mark.slow, pytest.mark.prometheus]
+pytestmark = [pytest.mark.k8s, pytest.mark.slow, pytest.mark.prometheus, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "dashboards" / "pykured-grafana.json"
@@ -111,19 +111,22 @@ def test_every_panel_query_returns_series_from_real_agents(
         rebooted = fleet.wait_for(lambda: fleet.slots[rebooting].reboots == 1, timeout=90)
         assert rebooted, fleet.log_text(rebooting)
         held = 'pykured_lock_held_by_gate{gate!="none"} == 1'
-        assert eventually(lambda: bool(prom.query(held)), timeout=60), fleet.log_text(rebooting)
+        assert eventually(lambda: bool(prom.query(held)), timeout=SEEN_WITHIN), fleet.log_text(rebooting)
         assert _fleetlock_steady_state(fleetlock) in (200, 400, 403, 404, 409, 412, 500)
         hold.set("dashboard_settle_hold", 0)
-        assert eventually(lambda: not prom.query(held), timeout=60), fleet.log_text(rebooting)
-        assert eventually(lambda: bool(prom.query("pykured_reboot_request_pending == 1")), timeout=60)
+        assert eventually(lambda: not prom.query(held), timeout=SEEN_WITHIN), fleet.log_text(rebooting)
         assert eventually(
-            lambda: bool(prom.query(f'sum(pykured_fleetlock_requests_total{{job="{JOB}"}})')), timeout=30
+            lambda: bool(prom.query("pykured_reboot_request_pending == 1")), timeout=SEEN_WITHIN
+        )
+        assert eventually(
+            lambda: bool(prom.query(f'sum(pykured_fleetlock_requests_total{{job="{JOB}"}})')),
+            timeout=SEEN_WITHIN,
         )
 
         empty = []
         for title, expr in queries():
             query = substitute(expr)
-            if not eventually(lambda q=query: bool(prom.query(q)), timeout=20):  # type: ignore[misc]
+            if not eventually(lambda q=query: bool(prom.query(q)), timeout=SEEN_WITHIN):  # type: ignore[misc]
                 empty.append(f"{title}: {query}")
         assert not empty, "panels whose query returns no series:\n" + "\n".join(empty)
 

@@ -28,11 +28,11 @@ from pykured.policy.freeze import FreezeRecord
 from pykured.policy.quarantine import quarantine_record
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.alertmanager import Alertmanager
-from pykured_dev.testenv.prometheus import Exporter, Prometheus
+from pykured_dev.testenv.prometheus import SEEN_WITHIN, Exporter, Prometheus
 from tests.parity.harness import DAEMON_DRIVERS, DRIVERS, Bench, Run, bench
 from tests.testenv import TestEnv
 
-pytestmark = pytest.mark.k8s
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]  # Prometheus waits: SEEN_WITHIN
 
 NOW = datetime.datetime.now(datetime.UTC)
 TEMPLATES = [
@@ -68,7 +68,7 @@ class Alerting:
         """Set the metric and wait until Prometheus's ``ALERTS`` has (or no longer has) the alert."""
         self.target.set("parity_alert", 1 if firing else 0)
         alert = 'ALERTS{alertname="ParityAlert",alertstate="firing"}'
-        assert eventually(lambda: bool(self.prom.query(alert)) == firing, timeout=30)
+        assert eventually(lambda: bool(self.prom.query(alert)) == firing, timeout=SEEN_WITHIN)
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from pykured_dev.eventually import eventually
-from pykured_dev.testenv.prometheus import Exporter, Prometheus
+from pykured_dev.testenv.prometheus import SEEN_WITHIN, Exporter, Prometheus
 
-pytestmark = pytest.mark.prometheus
+pytestmark = [pytest.mark.prometheus, pytest.mark.timeout(600)]  # its waits: SEEN_WITHIN
 
 RULE = """groups:
   - name: t
@@ -30,7 +30,7 @@ def test_scrape_rule_evaluation_reload_and_a_clean_stop(tmp_path: Path) -> None:
         target.set("knob", 0)
         prom.scrape("knobs", target.address, {"node": "n1"})
         assert eventually(lambda: prom.targets_up("knobs") == 1, timeout=30)
-        assert eventually(lambda: bool(prom.query("knob == 0")), timeout=30)
+        assert eventually(lambda: bool(prom.query("knob == 0")), timeout=SEEN_WITHIN)
         (sample,) = prom.query("knob")
         labels = {"__name__": "knob", "job": "knobs", "instance": target.address, "node": "n1"}
         assert sample["metric"] == labels
