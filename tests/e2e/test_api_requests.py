@@ -13,7 +13,7 @@ import collections
 import datetime
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import pytest
 from pykured.agent.daemon import LOCK_WAIT_MAX
 from pykured.config import Config
 from pykured.lock import registry
+from pykured.status.agent import STATUS_ANNOTATION
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv import Cluster
 from pykured_dev.testenv.fleet import Fleet
@@ -145,6 +146,18 @@ def measure(
     return audited.requests(user, window), window
 
 
+def published_lock_wait(cluster: Cluster, node: str) -> bool:
+    """The agent's status on its Node says it waits for the lock: the last write of the pass that found the
+    lock held (published after its ``Lock already held`` line), so a window measured from here holds only
+    the waiting passes' requests, however late a loaded machine runs that write."""
+    text = cluster.kube().get_node(node)["metadata"].get("annotations", {}).get(STATUS_ANNOTATION, "")
+    try:
+        status = json.loads(text) if text else {}
+    except json.JSONDecodeError:
+        return False
+    return isinstance(status, dict) and status.get("lockWait") is True
+
+
 def passes_logged(log: str, window: tuple[float, float]) -> int:
     """The passes that found the lock held within ``window``: one ``Lock already held`` line each (kured's
     log line, timestamped to the second)."""
@@ -169,6 +182,8 @@ def test_an_annotation_waiter_with_a_live_node_watch_never_gets_its_node(
         assert eventually(lambda: "Lock already held" in fleet.log_text(node), timeout=60), fleet.log_text(
             node
         )
+        published = eventually(lambda: published_lock_wait(audited.cluster, node), timeout=60)
+        assert published, fleet.log_text(node)
         sent, window = measure(audited, user)
         logged = passes_logged(fleet.log_text(node), window)
     finally:
@@ -274,6 +289,11 @@ def test_a_concurrency_label_waiter_waits_on_the_lease_watch(audited: Audited, t
         refused = f"Lock for {ZONE}=zone-a already held by {holder}"
         assert eventually(lambda: refused in fleet.log_text(node), timeout=60), fleet.log_text(node)
         assert eventually(lambda: watching(audited, user, "leases"), timeout=30), fleet.log_text(node)
+        # the waiting status is the refusing pass's last write; a second pass right after the start (the
+        # sentinel's own event) publishes the same, so the count is taken once the log has settled on it
+        published = eventually(lambda: published_lock_wait(cluster, node), timeout=60)
+        assert published, fleet.log_text(node)
+        assert eventually(lambda: settled(lambda: fleet.log_text(node).count(refused)), timeout=60)
         start, passes = time.time(), fleet.log_text(node).count(refused)
         time.sleep(LOCK_WAIT_MAX + 5)  # past the end of a polled wait
         window = (start, time.time())
@@ -295,6 +315,13 @@ def test_a_concurrency_label_waiter_waits_on_the_lease_watch(audited: Audited, t
     # woken by the watch (its news, the waiter's delay of up to 1 s, a round trip), not by the end of its wait
     # (LOCK_WAIT_MAX): a bound from the wait itself, far from this machine's speed
     assert took < LOCK_WAIT_MAX / 2, took
+
+
+def settled(read: Callable[[], int], *, quiet: float = 5.0) -> bool:
+    """``read()`` gave the same value over ``quiet`` seconds (a pass that was under way has logged)."""
+    before = read()
+    time.sleep(quiet)
+    return read() == before
 
 
 def watching(audited: Audited, user: str, resource: str) -> bool:
