@@ -146,16 +146,21 @@ def measure(
     return audited.requests(user, window), window
 
 
-def published_lock_wait(cluster: Cluster, node: str) -> bool:
-    """The agent's status on its Node says it waits for the lock: the last write of the pass that found the
-    lock held (published after its ``Lock already held`` line), so a window measured from here holds only
-    the waiting passes' requests, however late a loaded machine runs that write."""
+def published_status(cluster: Cluster, node: str) -> dict[str, Any]:
+    """The agent's status on its Node: the last write of a pass (published after its log lines), so a
+    window measured once it shows a pass's outcome holds only the later passes' requests, however late a
+    loaded machine runs that write."""
     text = cluster.kube().get_node(node)["metadata"].get("annotations", {}).get(STATUS_ANNOTATION, "")
     try:
         status = json.loads(text) if text else {}
     except json.JSONDecodeError:
-        return False
-    return isinstance(status, dict) and status.get("lockWait") is True
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
+def published_lock_wait(cluster: Cluster, node: str) -> bool:
+    """The status says the node waits for the lock (the pass that found it held has published)."""
+    return published_status(cluster, node).get("lockWait") is True
 
 
 def passes_logged(log: str, window: tuple[float, float]) -> int:
@@ -224,6 +229,8 @@ def test_an_idle_agent_sends_nothing_but_its_watches(audited: Audited, tmp_path:
     try:
         assert eventually(lambda: audited.watching_nodes(user), timeout=60), fleet.log_text(node)
         assert eventually(lambda: "Reboot not required" in fleet.log_text(node), timeout=60)
+        idle = eventually(lambda: published_status(audited.cluster, node).get("step") == "wait", timeout=60)
+        assert idle, fleet.log_text(node)
         sent, _ = measure(audited, user)
         fleet.touch(node)  # the agent is alive: its sentinel makes the next pass read the lock at once
         later = time.time()
