@@ -311,6 +311,14 @@ class LeaseLock:
         leases = {item["metadata"]["name"]: item for item in answer.get("items") or []}
         with self._changed:
             self._rv = (answer.get("metadata") or {}).get("resourceVersion")
+            # A LIST answers as of its own version: a slot this process wrote (or heard of) after that, e.g.
+            # FleetLock's take while the daemon's pass was listing in the same agent, stays as we know it;
+            # the LIST never rolls the copy back past our own writes.
+            listed_at = _version(self._rv)
+            for name, known in (self._copy or {}).items():
+                version = _version((known.get("metadata") or {}).get("resourceVersion"))
+                if version is not None and listed_at is not None and version > listed_at:
+                    leases[name] = known
             self._copy = leases
             self._floor = _version(self._rv)
             self._fresh_until = time.monotonic() + FRESH if keep else 0.0

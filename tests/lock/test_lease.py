@@ -388,3 +388,25 @@ def test_a_lower_budget_counts_the_holders_of_every_slot(kube: FakeKube, nodes: 
                              count=lambda: next(sizes))  # fmt: skip
     result = shrunk.acquire(unschedulable=False, now_ns=T_NS)
     assert not result.acquired and result.holder_names == holders[1]
+
+
+def test_a_list_older_than_our_own_take_never_rolls_the_copy_back(kube: FakeKube) -> None:
+    """One agent, two drivers, one lock: the daemon's pass lists the slots while FleetLock takes one. The
+    LIST answers as of a version before the take; its answer must not replace the take in the copy (the next
+    look would call the slot lost, clean the cycle's memory up and leave the slot held by nobody's cycle)."""
+    namespace = "kube-system"
+    kube.add_node("n1")
+    faulty = FaultyKube(kube)
+    lock = make_lease_lock(faulty, namespace, "n1")
+    before = kube.list_leases(
+        namespace, label_selector=f"{LOCK_LABEL}=pykured-lock"
+    )  # the daemon's LIST, begun
+    assert lock.acquire(unschedulable=False, now_ns=time.time_ns()).acquired  # FleetLock's take lands
+    faulty.replaced["list_leases"] = lambda *_a, **_kw: before  # …and the LIST's answer comes back after it
+    lock._list(keep=True)
+    entry = lock.holding(now_ns=time.time_ns())
+    assert entry is not None and entry.node_id == "n1"
+    # a LIST as of a later version is the truth again (here: the slot freed by someone else)
+    assert lock.release()
+    faulty.replaced.pop("list_leases")
+    assert lock._list(keep=True) and lock.holding(now_ns=time.time_ns()) is None
