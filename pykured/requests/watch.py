@@ -42,6 +42,8 @@ QUIET_SECONDS = 330.0
 """No event nor bookmark for this long: the connection is dead (the API server sends a bookmark every minute
 or two)."""
 POLL_SECONDS = 3600.0
+LOOP_LOOKS = 2.0
+"""Periods within which a look of the loop's pass at the Node spares the poll its read."""
 RETRY_WATCH_AFTER = 3600.0
 MAX_BACKOFF = 60.0
 
@@ -176,6 +178,8 @@ class RequestWatch:
         for _ in range(max(int(RETRY_WATCH_AFTER / self._poll_seconds), 1)):
             if stopping.wait(self._poll_seconds):
                 return
-            # the loop's pass reads the Node every --period too: no second read of it when one just did
-            if self._keeper.poll(self._clock(), unless_within=self._poll_seconds):
+            # the loop's pass reads the Node every --period too: no second read of it while the loop runs.
+            # A pass's period stretches by its own work and the machine's load, so only a loop that has
+            # not looked for two periods (a drain, a long hold) needs this read.
+            if self._keeper.poll(self._clock(), unless_within=LOOP_LOOKS * self._poll_seconds):
                 self._on_request()

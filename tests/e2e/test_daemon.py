@@ -240,7 +240,7 @@ def test_reboot_that_never_happens_is_retried_once_then_given_up(k8s: TestEnv, m
     assert fleet.requests(node) == 2
     assert fleet.wait_for(
         lambda: lock_value(k8s, ns) is None and not node_obj(k8s, node)["spec"].get("unschedulable"),
-        timeout=10,
+        timeout=60,
     )
     # the next pass decided to wait, naming the back-off it waits for (not the sentinel's loop guard)
     assert fleet.wait_for(lambda: GAVE_UP in fleet.log_text(node), timeout=30), fleet.log_text(node)

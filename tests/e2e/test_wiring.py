@@ -63,7 +63,7 @@ def test_zincati_cycle_through_the_node_local_agent(k8s: TestEnv, tmp_path: Path
     )
     with fleet:
         fleet.add(node)
-        assert fleet.wait_for(lambda: _listening(port), timeout=20), fleet.log_text(node)
+        assert fleet.wait_for(lambda: _listening(port), timeout=60), fleet.log_text(node)
         assert zincati(port, "steady-state", ident)[0] == 200
         assert zincati(port, "pre-reboot", "0" * 32)[0] // 100 == 4, "a wrong id is refused"
         answers: list[int] = []
@@ -81,7 +81,7 @@ def test_zincati_cycle_through_the_node_local_agent(k8s: TestEnv, tmp_path: Path
         fleet.wait_for(lambda: HANDED_OFF in fleet.log_text(node), timeout=30)
         assert fleet.requests(node) == 0
         fleet.reboot(node)  # Zincati finalizes and reboots the host
-        assert fleet.wait_for(lambda: _listening(port), timeout=20)
+        assert fleet.wait_for(lambda: _listening(port), timeout=60)
         assert zincati(port, "steady-state", ident)[0] == 200
         obj = k8s.kube().get_node(node)
         assert not obj["spec"].get("unschedulable")

@@ -65,7 +65,7 @@ def test_evicted_pod_disappears_after_its_grace_period(k8s: TestEnv) -> None:
             return True
         return False
 
-    assert eventually(gone, timeout=10), "evicted pod was never removed by the simulated kubelet"
+    assert eventually(gone, timeout=60), "evicted pod was never removed by the simulated kubelet"
 
 
 def test_kured_identity_may_get_but_not_list_nodes(k8s: TestEnv) -> None:
