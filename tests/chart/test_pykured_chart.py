@@ -54,8 +54,13 @@ DEFAULT_CLUSTER_RULES = [
 ]
 EVENTS_RULES = [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
 POLICIES = ("agent-nodes", "agent-daemonset", "agent-leases", "reboot-requesters")
-URL_FLAGS = ("--notify-url=", "--slack-hook-url=")
-URL_ENV = {"KURED_NOTIFY_URL": "notify-url", "KURED_SLACK_HOOK_URL": "slack-hook-url"}
+URL_FLAGS = ("--notify-url=", "--slack-hook-url=", "--prometheus-url=")
+URL_ENV = {
+    "KURED_NOTIFY_URL": "notify-url",
+    "KURED_SLACK_HOOK_URL": "slack-hook-url",
+    "KURED_PROMETHEUS_URL": "prometheus-url",
+    "KURED_ALERTMANAGER_URL": "alertmanager-url",
+}
 SECCOMP = {"seccompProfile": {"type": "RuntimeDefault"}}
 
 
@@ -164,11 +169,12 @@ VALUES = {
 }
 
 
-def agent_config(args: list[str]) -> dict[str, Any]:
-    """The agent's settings for the flags the chart rendered (``kured … --dump-config``): it accepts them."""
+def agent_config(args: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The agent's settings for the flags the chart rendered (``kured … --dump-config``), and ``env`` (what
+    the Secret gives the pod): it accepts them."""
     done = subprocess.run(
         [str(Path(sys.executable).parent / "kured"), *args, "--dump-config"],
-        env={"PATH": os.environ.get("PATH", ""), "KURED_NODE_ID": "n1"},
+        env={"PATH": os.environ.get("PATH", ""), "KURED_NODE_ID": "n1", **(env or {})},
         capture_output=True,
         text=True,
         timeout=60,
@@ -240,6 +246,7 @@ def compare(
         for key, value in (
             ("notify-url", ((values or {}).get("configuration") or {}).get("notifyUrl")),
             ("slack-hook-url", ((values or {}).get("configuration") or {}).get("slackHookUrl")),
+            ("prometheus-url", ((values or {}).get("configuration") or {}).get("prometheusUrl")),
         )
         if value
     }
@@ -385,11 +392,22 @@ def test_every_pykured_setting(tmp_path: Path) -> None:
         "--resume-rolls",
         "--settle-pdbs",
         "--settle-nodes-ready",
-        "--alertmanager-url=http://alertmanager.monitoring:9093",
         '--silence-during-reboot=node="{{.Node}}", severity!~"page|ticket"',
         "--silence-max=90m",
         "--period=5m",
     ]
+    # the Prometheus and Alertmanager URLs (credentials, if any) from the Secret, never an argument
+    assert not any("monitoring:90" in arg for arg in args)
+    assert ours[("Secret", "kured-notify")]["stringData"] == {
+        "prometheus-url": "http://prometheus.monitoring:9090",
+        "alertmanager-url": "http://alertmanager.monitoring:9093",
+    }
+    env = ours[("DaemonSet", "kured")]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {
+        e["name"]: e["valueFrom"]["secretKeyRef"]["key"]
+        for e in env
+        if "secretKeyRef" in e.get("valueFrom", {})
+    } == URL_ENV
     cluster_rules = ours[("ClusterRole", "kured")]["rules"]
     assert {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]} in cluster_rules
     assert {
@@ -430,7 +448,9 @@ def test_every_pykured_setting(tmp_path: Path) -> None:
         "verbs": ["get", "list", "patch"],
     }
     # and the agent accepts every one of these flags (and nothing else, as the chart renders them)
-    config = agent_config(args)
+    secret = ours[("Secret", "kured-notify")]["stringData"]
+    config = agent_config(args, {name: secret[key] for name, key in URL_ENV.items() if key in secret})
+    assert config["alertmanager-url"] == "http://alertmanager.monitoring:9093"
     assert config["policy-configmap"] == "kured-policy"
     assert config["lock-backend"] == "lease"
     assert config["resume-rolls"] is True
@@ -597,11 +617,18 @@ def test_the_least_privilege_switches(tmp_path: Path) -> None:
     assert pod["securityContext"] == {"seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}}
     env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in pod["containers"][0]["env"] if "valueFrom" in e
            and "secretKeyRef" in e["valueFrom"]}  # fmt: skip
-    assert env == {
-        "KURED_NOTIFY_URL": {"name": "my-notify", "key": "notify-url", "optional": True},
-        "KURED_SLACK_HOOK_URL": {"name": "my-notify", "key": "slack-hook-url", "optional": True},
-    }
+    assert env == {name: {"name": "my-notify", "key": key, "optional": True} for name, key in URL_ENV.items()}
     assert not any("slack://" in arg for arg in pod["containers"][0]["args"])
+    # with a Secret of the operator's, a Prometheus or Alertmanager URL in values is refused (lost otherwise)
+    for url in (
+        {"configuration": {"prometheusUrl": "http://p:9090"}},
+        {"pykured": {"alertmanager": {"url": "http://a"}}},
+    ):
+        path = tmp_path / "lost.yaml"
+        both = {**url, "pykured": {**url.get("pykured", {}), "notificationSecret": "my-notify"}}
+        path.write_text(json.dumps(both))
+        done = helm("template", "kured", str(CHART), "-f", str(path), workdir=tmp_path)
+        assert done.returncode != 0 and "keys prometheus-url, alertmanager-url" in done.stderr, done.stderr
     path = tmp_path / "typo.yaml"
     path.write_text(json.dumps({"pykured": {"rbac": {"podDelete": True}}}))
     done = helm("template", "kured", str(CHART), "-f", str(path), workdir=tmp_path)

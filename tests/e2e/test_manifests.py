@@ -164,11 +164,18 @@ def test_workloads_run_kured_with_flags_pykured_defines(rendered: Any, profile: 
             assert container[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}
             assert container[probe]["failureThreshold"] == 5
     assert objects[("ServiceAccount", "kured")]["metadata"]["namespace"] == NS
-    # Notification URLs never on the command line: from the Secret kured-notify, if there is one.
+    # URLs (notifications, Prometheus, Alertmanager) never on the command line: from the Secret kured-notify,
+    # if there is one.
     for obj in workloads:
         assert not any("://" in arg for arg in _container(obj)["args"])
     env = {e["name"]: e for e in _container(_daemonset(objects))["env"]}
-    for name, key in (("KURED_NOTIFY_URL", "notify-url"), ("KURED_SLACK_HOOK_URL", "slack-hook-url")):
+    urls = {
+        "KURED_NOTIFY_URL": "notify-url",
+        "KURED_SLACK_HOOK_URL": "slack-hook-url",
+        "KURED_PROMETHEUS_URL": "prometheus-url",
+        "KURED_ALERTMANAGER_URL": "alertmanager-url",
+    }
+    for name, key in urls.items():
         assert env[name]["valueFrom"] == {
             "secretKeyRef": {"name": "kured-notify", "key": key, "optional": True}
         }

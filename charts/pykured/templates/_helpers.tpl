@@ -46,8 +46,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/*
 The agent's arguments: kured's flags from `configuration` (kured's chart's order and conditions), then
 pykured's from `pykured`, then `extraArgs`. Each line is "- <arg>". The notification URLs (notifyUrl,
-slackHookUrl) are not arguments: they carry tokens, and arguments show in the pod spec and, with hostPID, in
-every process list on the host. They come from a Secret (pykured.notifySecret) through the environment.
+slackHookUrl) and the Prometheus and Alertmanager URLs (configuration.prometheusUrl, pykured.alertmanager.url)
+are not arguments: they may carry tokens or user:password, and arguments show in the pod spec and, with
+hostPID, in every process list on the host. They come from a Secret (pykured.notifySecret) through the
+environment.
 */}}
 {{- define "pykured.kuredArgs" -}}
 {{- $c := .Values.configuration -}}
@@ -69,7 +71,7 @@ every process list on the host. They come from a Secret (pykured.notifySecret) t
 {{- if $c.forceReboot }}
 - --force-reboot
 {{- end }}
-{{- range $pair := list (list "drain-grace-period" $c.drainGracePeriod) (list "drain-pod-selector" $c.drainPodSelector) (list "drain-delay" $c.drainDelay) (list "drain-timeout" $c.drainTimeout) (list "skip-wait-for-delete-timeout" $c.skipWaitForDeleteTimeout) (list "prometheus-url" $c.prometheusUrl) }}
+{{- range $pair := list (list "drain-grace-period" $c.drainGracePeriod) (list "drain-pod-selector" $c.drainPodSelector) (list "drain-delay" $c.drainDelay) (list "drain-timeout" $c.drainTimeout) (list "skip-wait-for-delete-timeout" $c.skipWaitForDeleteTimeout) }}
 {{- if index $pair 1 }}
 - --{{ index $pair 0 }}={{ index $pair 1 }}
 {{- end }}
@@ -135,7 +137,7 @@ every process list on the host. They come from a Secret (pykured.notifySecret) t
 {{- end }}
 {{- end }}
 {{- with $p.alertmanager }}
-{{- range $pair := list (list "alertmanager-url" .url) (list "silence-during-reboot" .silenceDuringReboot) (list "silence-max" .silenceMax) }}
+{{- range $pair := list (list "silence-during-reboot" .silenceDuringReboot) (list "silence-max" .silenceMax) }}
 {{- if index $pair 1 }}
 - {{ printf "--%s=%s" (index $pair 0) (index $pair 1) | quote }}
 {{- end }}
@@ -176,12 +178,12 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "pykured.serviceAccoun
 [{{- range $i, $v := . }}{{ if $i }}, {{ end }}'{{ $v | replace "\\" "\\\\" | replace "'" "\\'" }}'{{ end -}}]
 {{- end -}}
 
-{{/* The Secret the notification URLs come from ("" when there is none). */}}
+{{/* The Secret the agent's URLs come from: notifications, Prometheus, Alertmanager ("" when there is none). */}}
 {{- define "pykured.notifySecret" -}}
 {{- $c := .Values.configuration -}}
 {{- if .Values.pykured.notificationSecret -}}
 {{- .Values.pykured.notificationSecret -}}
-{{- else if or $c.notifyUrl $c.slackHookUrl -}}
+{{- else if or $c.notifyUrl $c.slackHookUrl $c.prometheusUrl (.Values.pykured.alertmanager).url -}}
 {{- printf "%s-notify" (include "pykured.fullname" . | trunc 56 | trimSuffix "-") -}}
 {{- end -}}
 {{- end -}}
