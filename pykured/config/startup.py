@@ -49,6 +49,7 @@ from pykured.core.errors import ConfigError
 from pykured.gocompat import goshlex
 from pykured.gocompat.goflags import GoValueError
 from pykured.gocompat.gofmt import go_list
+from pykured.kube.node import PYKURED_PREFIX
 from pykured.lock.registry import BACKENDS as LOCK_BACKENDS
 from pykured.policy.blackout import BlackoutError, parse_blackouts
 from pykured.policy.maintenance import MaintenancePolicy
@@ -57,6 +58,9 @@ from pykured.policy.weekly import TimeWindow
 
 Log = Callable[[int, str], None]
 """Receives each start-up line as ``(logging level, message)``."""
+
+OWN_ANNOTATION_PREFIXES = (PYKURED_PREFIX, "weave.works/kured")
+"""Annotation names the agent writes on its own Node (and the node admission policy lets it)."""
 
 
 def _quiet(_level: int, _message: str) -> None:
@@ -157,6 +161,13 @@ def _extensions(cfg: Config) -> list[str]:
     ):
         if any(not a.strip() for a in names):
             raise _fatal(f"--{flag}: an empty annotation name")
+        # the agent may write its own pykured.dev/* and weave.works/kured-* annotations (the node admission
+        # policy lets it): a hook named so would be one it could approve itself
+        if own := [a for a in names if a.strip().startswith(OWN_ANNOTATION_PREFIXES)]:
+            raise _fatal(
+                f"--{flag}: {', '.join(own)}: a reboot hook is another controller's annotation, not one "
+                f"under {' or '.join(OWN_ANNOTATION_PREFIXES)} (which the agent itself may write)"
+            )
     cfg.blocking_node_labels  # noqa: B018 - a bad key is fatal here
     cfg.blocking_node_annotations  # noqa: B018
     _silence(cfg)

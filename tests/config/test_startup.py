@@ -148,3 +148,15 @@ def test_the_lock_backend_checks_and_line_follow_the_lock_registry(monkeypatch: 
         parse(["--concurrency-label=zone"], NODE)
     with pytest.raises(ConfigError, match=r"--resume-rolls needs --lock-backend=lease$"):
         parse(["--lock-backend=third", "--resume-rolls"], NODE)
+
+
+@pytest.mark.parametrize("flag", ["--before-reboot-annotations", "--after-reboot-annotations"])
+@pytest.mark.parametrize("name", ["pykured.dev/approved", "weave.works/kured-ok"])
+def test_a_hook_the_agent_could_approve_itself_is_fatal(flag: str, name: str) -> None:
+    """The agent may write ``pykured.dev/*`` and ``weave.works/kured-*`` on its own Node: a hook so named
+    would be approved by the very agent it is meant to hold."""
+    flags = read_flags([f"{flag}=example.com/ok,{name}"], NODE)
+    with pytest.raises(ConfigError, match=f"{flag.lstrip('-')}: {name}: a reboot hook is another") as caught:
+        settle(flags, NODE)
+    assert caught.value.exit_code == 1
+    settle(read_flags([f"{flag}=example.com/ok"], NODE), NODE)  # another controller's name is fine
