@@ -270,3 +270,14 @@ def test_the_workflow_writes_this_builds_sboms_before_it_releases() -> None:
     (publish,) = [i for i, run in enumerate(steps) if "tools/release " in run]
     assert build < publish
     assert not [run for run in steps if "image-build build" in run]
+
+
+def test_every_action_of_the_release_workflow_is_pinned_by_commit() -> None:
+    """The job can write packages and mint OIDC tokens: a moved tag of an action it runs would run with those
+    rights, so each ``uses:`` names a full commit (the version it is stays in a comment)."""
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    uses = [step["uses"] for job in workflow["jobs"].values() for step in job["steps"] if "uses" in step]
+    assert uses, "the workflow runs actions"
+    for use in uses:
+        _action, _, ref = use.partition("@")
+        assert len(ref) == 40 and all(c in "0123456789abcdef" for c in ref), use
