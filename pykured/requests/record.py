@@ -152,9 +152,18 @@ def format_request(req: RebootRequest) -> str:
     return _dump(_fields(req))
 
 
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are unique: a second ``requestedBy`` (JSON decoders keep the last one) would let a
+    record say one requester to a check that reads the first and another to the agent."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        raise ValueError("a key appears twice")
+    return data
+
+
 def _decode(text: str) -> dict[str, Any]:
     try:
-        data = boundedjson.loads(text)
+        data = boundedjson.loads(text, object_pairs_hook=_unique)
     except boundedjson.UnreadableJSON as exc:
         raise ValueError(str(exc)) from None
     if not isinstance(data, dict):

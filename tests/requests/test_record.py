@@ -60,6 +60,10 @@ def test_reason_is_one_trimmed_line() -> None:
         ('{"bootID":"a","requestedAt":"yesterday"}', "not an RFC 3339 time"),
         ('{"bootID":1,"requestedAt":"2026-11-30T21:40:00Z"}', "bootID is not a string"),
         ('{"bootID":"a","requestedAt":"2026-11-30T21:40:00Z","rollout":"Bad Id"}', "invalid rollout id"),
+        (
+            '{"bootID":"a","requestedAt":"2026-11-30T21:40:00Z","requestedBy":"mallory","requestedBy":"alice"}',
+            "a key appears twice",
+        ),
     ],
 )
 def test_parse_errors_say_what_is_wrong(text: str, message: str) -> None:
