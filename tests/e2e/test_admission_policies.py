@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from pykured.core import errors
+from pykured.fleet import requester as fleet_requester
 from pykured.fleet.quarantine import unquarantine
 from pykured.kube.client import JSON_PATCH, MERGE_PATCH, Kube
 from pykured.policy.quarantine import QUARANTINED_ANNOTATION, QuarantineRecord
@@ -312,9 +313,11 @@ def test_a_reboot_requester_writes_only_the_request(k8s: TestEnv, setup: Setup) 
     rules = next(
         d for d in yaml.safe_load_all((ROOT / "kustomize/requester/clusterrole.yaml").read_text()) if d
     )["rules"]
-    requester = Kube.from_kubeconfig(k8s.kubeconfig_for(k8s.user_with_cluster_role("requester", rules)))
+    user = k8s.user_with_cluster_role("requester", rules)
+    requester = Kube.from_kubeconfig(k8s.kubeconfig_for(user))
     node = setup.other
-    request = {"pykured.dev/reboot-request": '{"bootID":"b"}'}
+    mine = json.dumps({"bootID": "b", "requestedBy": user}, separators=(",", ":"))
+    request = {"pykured.dev/reboot-request": mine}
 
     def may_request() -> bool:  # the ClusterRoleBinding and the policy's authorizer check in effect
         try:
@@ -329,10 +332,29 @@ def test_a_reboot_requester_writes_only_the_request(k8s: TestEnv, setup: Setup) 
         requester.patch_node(node, {"metadata": {"annotations": {"example.com/rprobe": str(n)}}})
 
     wait_until_refused(foreign, "not: example.com/rprobe")
-    assert node_annotations(k8s, node)["pykured.dev/reboot-request"] == '{"bootID":"b"}'
+    assert node_annotations(k8s, node)["pykured.dev/reboot-request"] == mine
+    # a request in someone else's name, or naming its requester twice (a decoder keeps the last), or none
+    for value in (
+        '{"bootID":"b","requestedBy":"alice"}',
+        json.dumps({"bootID": "b", "requestedBy": user})[:-1] + ',"requestedBy":"alice"}',
+        '{"bootID":"b","reason":"\\"requestedBy\\":\\"' + user + '\\""}',
+        '{"bootID":"b"}',
+    ):
+        forged: dict[str, Any] = {"metadata": {"annotations": {"pykured.dev/reboot-request": value}}}
+        refused(
+            lambda body=forged: requester.patch_node(node, body, patch_type=MERGE_PATCH),  # type: ignore[misc]
+            f"requestedBy must be {user}",
+        )
+    assert node_annotations(k8s, node)["pykured.dev/reboot-request"] == mine
     cancel = {"metadata": {"annotations": {"pykured.dev/reboot-request": None}}}
     requester.patch_node(node, cancel, patch_type=MERGE_PATCH)
     assert "pykured.dev/reboot-request" not in node_annotations(k8s, node)
+    # what `pykured request-reboot` writes passes: it names the requester the API server knows
+    views = fleet_requester.nodes(requester, names=[node])
+    who = fleet_requester.whoami(requester)
+    done = fleet_requester.request_reboot(requester, views, reason="kernel", requested_by=who, now=NOW)
+    assert [o.action for o in done] == ["requested"] and who == user
+    requester.patch_node(node, cancel, patch_type=MERGE_PATCH)
     # cordon, forged cycle state, an approved reboot hook, a label: refused, each with why
     refused(lambda: requester.patch_node(node, {"spec": {"unschedulable": True}}), "not its spec (cordon")
     forged = {"metadata": {"annotations": {"pykured.dev/reboot-boot-id": "x"}}}
@@ -367,11 +389,15 @@ def test_the_quarantine_is_the_agents_on_its_own_node_and_unquarantine_may_end_i
     rules = next(
         d for d in yaml.safe_load_all((ROOT / "kustomize/requester/clusterrole.yaml").read_text()) if d
     )["rules"]
-    requester = Kube.from_kubeconfig(k8s.kubeconfig_for(k8s.user_with_cluster_role("unquarantiner", rules)))
+    user = k8s.user_with_cluster_role("unquarantiner", rules)
+    requester = Kube.from_kubeconfig(k8s.kubeconfig_for(user))
+    request = json.dumps({"bootID": "x", "requestedBy": user}, separators=(",", ":"))
 
     def may_request() -> bool:  # the ClusterRoleBinding and the policy's authorizer check in effect
         try:
-            requester.patch_node(other, {"metadata": {"annotations": {"pykured.dev/reboot-request": "x"}}})
+            requester.patch_node(
+                other, {"metadata": {"annotations": {"pykured.dev/reboot-request": request}}}
+            )
         except errors.ForbiddenError:
             return False
         return True
