@@ -173,7 +173,7 @@ def wait_until_refused(call: Callable[[int], Any], fragment: str) -> None:
             return fragment in str(exc)
         return False
 
-    assert eventually(refused_now, timeout=30, every=0.5), f"no policy refused with {fragment!r}"
+    assert eventually(refused_now, timeout=90, every=0.5), f"no policy refused with {fragment!r}"
 
 
 def node_annotations(k8s: TestEnv, node: str) -> dict[str, str]:
@@ -326,7 +326,7 @@ def test_a_reboot_requester_writes_only_the_request(k8s: TestEnv, setup: Setup) 
             return False
         return True
 
-    assert eventually(may_request, timeout=30, every=0.5)
+    assert eventually(may_request, timeout=90, every=0.5)
 
     def foreign(n: int) -> None:
         requester.patch_node(node, {"metadata": {"annotations": {"example.com/rprobe": str(n)}}})
@@ -402,7 +402,7 @@ def test_the_quarantine_is_the_agents_on_its_own_node_and_unquarantine_may_end_i
             return False
         return True
 
-    assert eventually(may_request, timeout=30, every=0.5)
+    assert eventually(may_request, timeout=90, every=0.5)
     refused(
         lambda: requester.patch_node(other, mark, patch_type=MERGE_PATCH), f"not: {QUARANTINED_ANNOTATION}"
     )
@@ -464,7 +464,7 @@ def test_full_cycle_under_the_policies_with_pod_bound_tokens(
             return "may not write Node" in str(exc)
         return False
 
-    assert eventually(active, timeout=30, every=0.5), "the policies never took effect"
+    assert eventually(active, timeout=90, every=0.5), "the policies never took effect"
     k8s.kube().patch_node(other, {"spec": {"unschedulable": None}})
     probe.close()
     fleet = Fleet(
@@ -524,7 +524,7 @@ def test_the_own_node_rule_is_what_refuses_another_nodes_cordon(k8s: TestEnv, se
 
     with_first_rule("true")
     try:
-        assert eventually(admitted, timeout=30, every=0.5), "the weakened policy still refused"
+        assert eventually(admitted, timeout=90, every=0.5), "the weakened policy still refused"
         assert admin.get_node(setup.other)["spec"].get("unschedulable") is True
     finally:
         with_first_rule(original[0]["expression"])

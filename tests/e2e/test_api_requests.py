@@ -236,7 +236,7 @@ def test_an_idle_agent_sends_nothing_but_its_watches(audited: Audited, tmp_path:
         later = time.time()
         assert eventually(
             lambda: audited.requests(user, (later, time.time()))[("get", "daemonsets", "kured")] >= 1,
-            timeout=30,
+            timeout=90,
         ), fleet.log_text(node)
     finally:
         fleet.close()
@@ -295,7 +295,7 @@ def test_a_concurrency_label_waiter_waits_on_the_lease_watch(audited: Audited, t
         fleet.touch(node)
         refused = f"Lock for {ZONE}=zone-a already held by {holder}"
         assert eventually(lambda: refused in fleet.log_text(node), timeout=60), fleet.log_text(node)
-        assert eventually(lambda: watching(audited, user, "leases"), timeout=30), fleet.log_text(node)
+        assert eventually(lambda: watching(audited, user, "leases"), timeout=90), fleet.log_text(node)
         # the waiting status is the refusing pass's last write; a second pass right after the start (the
         # sentinel's own event) publishes the same, so the count is taken once the log has settled on it
         published = eventually(lambda: published_lock_wait(cluster, node), timeout=60)

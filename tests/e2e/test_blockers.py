@@ -135,7 +135,7 @@ def test_a_node_with_a_blocking_label_waits_while_another_reboots(
     fleet.touch(other)
     assert fleet.wait_for(lambda: fleet.slots[other].reboots == 1, timeout=60), fleet.log_text(other)
     assert fleet.wait_for(
-        lambda: "Reboot blocked: node has blocking label example.com/hold" in fleet.log_text(held), timeout=30
+        lambda: "Reboot blocked: node has blocking label example.com/hold" in fleet.log_text(held), timeout=90
     ), fleet.log_text(held)
     assert fleet.slots[held].reboots == 0
     assert not k8s.kube().get_node(held)["spec"].get("unschedulable")
@@ -144,7 +144,7 @@ def test_a_node_with_a_blocking_label_waits_while_another_reboots(
         text = k8s.kube().get_node(held)["metadata"].get("annotations", {}).get(STATUS_ANNOTATION, "")
         return '"blocked":"node"' in text.replace(" ", "")
 
-    assert fleet.wait_for(published, timeout=30)
+    assert fleet.wait_for(published, timeout=90)
     where = (f"--kubeconfig={k8s.admin_kubeconfig}", f"--ds-namespace={ns}")
     code, text = _cli("plan", held, *where)
     assert code == 0 and "node has blocking label example.com/hold" in text, text
@@ -208,14 +208,14 @@ def test_a_firing_alert_blocks_the_reboot_until_it_resolves(
     stops firing the node reboots."""
     prom, target = gate
     target.set("gate_disk_pressure", 1)
-    assert eventually(lambda: prom.alert_state("DiskPressure") == "firing", timeout=30)
+    assert eventually(lambda: prom.alert_state("DiskPressure") == "firing", timeout=90)
     fleet, ns, (node,) = quick_fleet(args=(f"--prometheus-url={prom.url}",), metrics=True)
     prom.scrape("pykured", fleet.slots[node].metrics_address, {"node": node})
     fleet.touch(node)
     blocked = "Reboot blocked: 1 active alerts: [DiskPressure]"
     assert fleet.wait_for(lambda: blocked in fleet.log_text(node), timeout=60), fleet.log_text(node)
     published = lambda: '"blocked":"prometheus"' in _published(k8s, node).replace(" ", "")  # noqa: E731
-    assert fleet.wait_for(published, timeout=30)
+    assert fleet.wait_for(published, timeout=90)
     code, text = _cli("status", f"--kubeconfig={k8s.admin_kubeconfig}", f"--ds-namespace={ns}")
     assert code == 0 and "DiskPressure" in text, text
     assert eventually(
@@ -224,7 +224,7 @@ def test_a_firing_alert_blocks_the_reboot_until_it_resolves(
     assert fleet.slots[node].reboots == 0
 
     target.set("gate_disk_pressure", 0)
-    assert eventually(lambda: prom.alert_state("DiskPressure") is None, timeout=30)
+    assert eventually(lambda: prom.alert_state("DiskPressure") is None, timeout=90)
     assert fleet.wait_for(lambda: fleet.slots[node].reboots == 1, timeout=60), fleet.log_text(node)
 
 
@@ -238,7 +238,7 @@ def test_a_pending_alert(
     ``--alert-firing-only``."""
     prom, target = gate
     target.set("gate_slow_burn", 1)
-    assert eventually(lambda: prom.alert_state("SlowBurn") == "pending", timeout=30)
+    assert eventually(lambda: prom.alert_state("SlowBurn") == "pending", timeout=90)
     args = (f"--prometheus-url={prom.url}", *(("--alert-firing-only",) if firing_only else ()))
     fleet, _ns, (node,) = quick_fleet(args=args)
     fleet.touch(node)

@@ -100,9 +100,9 @@ def test_prefer_no_schedule_taint_while_waiting_for_the_lock(k8s: TestEnv, make_
 
     fleet.paused.add(first)
     fleet.touch(first)
-    assert fleet.wait_for(lambda: fleet.requests(first) == 1, timeout=30), fleet.log_text(first)
+    assert fleet.wait_for(lambda: fleet.requests(first) == 1, timeout=90), fleet.log_text(first)
     fleet.touch(second)
-    assert fleet.wait_for(lambda: tainted(second), timeout=30), fleet.log_text(second)
+    assert fleet.wait_for(lambda: tainted(second), timeout=90), fleet.log_text(second)
     assert "Lock already held: " + first in fleet.log_text(second)
     fleet.paused.discard(first)
     assert fleet.wait_for(settled(k8s, fleet, second), timeout=60), fleet.log_text(second)
@@ -117,7 +117,7 @@ def test_an_administrators_cordon_is_kept(k8s: TestEnv, make_fleet: MakeFleet) -
     assert fleet.wait_for(
         lambda: fleet.slots[node].reboots == 1 and not pykured_annotations(k8s, node), timeout=60
     ), fleet.log_text(node)
-    fleet.wait_for(lambda: "Leaving node" in fleet.log_text(node), timeout=30)  # its decision, logged
+    fleet.wait_for(lambda: "Leaving node" in fleet.log_text(node), timeout=90)  # its decision, logged
     assert node_obj(k8s, node)["spec"]["unschedulable"] is True
     assert "Leaving node" in fleet.log_text(node)
 
@@ -144,13 +144,13 @@ def test_pod_restart_while_waiting_for_the_reboot_does_not_reboot_twice(
     fleet, _ns, (node,) = make_fleet(args=("--reboot-retry-delay=30s",))
     fleet.paused.add(node)  # the host takes its time to go down
     fleet.touch(node)
-    assert fleet.wait_for(lambda: fleet.requests(node) == 1, timeout=30), fleet.log_text(node)
+    assert fleet.wait_for(lambda: fleet.requests(node) == 1, timeout=90), fleet.log_text(node)
     fleet.restart(node)
-    fleet.wait_for(lambda: "Waiting for reboot" in since_last_start(fleet, node), timeout=30)
+    fleet.wait_for(lambda: "Waiting for reboot" in since_last_start(fleet, node), timeout=90)
     assert fleet.requests(node) == 1, "a restarted agent must not trigger the reboot again at once"
     assert "Waiting for reboot" in fleet.log_text(node).split("Kubernetes Reboot Daemon")[-1]
     fleet.paused.discard(node)
-    assert fleet.wait_for(settled(k8s, fleet, node), timeout=30), fleet.log_text(node)
+    assert fleet.wait_for(settled(k8s, fleet, node), timeout=90), fleet.log_text(node)
     assert fleet.requests(node) == 1
 
 
@@ -161,10 +161,10 @@ def test_pod_restart_during_a_blocked_drain_finishes_the_cycle(k8s: TestEnv, mak
     k8s.create_pdb(apps, "guard", {"app": "guarded"}, min_available=1)
     k8s.set_pdb_status(apps, "guard", disruptions_allowed=0)
     fleet.touch(node)
-    assert fleet.wait_for(lambda: node_obj(k8s, node)["spec"].get("unschedulable") is True, timeout=30)
+    assert fleet.wait_for(lambda: node_obj(k8s, node)["spec"].get("unschedulable") is True, timeout=90)
     fleet.restart(node)
     # The restarted agent resumes the drain and meets the PodDisruptionBudget.
-    fleet.wait_for(lambda: "error when evicting pods" in since_last_start(fleet, node), timeout=30)
+    fleet.wait_for(lambda: "error when evicting pods" in since_last_start(fleet, node), timeout=90)
     assert fleet.slots[node].reboots == 0
     k8s.set_pdb_status(apps, "guard", disruptions_allowed=1)
     assert fleet.wait_for(settled(k8s, fleet, node), timeout=60), fleet.log_text(node)
@@ -180,7 +180,7 @@ def test_pod_restart_during_the_release_delay_keeps_the_release_time(
     release_after = pykured_annotations(k8s, node)["pykured.dev/release-after"]
     assert lock_value(k8s, ns) is not None
     fleet.restart(node)
-    assert fleet.wait_for(lambda: lock_value(k8s, ns) is None, timeout=30), fleet.log_text(node)
+    assert fleet.wait_for(lambda: lock_value(k8s, ns) is None, timeout=90), fleet.log_text(node)
     assert node_obj(k8s, node)["spec"].get("unschedulable") is not True
     assert release_after  # the stored time, not a delay restarted in memory, decided the release
     assert fleet.slots[node].reboots == 1
@@ -197,12 +197,12 @@ def test_pdb_blocked_drain(k8s: TestEnv, make_fleet: MakeFleet, force: bool) -> 
     fleet.touch(node)
     if force:
         assert fleet.wait_for(lambda: fleet.slots[node].reboots == 1, timeout=60), fleet.log_text(node)
-        assert fleet.wait_for(settled(k8s, fleet, node), timeout=30)
+        assert fleet.wait_for(settled(k8s, fleet, node), timeout=90)
     else:
         assert fleet.wait_for(lambda: "Unable to cordon or drain" in fleet.log_text(node), timeout=60)
         assert fleet.wait_for(
             lambda: lock_value(k8s, ns) is None and not node_obj(k8s, node)["spec"].get("unschedulable"),
-            timeout=30,
+            timeout=90,
         )
         assert fleet.slots[node].reboots == 0
 
@@ -212,7 +212,7 @@ def test_pod_blocker_blocks(k8s: TestEnv, make_fleet: MakeFleet) -> None:
     k8s.create_pod(k8s.new_namespace(), "blocker", node=node, labels={"app": "blocker"})
     fleet.touch(node)
     assert fleet.wait_for(
-        lambda: "Reboot blocked: matching pods: [blocker]" in fleet.log_text(node), timeout=30
+        lambda: "Reboot blocked: matching pods: [blocker]" in fleet.log_text(node), timeout=90
     )
     assert lock_value(k8s, ns) is None
     assert fleet.slots[node].reboots == 0
@@ -223,7 +223,7 @@ def test_sentinel_still_present_after_reboot_backs_off(k8s: TestEnv, make_fleet:
     fleet.keep_sentinel = True  # kured #976: `! needs-restarting` without the binary stays true forever
     fleet.touch(node)
     assert fleet.wait_for(lambda: "kured #976" in fleet.log_text(node), timeout=60), fleet.log_text(node)
-    fleet.wait_for(lambda: BACKING_OFF in fleet.log_text(node), timeout=30)  # the next pass decided to wait
+    fleet.wait_for(lambda: BACKING_OFF in fleet.log_text(node), timeout=90)  # the next pass decided to wait
     assert fleet.slots[node].reboots == 1
     assert lock_value(k8s, ns) is None
     notes = node_obj(k8s, node)["metadata"]["annotations"]
@@ -243,7 +243,7 @@ def test_reboot_that_never_happens_is_retried_once_then_given_up(k8s: TestEnv, m
         timeout=60,
     )
     # the next pass decided to wait, naming the back-off it waits for (not the sentinel's loop guard)
-    assert fleet.wait_for(lambda: GAVE_UP in fleet.log_text(node), timeout=30), fleet.log_text(node)
+    assert fleet.wait_for(lambda: GAVE_UP in fleet.log_text(node), timeout=90), fleet.log_text(node)
     assert BACKING_OFF not in fleet.log_text(node)
     assert node_obj(k8s, node)["metadata"]["annotations"].get("pykured.dev/backoff-reason") == "no-reboot"
     assert fleet.requests(node) == 2, "backing off: no third attempt"
@@ -287,7 +287,7 @@ def test_api_server_outage_mid_cycle_resumes_without_a_second_reboot(
     fleet, ns, (node,) = make_fleet(args=("--reboot-retry-delay=2m",))
     fleet.paused.add(node)
     fleet.touch(node)
-    assert fleet.wait_for(lambda: fleet.requests(node) == 1, timeout=30), fleet.log_text(node)
+    assert fleet.wait_for(lambda: fleet.requests(node) == 1, timeout=90), fleet.log_text(node)
     apiserver = k8s.procs["kube-apiserver"].popen.pid  # our own child process, never this machine's
     seen = len(fleet.log_text(node))
     os.kill(apiserver, signal.SIGSTOP)
@@ -313,11 +313,11 @@ def test_a_corrupt_lock_annotation_blocks_safely_and_does_not_crash(
     k8s.kube().replace_daemonset(ns, "kured", ds)
     fleet.start(node)
     fleet.touch(node)
-    assert fleet.wait_for(lambda: "Lock already held" in fleet.log_text(node), timeout=30), fleet.log_text(
+    assert fleet.wait_for(lambda: "Lock already held" in fleet.log_text(node), timeout=90), fleet.log_text(
         node
     )
     # Its next attempt (after waiting for a lock change, at most --period): it lived through the first.
-    fleet.wait_for(lambda: fleet.log_text(node).count("Lock already held") >= 2, timeout=30)
+    fleet.wait_for(lambda: fleet.log_text(node).count("Lock already held") >= 2, timeout=90)
     assert fleet.requests(node) == 0
     assert not node_obj(k8s, node)["spec"].get("unschedulable")
     proc = fleet.slots[node].proc

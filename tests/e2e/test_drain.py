@@ -323,7 +323,7 @@ def test_skip_wait_for_delete_timeout(k8s: Any, place: tuple[str, str]) -> None:
             stamp = datetime.datetime.fromisoformat(meta.get("deletionTimestamp") or "9999-01-01T00:00:00Z")
             return datetime.datetime.now(datetime.UTC) - stamp > datetime.timedelta(seconds=2.2)
 
-        assert eventually(terminating_for_over_two_seconds, timeout=30)
+        assert eventually(terminating_for_over_two_seconds, timeout=90)
         result = _drainer(k8s.kube(), node, skip_wait_for_delete_timeout=1).drain()
         assert [s.reason.kind for s in result.skipped] == [
             "deleted"

@@ -115,4 +115,4 @@ def test_an_agent_publishes_the_webhooks_denial_and_pykured_status_shows_it(k8s:
         assert fleet.slots[node].reboots == 0
         hook.deny = 0  # the webhook lets the eviction through: the drain completes, the node reboots
         assert fleet.wait_for(lambda: fleet.slots[node].reboots == 1, timeout=60), fleet.log_text(node)
-        assert fleet.wait_for(lambda: published() == "", timeout=30), fleet.log_text(node)
+        assert fleet.wait_for(lambda: published() == "", timeout=90), fleet.log_text(node)

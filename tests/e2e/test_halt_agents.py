@@ -110,7 +110,7 @@ def test_a_node_that_does_not_come_back_halts_the_fleet_until_unfreeze(
         lambda: any(e["reason"] == "RebootHalted" and reason in e["message"] for e in events(k8s, doomed)),
         timeout=60,
     )
-    assert fleet.wait_for(lambda: any(reason in s for s in seen), timeout=30), seen
+    assert fleet.wait_for(lambda: any(reason in s for s in seen), timeout=90), seen
     out, err = io.StringIO(), io.StringIO()
     where = (f"--kubeconfig={k8s.admin_kubeconfig}", f"--ds-namespace={ns}")
     assert status_main([doomed, *where], out=out, err=err) == 0, err.getvalue()
@@ -165,7 +165,7 @@ def test_a_paused_node_waits_while_the_fleet_rolls(
     fleet.touch(other)
     assert fleet.wait_for(lambda: fleet.slots[other].reboots == 1, timeout=60), fleet.log_text(other)
     assert fleet.wait_for(
-        lambda: "Reboot blocked: paused by pykured-admin at " in fleet.log_text(paused), timeout=30
+        lambda: "Reboot blocked: paused by pykured-admin at " in fleet.log_text(paused), timeout=90
     ), fleet.log_text(paused)
     assert fleet.slots[paused].reboots == 0 and not cordoned(k8s, paused)
     freezecmd.unpause_nodes(k8s.kube(), [paused])

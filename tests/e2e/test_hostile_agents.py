@@ -85,7 +85,7 @@ def test_deeply_nested_records_neither_crash_nor_blind_the_agents_and_status_sho
     for node in (asked, published):
         fleet.touch(node)
     assert fleet.wait_for(lambda: all(s.reboots == 1 for s in fleet.slots.values()), timeout=90), logs(fleet)
-    assert fleet.wait_for(lambda: alive(fleet), timeout=30), logs(fleet)  # the agents after the reboots
+    assert fleet.wait_for(lambda: alive(fleet), timeout=90), logs(fleet)  # the agents after the reboots
     assert "failed unexpectedly" not in logs(fleet), logs(fleet)
     # `pykured status` and `plan`: one row says the bystander is unreadable; nothing drives the terminal
     capsys.readouterr()
@@ -140,5 +140,5 @@ def test_a_garbled_freeze_holds_like_a_freeze_until_it_is_rewritten(
     assert all(s.reboots == 0 for s in fleet.slots.values()) and alive(fleet), logs(fleet)
     freezecmd.unfreeze(alice, namespace=ns, name=POLICY)
     assert fleet.wait_for(lambda: all(s.reboots == 1 for s in fleet.slots.values()), timeout=120), logs(fleet)
-    assert fleet.wait_for(lambda: alive(fleet), timeout=30), logs(fleet)  # the agents after the reboots
+    assert fleet.wait_for(lambda: alive(fleet), timeout=90), logs(fleet)  # the agents after the reboots
     assert "failed unexpectedly" not in logs(fleet), logs(fleet)

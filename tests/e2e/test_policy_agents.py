@@ -89,10 +89,10 @@ def test_a_blackout_added_to_the_configmap_during_a_roll_stops_the_next_reboot(
     first = reboots(fleet)
     assert first == 1
     # the first node finishes its cycle and releases; nobody else starts
-    assert fleet.wait_for(lambda: lock_value(k8s, ns) is None, timeout=30), logs(fleet)
+    assert fleet.wait_for(lambda: lock_value(k8s, ns) is None, timeout=90), logs(fleet)
     waiting = [n for n in nodes if fleet.slots[n].reboots == 0]
     assert fleet.wait_for(  # each remaining agent decided to wait for the window (its own log)
-        lambda: all("wait: outside the maintenance window" in fleet.log_text(n) for n in waiting), timeout=30
+        lambda: all("wait: outside the maintenance window" in fleet.log_text(n) for n in waiting), timeout=90
     ), logs(fleet)
     assert reboots(fleet) == 1, logs(fleet)
     assert "Policy ConfigMap" in logs(fleet) and "1 blackout(s)" in logs(fleet)
@@ -110,11 +110,11 @@ def test_a_bad_configmap_is_refused_and_keeps_the_blackout(k8s: TestEnv, make_fl
         (now + datetime.timedelta(hours=1)).isoformat(),
     )
     put_policy(k8s, ns, {"blackouts": f"{start}/{end}"})
-    assert fleet.wait_for(lambda: "1 blackout(s)" in fleet.log_text(node), timeout=30), fleet.log_text(node)
+    assert fleet.wait_for(lambda: "1 blackout(s)" in fleet.log_text(node), timeout=90), fleet.log_text(node)
     put_policy(k8s, ns, {"blackouts": "23 Dec 16:00 - 2 Jan 10:00"})
-    assert fleet.wait_for(lambda: "Refusing policy ConfigMap" in fleet.log_text(node), timeout=30)
+    assert fleet.wait_for(lambda: "Refusing policy ConfigMap" in fleet.log_text(node), timeout=90)
     fleet.touch(node)
-    assert fleet.wait_for(lambda: "wait: outside the maintenance window" in fleet.log_text(node), timeout=30)
+    assert fleet.wait_for(lambda: "wait: outside the maintenance window" in fleet.log_text(node), timeout=90)
     assert fleet.slots[node].reboots == 0 and lock_value(k8s, ns) is None
     proc = fleet.slots[node].proc
     assert proc is not None and proc.poll() is None  # no crash
@@ -135,10 +135,10 @@ def test_freeze_during_a_roll_lets_the_holder_finish_and_starts_no_other(
     )
     # the holder is past the gates: it finishes its cycle
     assert fleet.wait_for(lambda: fleet.slots[holder].reboots == 1, timeout=60), logs(fleet)
-    assert fleet.wait_for(lambda: lock_value(k8s, ns) is None, timeout=30), logs(fleet)
+    assert fleet.wait_for(lambda: lock_value(k8s, ns) is None, timeout=90), logs(fleet)
     others = [n for n in nodes if n != holder]
     assert fleet.wait_for(
-        lambda: all("Reboot blocked: frozen by alice at " in fleet.log_text(n) for n in others), timeout=30
+        lambda: all("Reboot blocked: frozen by alice at " in fleet.log_text(n) for n in others), timeout=90
     ), logs(fleet)
     assert reboots(fleet) == 1, logs(fleet)
     assert any(e["reason"] == "RebootBlocked" and "INC-123" in e["message"] for e in events(k8s, others[0]))
@@ -183,7 +183,7 @@ def test_settle_gates_hold_the_lock_on_an_unready_pod_and_a_pdb_then_release(
         content_type="application/strategic-merge-patch+json",
     )
     assert fleet.wait_for(
-        lambda: f"PodDisruptionBudgets allow no disruption: [{apps}/db]" in fleet.log_text(first), timeout=30
+        lambda: f"PodDisruptionBudgets allow no disruption: [{apps}/db]" in fleet.log_text(first), timeout=90
     ), logs(fleet)
     assert fleet.slots[second].reboots == 0 and first in (lock_value(k8s, ns) or "")
     k8s.set_pdb_status(apps, "db", disruptions_allowed=1, healthy=2)
@@ -231,7 +231,7 @@ def test_a_before_reboot_hook_that_answers(k8s: TestEnv, make_fleet: MakeFleet) 
     )
     assert fleet.wait_for(
         lambda: "pykured.dev/before-reboot" not in node_obj(k8s, node)["metadata"].get("labels", {}),
-        timeout=30,
+        timeout=90,
     )
     assert "lb.example.com/drained" not in node_obj(k8s, node)["metadata"].get("annotations", {})
 
@@ -251,7 +251,7 @@ def test_a_before_reboot_hook_that_never_answers_aborts_without_reboot(
     assert fleet.wait_for(
         lambda: "Timed out waiting: waiting for before-reboot hooks" in fleet.log_text(node), timeout=60
     )
-    assert fleet.wait_for(lambda: lock_value(k8s, ns) is None, timeout=30)
+    assert fleet.wait_for(lambda: lock_value(k8s, ns) is None, timeout=90)
     assert fleet.slots[node].reboots == 0
 
     # the slot is released first, then the cycle's marks are cleared (cycle.steps): wait for the label to go
@@ -345,7 +345,7 @@ def test_zone_pacing_three_zones_of_three_never_two_of_a_zone_down(
     done = fleet.wait_for(
         lambda: all(s.reboots == 1 for s in fleet.slots.values()), timeout=240, interval=0.5
     )
-    fleet.wait_for(lambda: not any(holders.values()), timeout=30)
+    fleet.wait_for(lambda: not any(holders.values()), timeout=90)
     stop.set()
     for thread in threads:
         thread.join(timeout=60)
@@ -382,7 +382,7 @@ def test_a_roll_interrupted_by_a_closed_window_resumes_with_the_remaining_nodes_
     first = list(order)
     rest = [n for n in nodes if n not in first]
     assert fleet.wait_for(
-        lambda: all("wait: outside the maintenance window" in fleet.log_text(n) for n in rest), timeout=30
+        lambda: all("wait: outside the maintenance window" in fleet.log_text(n) for n in rest), timeout=90
     ), logs(fleet)
     # new updates land on the nodes this roll already rebooted, while the window is closed
     for node in first:
@@ -402,6 +402,6 @@ def test_a_roll_interrupted_by_a_closed_window_resumes_with_the_remaining_nodes_
     assert fleet.wait_for(lambda: len(order) == 5 + len(first), timeout=240), logs(fleet)
     assert set(order[len(first) : 5]) == set(rest), (order, logs(fleet))
     assert set(order[5:]) == set(first)
-    assert fleet.wait_for(lambda: roll_now().since is None, timeout=30)  # nothing needs a reboot: roll over
+    assert fleet.wait_for(lambda: roll_now().since is None, timeout=90)  # nothing needs a reboot: roll over
     queue = k8s.kube().list_leases(ns, label_selector=f"{turns.QUEUE_LABEL}=kured-lock")["items"]
     assert len(queue) == 5 and not any(q["spec"].get("holderIdentity") for q in queue)  # every entry cleared

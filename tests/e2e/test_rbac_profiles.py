@@ -285,7 +285,7 @@ def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
             return "not: example.com/p" in str(exc)
         return False
 
-    assert eventually(active, timeout=30, every=0.5), "the policies never took effect"
+    assert eventually(active, timeout=90, every=0.5), "the policies never took effect"
     probe.close()
     fleet = Fleet(
         k8s,
@@ -309,7 +309,7 @@ def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
         except OSError:
             return False
 
-    assert fleet.wait_for(up, timeout=30), fleet.log_text(server_node)
+    assert fleet.wait_for(up, timeout=90), fleet.log_text(server_node)
     status = 0
     for _ in range(60):
         status, _body = zincati(port, "pre-reboot", ident)
@@ -321,7 +321,7 @@ def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
         k8s.reboot_node(zincati_node)
     else:
         fleet.reboot(zincati_node)
-        assert fleet.wait_for(up, timeout=30)
+        assert fleet.wait_for(up, timeout=90)
     assert zincati(port, "steady-state", ident)[0] == 200
     assert not k8s.kube().get_node(zincati_node)["spec"].get("unschedulable")
     assert "forbidden" not in fleet.log_text(server_node).lower(), fleet.log_text(server_node)
@@ -438,7 +438,7 @@ def test_drain_escalation_delete_needs_the_profiles_pods_delete(
             return refusal in fleet.log_text(node) or refusal.replace("\\", "") in fleet.log_text(node)
 
         assert fleet.wait_for(refused, timeout=90), fleet.log_text(node)
-        assert fleet.wait_for(lambda: not k8s.kube().get_node(node)["spec"].get("unschedulable"), timeout=30)
+        assert fleet.wait_for(lambda: not k8s.kube().get_node(node)["spec"].get("unschedulable"), timeout=90)
         annotations = k8s.kube().get_node(node)["metadata"].get("annotations", {})
         assert fleet.slots[node].reboots == 0 and "pykured.dev/quarantined" not in annotations
         assert "guarded" in pods()

@@ -100,7 +100,7 @@ def fleet_states(k8s: TestEnv, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
             return check
 
-        assert fleet.wait_for(idle(names[0]), timeout=30), fleet.log_text(names[0])
+        assert fleet.wait_for(idle(names[0]), timeout=90), fleet.log_text(names[0])
         first = agent_status(k8s, names[0])
         rebooted = first.last_reboot if first else None
         assert rebooted is not None, fleet.log_text(names[0])
@@ -128,10 +128,10 @@ def fleet_states(k8s: TestEnv, tmp_path_factory: pytest.TempPathFactory) -> Iter
         def waiting(node: str) -> Callable[[], bool]:
             return lambda: (st := agent_status(k8s, node)) is not None and st.lock_wait
 
-        assert fleet.wait_for(waiting(names[1]), timeout=30), fleet.log_text(names[1])
-        assert fleet.wait_for(waiting(names[2]), timeout=30), fleet.log_text(names[2])
+        assert fleet.wait_for(waiting(names[1]), timeout=90), fleet.log_text(names[1])
+        assert fleet.wait_for(waiting(names[2]), timeout=90), fleet.log_text(names[2])
         closed = lambda: (st := agent_status(k8s, names[3])) is not None and st.window_opens is not None  # noqa: E731
-        assert fleet.wait_for(closed, timeout=30), fleet.log_text(names[3])
+        assert fleet.wait_for(closed, timeout=90), fleet.log_text(names[3])
         yield {"ns": ns, "pool": pool, "names": names, "fleet": fleet}
     finally:
         fleet.close()

@@ -78,7 +78,7 @@ def test_zincati_cycle_through_the_node_local_agent(k8s: TestEnv, tmp_path: Path
         assert obj["spec"]["unschedulable"] is True
         # The sentinel-driven loop's next pass sees the hand-off and leaves the cycle to FleetLock: it must
         # not "retry" a reboot (its retry delay is 2 s) while Zincati finalizes.
-        fleet.wait_for(lambda: HANDED_OFF in fleet.log_text(node), timeout=30)
+        fleet.wait_for(lambda: HANDED_OFF in fleet.log_text(node), timeout=90)
         assert fleet.requests(node) == 0
         fleet.reboot(node)  # Zincati finalizes and reboots the host
         assert fleet.wait_for(lambda: _listening(port), timeout=60)

@@ -44,7 +44,7 @@ def test_held_by_an_alert_then_silenced_while_it_reboots(
     def status() -> str:
         return str(k8s.kube().get_node(node)["metadata"].get("annotations", {}).get(STATUS_ANNOTATION, ""))
 
-    assert fleet.wait_for(lambda: '"blocked":"alertmanager"' in status().replace(" ", ""), timeout=30)
+    assert fleet.wait_for(lambda: '"blocked":"alertmanager"' in status().replace(" ", ""), timeout=90)
 
     alertmanager.silence({"alertname": "DiskPressure"})  # the operator lets it go
     assert fleet.wait_for(lambda: fleet.slots[node].reboots == 1, timeout=90), fleet.log_text(node)

@@ -43,21 +43,21 @@ def test_a_prometheus_rule_reaches_alertmanager_blocks_and_is_silenced(
             found = blocker.check(now=datetime.datetime.now(datetime.UTC))
             return None if found is None else str(found)
 
-        assert eventually(lambda: prom.targets_up("nodes") == 1, timeout=30)
+        assert eventually(lambda: prom.targets_up("nodes") == 1, timeout=90)
         assert reason() is None
 
         target.set("disk_pressure", 1)  # the rule fires in Prometheus, which sends it to Alertmanager
-        assert eventually(lambda: prom.alert_state("NodeDiskPressure") == "firing", timeout=30)
+        assert eventually(lambda: prom.alert_state("NodeDiskPressure") == "firing", timeout=90)
         blocked = "1 active alerts: [NodeDiskPressure] in Alertmanager"
         assert eventually(lambda: reason() == blocked, timeout=60)
         (alert,) = alertmanager.alerts()
         assert alert["labels"]["alertname"] == "NodeDiskPressure" and alert["labels"]["job"] == "nodes"
 
         alertmanager.silence({"alertname": "NodeDiskPressure"})  # the operator's silence lets the node go
-        assert eventually(lambda: reason() is None, timeout=30)
+        assert eventually(lambda: reason() is None, timeout=90)
         assert prom.alert_state("NodeDiskPressure") == "firing"  # still firing in Prometheus: only silenced
 
         target.set("disk_pressure", 0)  # resolved: Prometheus sends its end; the alert leaves Alertmanager
-        assert eventually(lambda: prom.alert_state("NodeDiskPressure") is None, timeout=30)
+        assert eventually(lambda: prom.alert_state("NodeDiskPressure") is None, timeout=90)
         assert eventually(lambda: not alertmanager.call("GET", "alerts"), timeout=90)  # silenced ones too
         assert reason() is None

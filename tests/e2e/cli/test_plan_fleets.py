@@ -83,7 +83,7 @@ def firing_prometheus(workdir: Path, *alerts: str) -> Prometheus:
     rules.write_text(json.dumps({"groups": [group]}))
     prometheus = Prometheus(workdir, rule_files=[rules]).start()
     firing = 'ALERTS{alertstate="firing"}'
-    if not eventually(lambda: len(prometheus.query(firing)) == len(alerts), timeout=30):
+    if not eventually(lambda: len(prometheus.query(firing)) == len(alerts), timeout=90):
         prometheus.stop()
         raise AssertionError(f"the rules never fired: {prometheus.alerts()}")
     return prometheus

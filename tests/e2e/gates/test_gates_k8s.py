@@ -63,7 +63,7 @@ def test_settle_on_a_pdb_that_allows_no_disruption_then_does(k8s: TestEnv) -> No
         k8s.set_pdb_status(ns, "db", disruptions_allowed=1, healthy=2)
         return gate.check(obj, now) is None
 
-    assert eventually(passes, timeout=30, every=0.2)
+    assert eventually(passes, timeout=90, every=0.2)
 
 
 def test_settle_on_an_unready_node(k8s: TestEnv) -> None:

@@ -138,7 +138,7 @@ def start_prometheus(workdir: Path, side: str) -> Prometheus:
     workdir.mkdir(parents=True, exist_ok=True)
     rules.write_text(json.dumps(PROMETHEUS_RULES))
     prometheus = Prometheus(workdir, rule_files=[rules], route_prefix=f"/prometheus-{side}").start()
-    if not eventually(lambda: len(prometheus.query("ALERTS")) == 2, timeout=30):
+    if not eventually(lambda: len(prometheus.query("ALERTS")) == 2, timeout=90):
         prometheus.stop()
         raise AssertionError(f"the campaign's alerts never showed: {prometheus.alerts()}")
     return prometheus

@@ -81,7 +81,7 @@ def _get_until(sandbox: Any, port: int, path: str, wanted: bytes) -> tuple[int, 
         answer[:] = [sandbox.http_get(port, path)]
         return wanted in answer[0][1]
 
-    eventually(has, timeout=30, every=0.2)
+    eventually(has, timeout=90, every=0.2)
     return answer[0]
 
 

@@ -64,7 +64,7 @@ def kured_first(c: Campaign) -> Mixed:
     c.wait(
         "both pykured nodes blocked by the kured holder",
         lambda ch: all(_roll(c, m, ch).blocked_by(p, {k1}) for p in pykureds),
-        timeout=30,
+        timeout=90,
     )
     c.finish(m, timeout=KURED_HANDOVER + 60)
     return m
@@ -99,7 +99,7 @@ def multi_lock(c: Campaign) -> Mixed:
     c.fleet.paused.update({p1, p2})
     for node in (p1, p2, *kureds):
         c.fleet.touch(node)
-    c.wait("p1 and p2 hold both slots", lambda ch: sorted(c.holders(m)(ch)) == sorted([p1, p2]), timeout=30)
+    c.wait("p1 and p2 hold both slots", lambda ch: sorted(c.holders(m)(ch)) == sorted([p1, p2]), timeout=90)
     c.wait(
         "both kured nodes blocked by the full pykured lock",
         lambda ch: all(_roll(c, m, ch).blocked_by(k, {p1, p2}) for k in kureds),
@@ -149,7 +149,7 @@ def rollout(c: Campaign) -> Mixed:
         c.fleet.replace_pod(node, template)
         m.kind[node] = "pykured"
         m.notes.append(f"{node} {time.monotonic():.3f}")
-        assert eventually(functools.partial(c.fleet.probe, node, 8080), timeout=30, every=0.2), (
+        assert eventually(functools.partial(c.fleet.probe, node, 8080), timeout=90, every=0.2), (
             f"pykured pod on {node} never became ready"
         )
     c.finish(m, timeout=120)

@@ -99,7 +99,7 @@ def test_three_zones_of_three_never_two_of_a_zone_at_once(k8s: TestEnv) -> None:
     with seen:  # the watch has seen every holder and every release
         caught_up = seen.wait_for(
             lambda: set(zone_of) <= set(holders.values()) | set(done) and not any(holders.values()),
-            timeout=30,
+            timeout=90,
         )
     stop.set()
     watcher.join(timeout=10)

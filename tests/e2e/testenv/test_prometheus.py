@@ -29,7 +29,7 @@ def test_scrape_rule_evaluation_reload_and_a_clean_stop(tmp_path: Path) -> None:
     with Exporter() as target, Prometheus(tmp_path / "prom", rule_files=[rules]) as prom:
         target.set("knob", 0)
         prom.scrape("knobs", target.address, {"node": "n1"})
-        assert eventually(lambda: prom.targets_up("knobs") == 1, timeout=30)
+        assert eventually(lambda: prom.targets_up("knobs") == 1, timeout=90)
         assert eventually(lambda: bool(prom.query("knob == 0")), timeout=SEEN_WITHIN)
         (sample,) = prom.query("knob")
         labels = {"__name__": "knob", "job": "knobs", "instance": target.address, "node": "n1"}
@@ -38,18 +38,18 @@ def test_scrape_rule_evaluation_reload_and_a_clean_stop(tmp_path: Path) -> None:
         assert prom.alert_state("KnobTurned") is None
 
         target.set("knob", 1)
-        assert eventually(lambda: prom.alert_state("KnobTurned") is not None, timeout=30)
+        assert eventually(lambda: prom.alert_state("KnobTurned") is not None, timeout=90)
         assert prom.alert_state("KnobTurned") == "pending"  # for: 5s has not passed at the first evaluation
-        assert eventually(lambda: prom.alert_state("KnobTurned") == "firing", timeout=30)
+        assert eventually(lambda: prom.alert_state("KnobTurned") == "firing", timeout=90)
         # the ALERTS series, committed by the evaluation just after the alerts API shows the new state
         assert eventually(lambda: bool(prom.query('ALERTS{alertname="KnobTurned",alertstate="firing"}')))
 
         target.set("knob", 0)
-        assert eventually(lambda: prom.alert_state("KnobTurned") is None, timeout=30)
+        assert eventually(lambda: prom.alert_state("KnobTurned") is None, timeout=90)
 
         rules.write_text(RULE.replace("KnobTurned", "KnobRenamed").replace("knob == 1", "knob == 0"))
         prom.reload()
-        assert eventually(lambda: prom.alert_state("KnobRenamed") == "pending", timeout=30)
+        assert eventually(lambda: prom.alert_state("KnobRenamed") == "pending", timeout=90)
         proc = prom.proc
         assert proc is not None
     assert proc.popen.returncode == 0, proc.tail()  # SIGTERM: Prometheus closed its TSDB and exited
