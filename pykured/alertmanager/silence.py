@@ -92,7 +92,7 @@ def silence_spec(
     template: str, *, node: str, now: datetime.datetime, longest: datetime.timedelta
 ) -> SilenceSpec:
     """The silence for ``node`` (pure): the matchers rendered, from ``now`` for ``longest``."""
-    found = matcher_syntax.parse(matcher_syntax.render(template, node=node))
+    found = matcher_syntax.render(template, node=node)
     now = now.replace(microsecond=0)  # whole seconds, as the record on the Node keeps it
     comment = f"pykured: node {node} is rebooting; expired when it is back and settled"
     return SilenceSpec(found, starts=now, ends=now + longest, comment=comment, created_by=CREATED_BY)
