@@ -30,6 +30,7 @@ from pykured.alertmanager import matchers as matcher_syntax
 from pykured.alertmanager.api import (
     SILENCE_ID,
     AlertmanagerError,
+    Silence,
     SilenceSpec,
     create_silence,
     expire_silence,
@@ -46,6 +47,9 @@ logger = logging.getLogger(__name__)
 SILENCE_ANNOTATION = "pykured.dev/silence"
 MAX_RECORD = 256
 CREATED_BY = "pykured"
+COMMENT_PREFIX = "pykured: node "
+"""How every reboot silence's comment starts (then the node's name): with ``createdBy: pykured``, the mark
+that says a silence is one of pykured's reboot silences (:func:`is_reboot_silence`)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,13 +92,19 @@ def record_of(obj: Mapping[str, Any]) -> SilenceRecord | None:
     return parse_record(value)
 
 
+def is_reboot_silence(silence: Silence) -> bool:
+    """Is ``silence`` one of pykured's reboot silences (made by :func:`silence_spec`, by any agent, for any
+    node)?"""
+    return silence.created_by == CREATED_BY and silence.comment.startswith(COMMENT_PREFIX)
+
+
 def silence_spec(
     template: str, *, node: str, now: datetime.datetime, longest: datetime.timedelta
 ) -> SilenceSpec:
     """The silence for ``node`` (pure): the matchers rendered, from ``now`` for ``longest``."""
     found = matcher_syntax.render(template, node=node)
     now = now.replace(microsecond=0)  # whole seconds, as the record on the Node keeps it
-    comment = f"pykured: node {node} is rebooting; expired when it is back and settled"
+    comment = f"{COMMENT_PREFIX}{node} is rebooting; expired when it is back and settled"
     return SilenceSpec(found, starts=now, ends=now + longest, comment=comment, created_by=CREATED_BY)
 
 
