@@ -58,6 +58,8 @@ FEATURES = (
             "test_the_silence_ends_before_the_slot_is_freed[drain-fails-{driver}]"),
     Feature("the silence expired before the slot is freed: a quarantine",
             "test_the_silence_ends_before_the_slot_is_freed[quarantine-{driver}]"),
+    Feature("the silence expired before the slot is freed: an abort (the need gone before the drain)",
+            "test_the_silence_ends_before_the_slot_is_freed[abort-{driver}]"),
     Feature("a refused expiry: the slot freed, the next node held by the alert under the silence, retried",
             "test_a_refused_expiry_holds_the_next_node_until_it_is_retried[{driver}]"),
     Feature("drain failure and timeout (`--drain-timeout`)", "test_a_drain_that_fails[drain-fails-{driver}]"),

@@ -458,20 +458,24 @@ def holders_now(run: Run) -> list[str]:
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-@pytest.mark.parametrize("end", ["release-daemonset", "release-lease", "drain-fails", "quarantine"])
+@pytest.mark.parametrize("end", ["release-daemonset", "release-lease", "drain-fails", "quarantine", "abort"])
 def test_the_silence_ends_before_the_slot_is_freed(
     parity: Bench, alertmanager: Alertmanager, proxy: AlertmanagerProxy, driver: str, end: str
 ) -> None:
     """The silence is expired while the node still holds its slot, on every path that frees it: the release
-    after the reboot (annotation and Lease lock), a failed drain's release, a quarantine's release. The proxy
-    reads the lock from the API server the moment the expiry arrives: the node holds it then."""
+    after the reboot (annotation and Lease lock), a failed drain's release, a quarantine's release, an abort
+    (the need gone while a before-reboot hook holds the drain). The proxy reads the lock from the API server
+    the moment the expiry arrives: the node holds it then."""
     flags = [f"--alertmanager-url={proxy.url}", '--silence-during-reboot=node="{{.Node}}"']
     backend = "lease" if end == "release-lease" else "daemonset"
-    guarded = None if end.startswith("release") else (lambda ns, node: guarded_pod(parity, ns, node))
-    if end == "drain-fails":
-        flags += ["--drain-timeout=2s"]
-    if end == "quarantine":
-        flags += ["--drain-timeout=5s", "--drain-escalation=quarantine"]
+    guarded = (
+        (lambda ns, node: guarded_pod(parity, ns, node)) if end in ("drain-fails", "quarantine") else None
+    )
+    flags += {
+        "drain-fails": ["--drain-timeout=2s"],
+        "quarantine": ["--drain-timeout=5s", "--drain-escalation=quarantine"],
+        "abort": ["--before-reboot-annotations=parity.example/ok"],
+    }.get(end, [])
     run = parity.run(driver, flags, backend=backend, before_start=guarded)
     proxy.on_expire = lambda _ident: holders_now(run)
     run.need()
@@ -483,9 +487,17 @@ def test_the_silence_ends_before_the_slot_is_freed(
         done(run)
     else:
         assert not run.drive(passes=3), run.replies
-        assert eventually(lambda: holders_now(run) == [])  # FleetLock: its drain worker frees the slot
         (silence,) = [s for s in alertmanager.silences() if run.node in s["comment"]]
-        assert ("Quarantined" if end == "quarantine" else "DrainFailed") in run.events()
+        if end == "abort":
+            assert holders_now(run) == [run.node] and silences_of(alertmanager, run.node) == [silence]
+            run.unneed()  # FleetLock: Zincati's steady-state before the reboot
+            if not run.fleetlock:
+                run.daemon.run_once()
+        assert eventually(lambda: holders_now(run) == [])  # FleetLock: its drain worker frees the slot
+        assert {"drain-fails": "DrainFailed", "quarantine": "Quarantined"}.get(
+            end, "Silenced"
+        ) in run.events()
+        assert run.reboots() == 0
     assert [(e.ident, e.status, e.seen) for e in proxy.expiries] == [(silence["id"], 200, [run.node])]
     assert holders_now(run) == [] and silences_of(alertmanager, run.node) == []
     assert SILENCE_ANNOTATION not in run.annotations() and "SilenceExpired" in run.events()
