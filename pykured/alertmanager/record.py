@@ -3,8 +3,9 @@
 The value is compact JSON: ``{"id":"<silence id>","until":"<RFC 3339>"}`` while the silence belongs to a
 running cycle; ``"expireDue":"<RFC 3339>"`` is added when its cycle freed the slot (or ended) and the expiry
 failed: from then on the silence is a leftover, retried until it is expired or ends by itself at ``until``
-(:mod:`pykured.alertmanager.silence`). The record is parsed whole and bounded (:func:`parse_record`): a bad
-one is absent, with one log line.
+(:mod:`pykured.alertmanager.silence`; :func:`leftover`). The record is parsed whole and bounded
+(:func:`parse_record`): a bad one is absent, with one log line; it is changed only if it is still the value
+read (:func:`record_patch`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from typing import Any
 from pykured.alertmanager.api import SILENCE_ID
 from pykured.core import boundedjson
 from pykured.core.times import format_rfc3339, parse_rfc3339
+from pykured.cycle.state import NodeState
 
 logger = logging.getLogger(__name__)
 
 SILENCE_ANNOTATION = "pykured.dev/silence"
 MAX_RECORD = 256
+_POINTER = "/metadata/annotations/" + SILENCE_ANNOTATION.replace("~", "~0").replace("/", "~1")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -85,3 +88,22 @@ def record_text(obj: Mapping[str, Any]) -> str | None:
 def record_of(obj: Mapping[str, Any]) -> SilenceRecord | None:
     """The record on a Node object (``None`` when it has none, or a bad one)."""
     return parse_record(record_text(obj))
+
+
+def leftover(view: NodeState) -> SilenceRecord | None:
+    """The record of a silence that outlived its cycle: marked ``expireDue``, or on a Node that runs no cycle
+    (the record of a running cycle is not one)."""
+    record = parse_record(view.annotations.get(SILENCE_ANNOTATION), log=False)
+    if record is None or (record.due is None and view.has_memory):
+        return None
+    return record
+
+
+def record_patch(text: str | None, value: str | None) -> list[dict[str, Any]]:
+    """A JSON patch that sets (``value``) or removes (``None``) the record if it is still ``text``."""
+    if text is None:
+        return [{"op": "add", "path": _POINTER, "value": value}]
+    test = {"op": "test", "path": _POINTER, "value": text}
+    if value is None:
+        return [test, {"op": "remove", "path": _POINTER}]
+    return [test, {"op": "replace", "path": _POINTER, "value": value}]

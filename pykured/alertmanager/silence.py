@@ -44,7 +44,6 @@ import datetime
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from pykured.alertmanager import matchers as matcher_syntax
 from pykured.alertmanager.api import (
@@ -57,8 +56,10 @@ from pykured.alertmanager.api import (
 from pykured.alertmanager.record import (
     SILENCE_ANNOTATION,
     SilenceRecord,
+    leftover,
     parse_record,
     record_of,
+    record_patch,
     record_text,
 )
 from pykured.core import errors
@@ -80,7 +81,6 @@ RETRY_FIRST = 5.0
 """Seconds before the first retry of a failed expiry (each next wait doubles)."""
 RETRY_MAX = 30.0
 """The longest wait between two retries of a failed expiry."""
-_POINTER = "/metadata/annotations/" + SILENCE_ANNOTATION.replace("~", "~0").replace("/", "~1")
 
 
 def is_reboot_silence(silence: Silence) -> bool:
@@ -97,15 +97,6 @@ def silence_spec(
     now = now.replace(microsecond=0)  # whole seconds, as the record on the Node keeps it
     comment = f"{COMMENT_PREFIX}{node} is rebooting; expired when it is back and settled"
     return SilenceSpec(found, starts=now, ends=now + longest, comment=comment, created_by=CREATED_BY)
-
-
-def leftover(view: NodeState) -> SilenceRecord | None:
-    """The record of a silence that outlived its cycle: marked ``expireDue``, or on a Node that runs no cycle
-    (the record of a running cycle is not one)."""
-    record = parse_record(view.annotations.get(SILENCE_ANNOTATION), log=False)
-    if record is None or (record.due is None and view.has_memory):
-        return None
-    return record
 
 
 class SilenceKeeper(CycleObserver):
@@ -145,6 +136,8 @@ class SilenceKeeper(CycleObserver):
         self._guard = threading.Lock()
         """One change of the record at a time: the cycle's and the background retry's."""
         self._retrier: threading.Thread | None = None
+        self._starting = threading.Lock()
+        """One retry thread per keeper, whichever thread asks for it (a pass, a drain worker)."""
 
     # -- the cycle's moments -----------------------------------------------------------------------------
 
@@ -313,10 +306,11 @@ class SilenceKeeper(CycleObserver):
     def retry_in_background(self) -> None:
         """Retry the leftover's expiry on a thread of its own, until it is done or the agent stops (one
         thread per keeper)."""
-        if self._retrier is not None and self._retrier.is_alive():
-            return
-        self._retrier = threading.Thread(target=self._retry, name=f"silence-{self.node}", daemon=True)
-        self._retrier.start()
+        with self._starting:
+            if self._retrier is not None and self._retrier.is_alive():
+                return
+            self._retrier = threading.Thread(target=self._retry, name=f"silence-{self.node}", daemon=True)
+            self._retrier.start()
 
     def _retry(self) -> None:
         wait = self._retry_first
@@ -333,16 +327,6 @@ class SilenceKeeper(CycleObserver):
         self._events.record("SilenceFailed", message, warning=True)
 
 
-def record_patch(text: str | None, value: str | None) -> list[dict[str, Any]]:
-    """A JSON patch that sets (``value``) or removes (``None``) the record if it is still ``text``."""
-    if text is None:
-        return [{"op": "add", "path": _POINTER, "value": value}]
-    test = {"op": "test", "path": _POINTER, "value": text}
-    if value is None:
-        return [test, {"op": "remove", "path": _POINTER}]
-    return [test, {"op": "replace", "path": _POINTER, "value": value}]
-
-
 __all__ = [
     "COMMENT_PREFIX",
     "CREATED_BY",
@@ -350,9 +334,7 @@ __all__ = [
     "SilenceKeeper",
     "SilenceRecord",
     "is_reboot_silence",
-    "leftover",
     "parse_record",
     "record_of",
-    "record_patch",
     "silence_spec",
 ]

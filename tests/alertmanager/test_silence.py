@@ -9,8 +9,8 @@ import logging
 
 import pytest
 
-from pykured.alertmanager.record import SilenceRecord, parse_record, record_of
-from pykured.alertmanager.silence import leftover, silence_spec
+from pykured.alertmanager.record import SilenceRecord, leftover, parse_record, record_of
+from pykured.alertmanager.silence import silence_spec
 from pykured.cycle.state import NodeState
 
 NOW = datetime.datetime(2026, 1, 1, 12, tzinfo=datetime.UTC)

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from pykured.alertmanager.record import SILENCE_ANNOTATION, SilenceRecord, record_of
-from pykured.alertmanager.silence import SilenceKeeper, record_patch
+from pykured.alertmanager.record import SILENCE_ANNOTATION, SilenceRecord, record_of, record_patch
+from pykured.alertmanager.silence import SilenceKeeper
 from pykured.core import errors
 from pykured.cycle.state import NodeState
 from pykured.fleet import view as fleetview
