@@ -341,6 +341,7 @@ class Daemon:
             node = node.with_entry(entry)
         self._held_since_ns = entry.created_ns if entry is not None else None
         self.senses.metrics.set_quarantined(self.node, quarantine_record(node.annotations) is not None)
+        self.hands.observers.observed(node)
         request = self._request = self.requests.observe(node, now)
         trigger = Trigger.SENTINEL if required else Trigger.NONE
         if request.pending:  # a request for the current boot counts as the sentinel does (no loop guard)

@@ -154,8 +154,17 @@ def build_prometheus_blockers(cfg: Config) -> list[Blocker]:
     return build_blockers(cfg, policy=None).shared
 
 
-def build_silence(cfg: Config, kube: Kube, node: str, events: EventRecorder) -> SilenceKeeper | None:
-    """``--silence-during-reboot``: the keeper of ``node``'s silence in Alertmanager."""
+def build_silence(
+    cfg: Config,
+    kube: Kube,
+    node: str,
+    events: EventRecorder,
+    *,
+    metrics: Metrics | None = None,
+    stopping: threading.Event | None = None,
+) -> SilenceKeeper | None:
+    """``--silence-during-reboot``: the keeper of ``node``'s silence in Alertmanager (its retry of a failed
+    expiry ends when ``stopping`` is set: the agent stops)."""
     if not cfg.silence_during_reboot:
         return None
     return SilenceKeeper(
@@ -165,6 +174,8 @@ def build_silence(cfg: Config, kube: Kube, node: str, events: EventRecorder) -> 
         template=cfg.silence_during_reboot,
         longest=datetime.timedelta(seconds=cfg.silence_max.seconds),
         events=events,
+        metrics=metrics,
+        stopping=stopping,
     )
 
 
@@ -298,10 +309,12 @@ def build_hands(
     metrics: Metrics,
     copy: NodeCopy | None = None,
     streak: DrainStreak | None = None,
+    stopping: threading.Event | None = None,
 ) -> Hands:
     """The adapters one node's cycle acts through, the same for every driver (only the rebooter differs:
     the configured method for the daemon, the grant for FleetLock; and the agent reads its own Node from
-    its watched ``copy``), and the observers of its moments (:func:`build_observers`)."""
+    its watched ``copy``), and the observers of its moments (:func:`build_observers`). ``stopping``: set
+    when the agent stops (default ``cancel``, the daemon's own)."""
     events = EventRecorder(kube, node=node, enabled=cfg.events)
     return Hands(
         book=NodeBook(kube, node=node, copy=copy),
@@ -310,7 +323,15 @@ def build_hands(
         rebooter=rebooter,
         notifier=notifier,
         events=events,
-        observers=build_observers(cfg, kube, node, events, metrics, streak=streak),
+        observers=build_observers(
+            cfg,
+            kube,
+            node,
+            events,
+            metrics,
+            streak=streak,
+            stopping=stopping if stopping is not None else cancel,
+        ),
     )
 
 
@@ -322,6 +343,7 @@ def build_observers(
     metrics: Metrics,
     *,
     streak: DrainStreak | None = None,
+    stopping: threading.Event | None = None,
 ) -> CycleObservers:
     """The features of ``node``'s cycle that are configured, each an observer of its moments
     (:mod:`pykured.cycle.observers`), in the order they are told each moment: one line per feature."""
@@ -330,7 +352,7 @@ def build_observers(
         build_taint(cfg, kube, node),  # --prefer-no-schedule-taint
         build_gates(cfg, kube, node),  # reboot hooks and settle gates
         streak,  # --max-failed-drains (one count for the fleet, shared by every node's cycle)
-        build_silence(cfg, kube, node, events),  # --silence-during-reboot
+        build_silence(cfg, kube, node, events, metrics=metrics, stopping=stopping),  # --silence-during-reboot
     ]
     return CycleObservers(feature for feature in features if feature is not None)
 
@@ -386,7 +408,7 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
     if cfg.fleetlock_listen:
         fleetlock = build_fleetlock(
             cfg, kube, lock=lock, notifier=notifier, metrics=metrics, window=window, blockers=blockers_for,
-            policy=policy, behaviour=behaviour, streak=streak,
+            policy=policy, behaviour=behaviour, streak=streak, stopping=cancel,
         )  # fmt: skip
     halt = build_halt(cfg, kube, lock=lock, source=maintenance, notifier=notifier, metrics=metrics)
     if cfg.fleetlock_listen and cfg.fleetlock_mode == "central":
@@ -478,6 +500,7 @@ def build_fleetlock(
     policy: CyclePolicy,
     behaviour: Behaviour,
     streak: DrainStreak | None = None,
+    stopping: threading.Event | None = None,
 ) -> FleetLockServer:
     """The FleetLock server for Zincati: the agent's lock (one reboot budget), policy, behaviour and hands."""
     host, _, port = cfg.fleetlock_listen.rpartition(":")
@@ -485,7 +508,7 @@ def build_fleetlock(
     def hands_for(node: str, cancel: threading.Event) -> Hands:
         return build_hands(
             cfg, kube, node, cancel, lock=lock, rebooter=ZincatiGrant(), notifier=notifier, metrics=metrics,
-            streak=streak,
+            streak=streak, stopping=stopping or threading.Event(),
         )  # fmt: skip
 
     return FleetLockServer(

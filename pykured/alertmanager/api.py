@@ -7,8 +7,10 @@ basic auth and never shown (:func:`pykured.alerts.client.shown_url`), as for ``-
 redirect does not carry it on (the HTTP plumbing is the one Prometheus' query uses).
 
 Endpoints (Alertmanager's ``api/v2/openapi.yaml``): ``GET /api/v2/alerts`` (filters ``active``,
-``silenced``, ``inhibited`` as query parameters), ``POST /api/v2/silences`` (a ``postableSilence``, answered
-with ``{"silenceID": …}``), ``DELETE /api/v2/silence/{silenceID}`` (expires it; 404 when there is none).
+``silenced``, ``inhibited`` as query parameters; each alert's ``status.silencedBy`` lists the silences that
+cover it), ``GET /api/v2/silences`` (every silence, expired ones too, with ``createdBy`` and ``comment``),
+``POST /api/v2/silences`` (a ``postableSilence``, answered with ``{"silenceID": …}``),
+``DELETE /api/v2/silence/{silenceID}`` (expires it; 404 when there is none).
 """
 
 from __future__ import annotations
@@ -32,12 +34,16 @@ from pykured.core.errors import PykuredError
 MAX_DEPTH = 8
 """An alerts answer is four levels deep (list, alert, labels or status, silencedBy)."""
 MAX_ALERTS = 50_000
+MAX_SILENCES = 50_000
 MAX_SHOWN = 256
 SILENCE_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
 """Alertmanager's silence ids are UUIDs; anything else from an answer is not used."""
 ACTIVE_QUERY = {"active": "true", "silenced": "false", "inhibited": "false"}
-"""What blocks: alerts neither silenced nor inhibited (and unprocessed ones, which Alertmanager has not yet
-matched against silences: they count, fail safe)."""
+"""Alerts neither silenced nor inhibited (and unprocessed ones, which Alertmanager has not yet matched
+against silences)."""
+SILENCED_QUERY = {"active": "true", "silenced": "true", "inhibited": "false"}
+"""The same, and the silenced ones too (each with the silences that cover it): the gate decides which
+silences it trusts (:mod:`pykured.blockers.alertmanager`)."""
 
 
 class AlertmanagerError(PykuredError):
@@ -46,11 +52,12 @@ class AlertmanagerError(PykuredError):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Alert:
-    """One alert from ``GET /api/v2/alerts``: its labels and its state (``active``, ``unprocessed``,
-    ``suppressed``)."""
+    """One alert from ``GET /api/v2/alerts``: its labels, its state (``active``, ``unprocessed``,
+    ``suppressed``) and the ids of the silences that cover it (``status.silencedBy``)."""
 
     labels: Mapping[str, str]
     state: str
+    silenced_by: tuple[str, ...] = ()
 
     @property
     def name(self) -> str | None:
@@ -127,22 +134,65 @@ def parse_alerts(value: Any) -> list[Alert]:
         labels = item.get("labels") if isinstance(item, dict) else None
         status = item.get("status") if isinstance(item, dict) else None
         state = status.get("state") if isinstance(status, dict) else None
+        silenced_by = status.get("silencedBy", []) if isinstance(status, dict) else None
         if (
             not isinstance(labels, dict)
             or not all(isinstance(v, str) for v in labels.values())
             or not isinstance(state, str)
+            or not isinstance(silenced_by, list)
+            or not all(isinstance(i, str) for i in silenced_by)
         ):
             raise AlertmanagerError("malformed alert in Alertmanager's answer")
-        alerts.append(Alert(labels=dict(labels), state=state))
+        alerts.append(Alert(labels=dict(labels), state=state, silenced_by=tuple(silenced_by)))
     return alerts
 
 
-def active_alerts(url: str, *, timeout: float = 10) -> list[Alert]:
-    """``GET /api/v2/alerts?active=true&silenced=false&inhibited=false``."""
-    status, body = _call(url, "GET", ("alerts",), query=ACTIVE_QUERY, timeout=timeout)
+def active_alerts(url: str, *, silenced: bool = False, timeout: float = 10) -> list[Alert]:
+    """``GET /api/v2/alerts?active=true&silenced=false&inhibited=false`` (``silenced``:
+    ``silenced=true``, so the silenced alerts come too)."""
+    query = SILENCED_QUERY if silenced else ACTIVE_QUERY
+    status, body = _call(url, "GET", ("alerts",), query=query, timeout=timeout)
     if status != 200:
         raise _failed("GET", ("alerts",), status, body)
     return parse_alerts(_decode(status, body))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Silence:
+    """One silence from ``GET /api/v2/silences``: its id, who made it and why, its state (``active``,
+    ``pending``, ``expired``)."""
+
+    ident: str
+    created_by: str
+    comment: str
+    state: str
+
+
+def parse_silences(value: Any) -> list[Silence]:
+    """A ``gettableSilences`` answer, whole: a list of objects with string ``id``, ``createdBy``,
+    ``comment`` and ``status.state``; anything else is an :class:`AlertmanagerError`."""
+    if not isinstance(value, list):
+        raise AlertmanagerError("Alertmanager's silences answer is not a list")
+    if len(value) > MAX_SILENCES:
+        raise AlertmanagerError(f"more than {MAX_SILENCES} silences in Alertmanager's answer")
+    silences = []
+    for item in value:
+        fields = item if isinstance(item, dict) else {}
+        status = fields.get("status")
+        state = status.get("state") if isinstance(status, dict) else None
+        ident, created_by, comment = fields.get("id"), fields.get("createdBy"), fields.get("comment")
+        if not all(isinstance(v, str) for v in (ident, created_by, comment, state)):
+            raise AlertmanagerError("malformed silence in Alertmanager's answer")
+        silences.append(Silence(str(ident), str(created_by), str(comment), str(state)))
+    return silences
+
+
+def list_silences(url: str, *, timeout: float = 10) -> list[Silence]:
+    """``GET /api/v2/silences``: every silence Alertmanager keeps (expired ones too, for its retention)."""
+    status, body = _call(url, "GET", ("silences",), timeout=timeout)
+    if status != 200:
+        raise _failed("GET", ("silences",), status, body)
+    return parse_silences(_decode(status, body))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -196,11 +246,15 @@ def expire_silence(url: str, ident: str, *, timeout: float = 10) -> bool:
 
 __all__ = [
     "ACTIVE_QUERY",
+    "SILENCED_QUERY",
     "Alert",
     "AlertmanagerError",
+    "Silence",
     "SilenceSpec",
     "active_alerts",
     "create_silence",
     "expire_silence",
+    "list_silences",
     "parse_alerts",
+    "parse_silences",
 ]

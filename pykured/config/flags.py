@@ -447,23 +447,25 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
         STR,
         "",
         "pykured: Alertmanager to probe for active alerts that are neither silenced nor inhibited "
-        "(--alert-filter-* apply), and where --silence-during-reboot silences",
+        "(--alert-filter-* apply; pykured's own reboot silences do not count), and where "
+        "--silence-during-reboot silences",
         varname="url",
     ),
     _x(
         "silence-during-reboot",
         STR,
         "",
-        "pykured: silence these Alertmanager matchers from the lock until the node is back and settled "
-        '({{.Node}} is the node\'s name, e.g. node="{{.Node}}")',
+        "pykured: silence these Alertmanager matchers from the lock until the node is back and settled, "
+        "expired before its slot is freed ({{.Node}} is the node's name; an = or =~ matcher must hold it, "
+        'e.g. node="{{.Node}}")',
         varname="matchers",
     ),
     _x(
         "silence-max",
         DUR,
         "2h0m0s",
-        "pykured: the longest a --silence-during-reboot silence lasts (it is expired sooner, when the node "
-        "is back and settled)",
+        "pykured: the longest a --silence-during-reboot silence lasts, at most 24h (it is expired sooner, "
+        "when the node is back and settled)",
     ),
 )
 

@@ -47,7 +47,7 @@ from pykured.config.reader import FlagValues, read_flags
 from pykured.config.settings import REBOOT_METHODS, Config, typed
 from pykured.core.errors import ConfigError
 from pykured.gocompat import goshlex
-from pykured.gocompat.goflags import GoValueError
+from pykured.gocompat.goflags import Duration, GoValueError
 from pykured.gocompat.gofmt import go_list
 from pykured.kube.node import PYKURED_PREFIX
 from pykured.lock.registry import BACKENDS as LOCK_BACKENDS
@@ -55,6 +55,10 @@ from pykured.policy.blackout import BlackoutError, parse_blackouts
 from pykured.policy.maintenance import MaintenancePolicy
 from pykured.policy.recurrence import CalendarWindow, WindowError
 from pykured.policy.weekly import TimeWindow
+
+SILENCE_CEILING = Duration.parse("24h")
+"""The longest ``--silence-max``: a silence nobody expired (Alertmanager unreachable at the cycle's end) ends
+by itself then."""
 
 Log = Callable[[int, str], None]
 """Receives each start-up line as ``(logging level, message)``."""
@@ -182,14 +186,21 @@ def _extensions(cfg: Config) -> list[str]:
 
 
 def _silence(cfg: Config) -> None:
-    """``--silence-during-reboot``: it needs ``--alertmanager-url``, a positive ``--silence-max`` and
-    matchers that parse (a bad one is fatal at startup, never a failed silence at each reboot)."""
+    """``--silence-during-reboot``: it needs ``--alertmanager-url``, a ``--silence-max`` above 0 and at most
+    :data:`SILENCE_CEILING`, and matchers that parse and name the node
+    (:func:`pykured.alertmanager.matchers.validate`): a bad one is fatal at startup, never a failed silence
+    at each reboot, nor a silence that hides other nodes or outlives its reboot by days."""
     if not cfg.silence_during_reboot:
         return
     if not cfg.alertmanager_url:
         raise _fatal("--silence-during-reboot needs --alertmanager-url")
     if cfg.silence_max.seconds <= 0:
         raise _fatal(f"invalid --silence-max {cfg.silence_max}: must be > 0")
+    if cfg.silence_max.ns > SILENCE_CEILING.ns:
+        raise _fatal(
+            f"invalid --silence-max {cfg.silence_max}: at most {SILENCE_CEILING} (a silence not expired "
+            "ends by itself then; a longer one would hide the node's alerts long after its reboot)"
+        )
     matchers.validate(cfg.silence_during_reboot)
 
 

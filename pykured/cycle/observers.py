@@ -30,11 +30,18 @@ The moments, in the order a cycle passes them (every method receives the node's 
   later ``completed`` (the node is back) or ``failed`` (the cycle gave up on a node that did not reboot).
   :meth:`~CycleObserver.withdrawn` — the node is back and its hand-off withdrawn.
 * :meth:`~CycleObserver.back` — the node is back from its reboot and uncordoned if the cordon was ours.
-* :meth:`~CycleObserver.released` — the node's lock slot was freed. :meth:`~CycleObserver.release_tried` —
-  the node no longer asks for a slot (it released one, or had none to release).
+* :meth:`~CycleObserver.releasing` — the node's lock slot is about to be freed (on every path that frees it:
+  the cycle's release, an abort, a failed drain, a quarantine, giving up): what must end before another node
+  may take the slot ends here. :meth:`~CycleObserver.released` — the node's lock slot was freed.
+  :meth:`~CycleObserver.release_tried` — the node no longer asks for a slot (it released one, or had none to
+  release).
   :meth:`~CycleObserver.lock_counted` — the lock's holders counted again after a release.
 * :meth:`~CycleObserver.forgetting` — the cycle ends (released, aborted, given up, cleaned up): the moment
   before the cycle's memory is cleared from the Node.
+
+And one moment outside the cycle's order: :meth:`~CycleObserver.observed` — a pass (the daemon's, or
+FleetLock's for a Zincati node) read the Node, whether or not a cycle runs: an observer picks up work the Node
+records as left over (a silence whose expiry failed, after a restart too).
 
 Invariants:
 * Observers are told in registration order, and only at the moments above: the order of API requests is the
@@ -126,6 +133,10 @@ class CycleObserver(Protocol):
         """The node is back from its reboot (uncordoned, when the cordon was ours)."""
         return None
 
+    def releasing(self, node: str) -> None:
+        """The node's lock slot is about to be freed."""
+        return None
+
     def released(self, node: str) -> None:
         """The node's lock slot was freed."""
         return None
@@ -140,6 +151,10 @@ class CycleObserver(Protocol):
 
     def forgetting(self, node: str) -> None:
         """The cycle ends: its memory is about to be cleared from the Node."""
+        return None
+
+    def observed(self, view: NodeState) -> None:
+        """A pass read the Node (``view``), whether or not a cycle runs."""
         return None
 
 
@@ -222,6 +237,10 @@ class CycleObservers(list[CycleObserver]):
         for observer in self:
             observer.back(node)
 
+    def releasing(self, node: str) -> None:
+        for observer in self:
+            observer.releasing(node)
+
     def released(self, node: str) -> None:
         for observer in self:
             observer.released(node)
@@ -237,3 +256,7 @@ class CycleObservers(list[CycleObserver]):
     def forgetting(self, node: str) -> None:
         for observer in self:
             observer.forgetting(node)
+
+    def observed(self, view: NodeState) -> None:
+        for observer in self:
+            observer.observed(view)

@@ -11,6 +11,9 @@ whether to remove kured's in-progress annotation and which back-off to write com
 Invariants:
 * The slot is released before the cycle's memory is cleared from the Node, so a crash in between leaves
   stale memory that the next pass cleans up, never a slot nobody will free.
+* Every path that frees the slot goes through :meth:`Steps.release`, which tells the observers
+  ``releasing`` before the lock is written (the silence in Alertmanager is expired there, before another
+  node can take the slot).
 * ``--drain-delay`` and ``--reboot-delay`` are waits on the cancel event: a stop (SIGTERM) ends them at once.
 * Nothing here reboots anything but :meth:`Steps.reboot`, through the configured
   :class:`~pykured.host.reboot.Rebooter` (whose every path is guarded by :mod:`pykured.host.guard`).
@@ -225,7 +228,10 @@ class Steps:
         return True
 
     def release(self, *, event: str = "") -> bool:
-        """Free the node's slot (an Event with ``event`` as its message, when given); was one held?"""
+        """Free the node's slot (an Event with ``event`` as its message, when given); was one held? The
+        observers are told first (``releasing``): what must end before another node takes the slot ends
+        before it is freed."""
+        self.hands.observers.releasing(self.node)
         released = self.hands.lock.release(node_id=self.node)
         if released:
             logger.info("Released the reboot lock of node %s", self.node)

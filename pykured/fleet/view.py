@@ -18,7 +18,7 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
-from pykured.alertmanager.silence import SILENCE_ANNOTATION, parse_record
+from pykured.alertmanager.record import SILENCE_ANNOTATION, SilenceRecord, parse_record
 from pykured.core.printable import one_line
 from pykured.core.times import format_rfc3339, parse_rfc3339
 from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION, NodeState
@@ -96,14 +96,18 @@ class Row:
     """The node's quarantine (``--drain-escalation``), described ("" when it is not quarantined)."""
     silenced_until: datetime.datetime | None = None
     """``--silence-during-reboot``: the node's silence in Alertmanager ends by itself then (its record,
-    ``pykured.dev/silence``); it is expired sooner, when the node is back and settled."""
+    ``pykured.dev/silence``); it is expired sooner, before the node's slot is freed."""
+    silence_due: datetime.datetime | None = None
+    """The silence outlived its cycle: its expiry failed then and is being retried (``expireDue``)."""
 
     def cells(self, now: datetime.datetime) -> tuple[str, ...]:
         last = rebootrequest.ago(now, self.last_reboot, future="0s ago") if self.last_reboot else "-"
         unreadable = f"UNREADABLE: {self.unreadable}" if self.unreadable else ""
         reason = "; ".join(filter(None, [unreadable, self.reason])) or "-"
         step = self.step
-        if self.silenced_until is not None:
+        if self.silence_due is not None:
+            step += f", silence not expired since {format_rfc3339(self.silence_due)} (retrying)"
+        elif self.silenced_until is not None:
             step += f", silenced until {format_rfc3339(self.silenced_until)}"
         cells = (self.node, self.needs_reboot, reason, self.blocked_by or "-", self.cordoned, step, last,
                  self.roll or "-", self.agent)  # fmt: skip
@@ -226,14 +230,14 @@ def node_row(view: NodeState, *, holders: Sequence[str] = (), now: datetime.date
         drain_blocked_by=status.drain_blocked_by if status else "",
         unreadable=unreadable,
         quarantined=quarantine.describe() if (quarantine := quarantine_record(view.annotations)) else "",
-        silenced_until=_silenced_until(view),
+        silenced_until=silence.until if (silence := _silence(view)) else None,
+        silence_due=silence.due if silence else None,
     )
 
 
-def _silenced_until(view: NodeState) -> datetime.datetime | None:
+def _silence(view: NodeState) -> SilenceRecord | None:
     text = view.annotations.get(SILENCE_ANNOTATION)
-    record = parse_record(text, log=False) if text is not None else None
-    return record.until if record is not None else None
+    return parse_record(text, log=False) if text is not None else None
 
 
 def unreadable_row(view: NodeState, why: str) -> Row:
@@ -337,6 +341,7 @@ def to_json(
                 **({"unreadable": r.unreadable} if r.unreadable else {}),
                 **({"quarantined": r.quarantined} if r.quarantined else {}),
                 **({"silencedUntil": format_rfc3339(r.silenced_until)} if r.silenced_until else {}),
+                **({"silenceExpiryDue": format_rfc3339(r.silence_due)} if r.silence_due else {}),
             }
             for r in table
         ],

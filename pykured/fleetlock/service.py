@@ -170,6 +170,7 @@ class FleetLockService:
         entry = self.lock.holding(now_ns=unix_ns(now), honour_ttl=False, node_id=node)
         view = runner.hands.book.view(entry)
         self.metrics.set_quarantined(node, quarantine_record(view.annotations) is not None)
+        runner.hands.observers.observed(view)
         in_window = self.window.contains(now)
         failed = self._failures.get(node)
         obs = Observation(

@@ -177,6 +177,18 @@ class Metrics:
             ["node"],
             registry=reg,
         )
+        self._silence_failures = Counter(
+            "pykured_silence_expiry_failures",
+            "Attempts to expire a --silence-during-reboot silence in Alertmanager that failed (each is "
+            "retried until the silence is expired or ends by itself).",
+            registry=reg,
+        )
+        self._silence_pending = Gauge(
+            "pykured_silence_expiry_pending",
+            "1 while the node's reboot silence outlives its cycle: its expiry failed and is being retried.",
+            ["node"],
+            registry=reg,
+        )
         self._holding_gate = _OneHot(
             Gauge(
                 "pykured_lock_held_by_gate",
@@ -203,6 +215,14 @@ class Metrics:
     def set_quarantined(self, node: str, quarantined: bool) -> None:
         """``pykured_quarantined{node}``: the node carries a quarantine (``pykured.dev/quarantined``)."""
         self._quarantined.labels(node).set(1 if quarantined else 0)
+
+    def silence_expiry_failed(self) -> None:
+        """``pykured_silence_expiry_failures_total``: one more failed expiry of a reboot silence."""
+        self._silence_failures.inc()
+
+    def set_silence_expiry_pending(self, node: str, pending: bool) -> None:
+        """``pykured_silence_expiry_pending{node}``: the node's silence is still to be expired."""
+        self._silence_pending.labels(node).set(1 if pending else 0)
 
     def watch_freeze(self, frozen: Callable[[], bool]) -> None:
         """``pykured_freeze_active`` is computed at scrape time from ``frozen()``."""
@@ -315,6 +335,12 @@ class NullMetrics(Metrics):
         pass
 
     def set_quarantined(self, node: str, quarantined: bool) -> None:
+        pass
+
+    def silence_expiry_failed(self) -> None:
+        pass
+
+    def set_silence_expiry_pending(self, node: str, pending: bool) -> None:
         pass
 
     def lock_holders(self, backend: str, n: int) -> None:

@@ -6,17 +6,26 @@ starts the binary with a temporary storage directory and no cluster listener, an
 operator do: :meth:`Alertmanager.fire` posts alerts (``POST /api/v2/alerts``), :meth:`Alertmanager.silence`
 makes a silence, :meth:`Alertmanager.silences` lists them. ``port`` and ``config`` may be given, so another
 fixture (a real Prometheus) can point its ``alertmanagers`` at a known address.
+
+:class:`AlertmanagerProxy` stands in front of a real Alertmanager: it passes every request on, and can answer
+``DELETE /api/v2/silence/{id}`` (a silence's expiry) with a 500 instead, as an Alertmanager behind a broken
+proxy would; for each expiry it records what a test's hook saw at the moment the request arrived (who held the
+reboot lock then, say).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import http.server
 import json
 import shutil
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +155,95 @@ class Alertmanager:
     def alerts(self) -> list[dict[str, Any]]:
         """The alerts pykured's blocker sees: active, neither silenced nor inhibited."""
         return list(self.call("GET", "alerts?active=true&silenced=false&inhibited=false") or [])
+
+
+@dataclasses.dataclass(frozen=True)
+class Expiry:
+    """One ``DELETE /api/v2/silence/{id}`` the proxy saw: the id, the status it answered, and what the
+    test's hook returned when the request arrived (before it was passed on or refused)."""
+
+    ident: str
+    status: int
+    seen: Any
+
+
+class AlertmanagerProxy:
+    """A loopback HTTP proxy to ``upstream`` (see the module docstring). ``refuse_expiry``: answer every
+    expiry with a 500 (the silence stays active); ``on_expire(ident)``: called as each expiry arrives."""
+
+    __test__ = False
+
+    def __init__(self, upstream: str, *, on_expire: Callable[[str], Any] | None = None) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.on_expire = on_expire
+        self.refuse_expiry = False
+        self.expiries: list[Expiry] = []
+        self._server: http.server.ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "not started"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> AlertmanagerProxy:
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _relay(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                prefix = "/api/v2/silence/"
+                if self.command == "DELETE" and self.path.startswith(prefix):
+                    ident = self.path[len(prefix) :]
+                    seen = proxy.on_expire(ident) if proxy.on_expire is not None else None
+                    if proxy.refuse_expiry:
+                        proxy.expiries.append(Expiry(ident, 500, seen))
+                        self._answer(500, b'"refused by the test proxy"')
+                        return
+                    status, answer = proxy._forward(self.command, self.path, body, self.headers)
+                    proxy.expiries.append(Expiry(ident, status, seen))
+                    self._answer(status, answer)
+                    return
+                self._answer(*proxy._forward(self.command, self.path, body, self.headers))
+
+            def _answer(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_DELETE = _relay
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+                return None
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="am-proxy", daemon=True
+        ).start()
+        return self
+
+    def _forward(self, method: str, path: str, body: bytes | None, headers: Any) -> tuple[int, bytes]:
+        request = urllib.request.Request(  # noqa: S310 - http://127.0.0.1
+            self.upstream + path, data=body, method=method,
+            headers={k: v for k, v in headers.items() if k.lower() in ("content-type", "accept")},
+        )  # fmt: skip
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+                return int(response.status), response.read()
+        except urllib.error.HTTPError as exc:
+            with exc:
+                return int(exc.code), exc.read()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> AlertmanagerProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -26,6 +26,7 @@ from pykured.cycle import state
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy, Escalation, Step
 from pykured.cycle.observers import CycleObserver, CycleObservers
+from pykured.cycle.state import NodeState
 from pykured.cycle.steps import Behaviour, Hands
 from pykured.cyclemetrics import CycleMetrics
 from pykured.drain import Drainer, DrainResult
@@ -744,33 +745,44 @@ def test_a_whole_cycle_pass_by_pass(rig: Rig) -> None:
 @dataclasses.dataclass
 class SilenceSpy(SilenceKeeper):
     """Stands in for the silence keeper (``pykured.alertmanager.silence``, tested on its own): what the
-    cycle had done each time it was asked."""
+    cycle had done each time it was asked, and who held the lock then."""
 
     kube: FakeKube
-    calls: list[tuple[str, list[str]]] = dataclasses.field(default_factory=list)
+    holders: Callable[[], list[str]]
+    calls: list[tuple[str, list[str], list[str]]] = dataclasses.field(default_factory=list)
 
     def start(self) -> None:
-        self.calls.append(("start", self.kube.event_reasons()))
+        self.calls.append(("start", self.kube.event_reasons(), self.holders()))
 
     def end(self) -> bool:
-        self.calls.append(("end", self.kube.event_reasons()))
+        self.calls.append(("end", self.kube.event_reasons(), self.holders()))
         return True
 
+    def observed(self, view: NodeState) -> None:
+        self.calls.append(("observed", [], []))
 
-def test_the_silence_lasts_from_the_lock_to_the_cycles_end(rig: Rig) -> None:
+
+def test_the_silence_lasts_from_the_lock_to_the_release(rig: Rig) -> None:
     """``--silence-during-reboot``: made right after the lock is taken (and asked again before the drain, for
-    an agent that resumes a cycle), expired when the cycle's memory is cleared."""
-    spy = SilenceSpy(rig.kube)
+    an agent that resumes a cycle), expired before the slot is released (and asked again as the cycle's
+    memory is cleared); every pass shows it the Node (a leftover is retried from there)."""
+    spy = SilenceSpy(rig.kube, rig.holders)
     rig.daemon.hands.observers.append(spy)
     rig.daemon.run_once()
     rig.daemon.run_once()
-    assert spy.calls == [("start", ["LockAcquired"]), ("start", ["LockAcquired"])]
+    assert [c for c in spy.calls if c[0] != "observed"] == [
+        ("start", ["LockAcquired"], [NODE]), ("start", ["LockAcquired"], [NODE]),
+    ]  # fmt: skip
     rig.kube.reboot(NODE, "boot-2")
     rig.sentinel.present = False
     for _ in range(3):
         rig.daemon.run_once()
-    assert [c[0] for c in spy.calls] == ["start", "start", "end"]
-    assert spy.calls[-1][1][-1] == "LockReleased"  # expired once the lock is released, as the memory goes
+    moments = [c for c in spy.calls if c[0] != "observed"]
+    assert [c[0] for c in moments] == ["start", "start", "end", "end"]
+    _, events, holders = moments[2]
+    assert holders == [NODE] and "LockReleased" not in events  # expired while the slot is still held
+    assert moments[3][1][-1] == "LockReleased"  # asked again as the memory goes (nothing left by then)
+    assert [c[0] for c in spy.calls].count("observed") == 5  # one per pass
     assert rig.memory() == {} and rig.holders() == []
 
 

@@ -133,3 +133,56 @@ def test_a_new_silence_without_a_valid_id_is_an_error(peer: Peer, answer: Any) -
     spec = api.SilenceSpec(matchers.parse("a=b"), starts=now, ends=now, comment="c")
     with pytest.raises(api.AlertmanagerError, match="silenceID"):
         api.create_silence(peer.url, spec)
+
+
+def test_the_silenced_alerts_with_their_silences(peer: Peer) -> None:
+    ident = "6f9b4e2a-0b1c-4d5e-8f90-123456789abc"
+    under = alert("Down", "suppressed", node="n1")
+    under["status"]["silencedBy"] = [ident]
+    peer.answer([under, alert("Disk")])
+    found = api.active_alerts(peer.url, silenced=True)
+    assert [(a.name, a.silenced_by) for a in found] == [("Down", (ident,)), ("Disk", ())]
+    assert peer.seen[-1][1] == "/api/v2/alerts?active=true&silenced=true&inhibited=false"
+    no_field = {"labels": {"alertname": "Old"}, "status": {"state": "active"}}  # an Alertmanager without it
+    peer.answer([no_field])
+    assert api.active_alerts(peer.url)[0].silenced_by == ()
+
+
+def silence(ident: str, created_by: str = "pykured", comment: str = "c", state: str = "active") -> Any:
+    return {"id": ident, "createdBy": created_by, "comment": comment, "status": {"state": state},
+            "matchers": [{"name": "node", "value": "n1", "isRegex": False, "isEqual": True}]}  # fmt: skip
+
+
+def test_the_silences(peer: Peer) -> None:
+    peer.answer([silence("a"), silence("b", "ops", "known", "expired")])
+    assert api.list_silences(peer.url) == [
+        api.Silence("a", "pykured", "c", "active"), api.Silence("b", "ops", "known", "expired"),
+    ]  # fmt: skip
+    assert peer.seen[-1][:2] == ("GET", "/api/v2/silences")
+
+
+@pytest.mark.parametrize(
+    ("answer", "status", "error"),
+    [
+        ({"silences": []}, 200, "not a list"),
+        ([1], 200, "malformed silence"),
+        ([{**silence("a"), "id": 7}], 200, "malformed silence"),
+        ([{**silence("a"), "comment": None}], 200, "malformed silence"),
+        ([{**silence("a"), "status": {}}], 200, "malformed silence"),
+        ([{"id": "a"}], 200, "malformed silence"),
+        ("boom", 500, "HTTP 500: boom"),
+    ],
+)
+def test_a_hostile_silences_answer_is_an_error(peer: Peer, answer: Any, status: int, error: str) -> None:
+    peer.answer(answer, status)
+    with pytest.raises(api.AlertmanagerError, match=error):
+        api.list_silences(peer.url)
+
+
+@pytest.mark.parametrize("silenced_by", ["x", [1], None])
+def test_a_malformed_silenced_by_is_an_error(peer: Peer, silenced_by: Any) -> None:
+    bad = alert("A")
+    bad["status"]["silencedBy"] = silenced_by
+    peer.answer([bad])
+    with pytest.raises(api.AlertmanagerError, match="malformed alert"):
+        api.active_alerts(peer.url, silenced=True)

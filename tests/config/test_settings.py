@@ -646,6 +646,22 @@ def test_calendar_windows_and_blackouts_build_the_maintenance_policy() -> None:
             "invalid --silence-max 0s: must be > 0",
         ),
         (
+            [
+                "--alertmanager-url=http://am:9093",
+                '--silence-during-reboot=node="{{.Node}}"',
+                "--silence-max=720h",
+            ],
+            "invalid --silence-max 720h0m0s: at most 24h0m0s",
+        ),
+        (
+            ["--alertmanager-url=http://am:9093", '--silence-during-reboot=severity="critical"'],
+            "invalid --silence-during-reboot 'severity=\"critical\"': no matcher names the node",
+        ),
+        (
+            ["--alertmanager-url=http://am:9093", '--silence-during-reboot=instance=~"{{.Node}}.*"'],
+            "{{.Node}} next to .* or .+ also matches other nodes' names",
+        ),
+        (
             ["--alertmanager-url=http://am:9093", "--silence-during-reboot=node=={{.Node}}"],
             "invalid --silence-during-reboot 'node=={{.Node}}'",
         ),
@@ -772,3 +788,6 @@ def test_a_silence_during_reboot() -> None:
     )
     assert cfg.silence_during_reboot == 'node="{{.Node}}",a!~"b"'
     assert cfg.silence_max == D("2h")
+    argv = ["--node-id=n", "--alertmanager-url=http://am:9093", '--silence-during-reboot=node="{{.Node}}"']
+    assert parse([*argv, "--silence-max=24h"], {}).silence_max == D("24h")  # the ceiling itself
+    assert parse(argv, {"KURED_SILENCE_MAX": "1h30m"}).silence_max == D("1h30m")  # Go's duration syntax

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import datetime
 
+import pytest
+
+from pykured.core import errors
 from pykured.core.model import GateResult, Reason, Verdict
-from pykured.cycle.decide import Step
+from pykured.cycle.decide import Escalation, Step
 from pykured.cycle.observers import CycleObserver, CycleObservers
 from pykured.cycle.state import NodeState
-from tests.agent.test_daemon import NODE, make_rig
+from tests.agent.test_daemon import NODE, escalating_rig, make_rig
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 WAIT = GateResult(Verdict.WAIT, Reason("test", "held by the test"))
@@ -44,6 +47,9 @@ class Recorder(CycleObserver):
 
     def back(self, node: str) -> None:
         self._note("back")
+
+    def releasing(self, node: str) -> None:
+        self._note("releasing")
 
     def released(self, node: str) -> None:
         self._note("released")
@@ -94,9 +100,10 @@ def test_a_bare_observer_does_nothing_at_every_moment() -> None:
     observers = CycleObservers([bare])
     for moment in (
         observers.waiting, observers.not_waiting, observers.slot_taken, observers.drain_starting,
-        observers.rebooting, observers.back, observers.released, observers.forgetting,
+        observers.rebooting, observers.back, observers.releasing, observers.released, observers.forgetting,
     ):  # fmt: skip
         moment(NODE)
+    observers.observed(view)
     observers.drained(NODE, None)
     observers.begin(NODE, "settle", NOW)
     assert observers.hold(NODE, "before-drain", NOW) is None and not observers.marked(view)
@@ -121,6 +128,7 @@ def test_a_whole_cycle_tells_its_moments_in_order() -> None:
         "first:rebooting", "second:rebooting",
         "first:back", "second:back",
         "first:hold before-release", "second:hold before-release",
+        "first:releasing", "second:releasing",
         "first:released", "second:released",
         "first:forgetting", "second:forgetting",
     ]  # fmt: skip
@@ -144,3 +152,32 @@ def test_waiting_for_a_lock_others_hold_is_a_moment() -> None:
     rig.hold("other")
     rig.daemon.run_once()
     assert told == ["taint:waiting"] and rig.holders() == ["other"]
+
+
+@pytest.mark.parametrize("end", ["no-longer-required", "drain-fails", "quarantine"])
+def test_every_path_that_frees_the_slot_says_releasing_first(end: str) -> None:
+    """``releasing`` comes while the slot is still held, on the release after the reboot (above) and on the
+    cycle's other ends: an abort, a failed drain, a quarantine."""
+    rig = escalating_rig((Escalation.QUARANTINE,))[0] if end == "quarantine" else make_rig()
+    seen: list[tuple[str, list[str]]] = []
+
+    class Watcher(CycleObserver):
+        def releasing(self, node: str) -> None:
+            seen.append(("releasing", rig.holders()))
+
+        def released(self, node: str) -> None:
+            seen.append(("released", rig.holders()))
+
+    rig.daemon.hands.observers.append(Watcher())
+    if end == "no-longer-required":
+        rig.daemon.hands.observers.insert(0, Recorder("gate", [], hold=WAIT))  # held before the drain
+        rig.daemon.run_once()  # the lock
+        rig.daemon.run_once()
+        rig.sentinel.present = False
+    elif end == "drain-fails":
+        rig.daemon.run_once()  # the lock
+        rig.kube.fail_next(
+            lambda m, p, body: errors.KubeError("boom") if m == "PATCH" and "spec" in body else None
+        )
+    rig.daemon.run_once()
+    assert seen == [("releasing", [NODE]), ("released", [])]

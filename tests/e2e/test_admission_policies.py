@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from pykured.alertmanager.record import record_patch
 from pykured.core import errors
 from pykured.fleet import requester as fleet_requester
 from pykured.fleet.quarantine import unquarantine
@@ -198,15 +199,16 @@ def test_the_agent_writes_what_pykured_and_kured_write_on_its_own_node(k8s: Test
     path = "/metadata/annotations/weave.works~1kured-reboot-in-progress"
     agent.patch_node(mine, [{"op": "remove", "path": path}], patch_type=JSON_PATCH)
     assert "weave.works/kured-reboot-in-progress" not in node_annotations(k8s, mine)
-    # --silence-during-reboot's record, set when the lock is taken and removed when the silence expires
-    silence = {
-        "pykured.dev/silence": '{"id":"6f9b4e2a-0b1c-4d5e-8f90-123456789abc","until":"2026-12-02T12:00:00Z"}'
-    }
+    # --silence-during-reboot's record, set when the lock is taken, marked when an expiry fails and removed
+    # when the silence expires (the last two only if it is still the value read: a JSON patch's test)
+    record = '{"id":"6f9b4e2a-0b1c-4d5e-8f90-123456789abc","until":"2026-12-02T12:00:00Z"}'
+    marked = record[:-1] + ',"expireDue":"2026-12-02T11:00:00Z"}'
+    silence = {"pykured.dev/silence": record}
     agent.patch_node(mine, {"metadata": {"annotations": silence}}, patch_type=MERGE_PATCH)
     assert silence.items() <= node_annotations(k8s, mine).items()
-    agent.patch_node(
-        mine, {"metadata": {"annotations": {"pykured.dev/silence": None}}}, patch_type=MERGE_PATCH
-    )
+    agent.patch_node(mine, record_patch(record, marked), patch_type=JSON_PATCH)
+    assert node_annotations(k8s, mine)["pykured.dev/silence"] == marked
+    agent.patch_node(mine, record_patch(marked, None), patch_type=JSON_PATCH)
     assert "pykured.dev/silence" not in node_annotations(k8s, mine)
     # the hook label (pykured.dev/*) and the PreferNoSchedule taint (kured's example key)
     agent.patch_node(mine, {"metadata": {"labels": {"pykured.dev/before-reboot": "true"}}})

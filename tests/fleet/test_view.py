@@ -93,6 +93,21 @@ def test_a_silenced_node_says_until_when() -> None:
     assert "silencedUntil" not in fleetview.to_json([row(garbled)], [])["nodes"][0]
 
 
+def test_a_silence_whose_expiry_failed_says_since_when() -> None:
+    """The slot was freed, the silence's expiry failed and is being retried: ``pykured status`` says so."""
+    record = ('{"id":"6f9b4e2a-0b1c-4d5e-8f90-123456789abc","until":"2026-11-30T23:40:00Z",'
+              '"expireDue":"2026-11-30T22:05:00Z"}')  # fmt: skip
+    annotations = {S: status(step="wait", reason="Reboot not required"), "pykured.dev/silence": record}
+    r = row(NodeState.from_obj({"metadata": {"name": "n", "annotations": annotations}}))
+    assert r.silence_due == datetime.datetime(2026, 11, 30, 22, 5, tzinfo=datetime.UTC)
+    assert r.cells(NOW)[5].endswith(", silence not expired since 2026-11-30T22:05:00Z (retrying)")
+    shown = fleetview.to_json([r], [])["nodes"][0]
+    assert (
+        shown["silenceExpiryDue"] == "2026-11-30T22:05:00Z"
+        and shown["silencedUntil"] == "2026-11-30T23:40:00Z"
+    )
+
+
 def test_a_request_naming_another_boot_is_not_shown_as_pending() -> None:
     view = NodeState.from_obj({
         "metadata": {"name": "n", "annotations": {S: status(), R: req(boot="old")}},

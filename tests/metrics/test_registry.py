@@ -126,6 +126,11 @@ def test_pykured_metrics_values(metrics: Metrics) -> None:
     metrics.notify_failed("slack")
     metrics.set_handoff("offered")
     metrics.fleetlock_request("v1", "pre-reboot")
+    metrics.silence_expiry_failed()
+    metrics.silence_expiry_failed()
+    metrics.set_silence_expiry_pending("n1", True)
+    metrics.set_silence_expiry_pending("n2", True)
+    metrics.set_silence_expiry_pending("n2", False)
     samples = _samples(_scrape(metrics.serve("127.0.0.1", 0)))
     assert samples['pykured_lock_holders{backend="annotation"}'] == 2.0
     assert samples["pykured_lock_freed_gone_node_total"] == 1.0
@@ -141,6 +146,9 @@ def test_pykured_metrics_values(metrics: Metrics) -> None:
     assert samples['pykured_handoff_state{state="none"}'] == 0.0
     assert samples['pykured_fleetlock_requests_total{api="v1",kind="pre-reboot"}'] == 1.0
     assert samples['pykured_build_info{kured_version="1.23.0",version="9.9.9"}'] == 1.0
+    assert samples["pykured_silence_expiry_failures_total"] == 2.0
+    assert samples['pykured_silence_expiry_pending{node="n1"}'] == 1.0
+    assert samples['pykured_silence_expiry_pending{node="n2"}'] == 0.0
 
 
 def test_lock_wait_clock(metrics: Metrics, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,6 @@
 """The Alertmanager blocker against a real Alertmanager (built from its Go module): alerts put in through
-its API as Prometheus sends them, silences made as an operator makes them."""
+its API as Prometheus sends them, silences made as an operator makes them and as pykured makes its reboot
+silences (which the gate does not trust)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import datetime
 import pytest
 
 from pykured.alertmanager import api
+from pykured.alertmanager.silence import silence_spec
 from pykured.blockers.alertmanager import AlertmanagerAlertBlocker
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.alertmanager import Alertmanager
@@ -113,3 +115,46 @@ def test_a_silence_made_and_expired_through_the_api(alertmanager: Alertmanager) 
     bad = api.SilenceSpec(matchers.parse('node=~".*"'), starts=now, ends=now, comment="x")
     with pytest.raises(api.AlertmanagerError, match="HTTP 400"):
         api.create_silence(alertmanager.url, bad)
+
+
+def reboot_silence(alertmanager: Alertmanager, node: str) -> str:
+    """A silence as ``--silence-during-reboot='node="{{.Node}}"'`` makes it for ``node``."""
+    spec = silence_spec(
+        'node="{{.Node}}"',
+        node=node,
+        now=datetime.datetime.now(datetime.UTC),
+        longest=datetime.timedelta(hours=1),
+    )
+    return api.create_silence(alertmanager.url, spec)
+
+
+def test_an_alert_under_pykureds_reboot_silence_still_blocks(alertmanager: Alertmanager) -> None:
+    """Another node's reboot silence (one whose expiry failed, say) hides its alert from whoever pages, never
+    from the gate; an operator's silence on the same alert lets the node go, and so does a silence that only
+    says ``createdBy: pykured``."""
+    alertmanager.fire("NodeNotReady", node="n1")
+    ours = reboot_silence(alertmanager, "n1")
+    assert eventually(lambda: alertmanager.alerts() == [])  # silenced in Alertmanager: nobody is paged
+    blocker = AlertmanagerAlertBlocker(alertmanager.url)
+    held = (
+        "1 active alerts: [NodeNotReady] in Alertmanager ([NodeNotReady] silenced only by pykured's reboot "
+        "silences, which the gate does not trust)"
+    )
+    assert str(blocker.check(now=NOW)) == held
+    operator = alertmanager.silence({"node": "n1"})
+    assert eventually(lambda: blocker.check(now=NOW) is None)  # an operator's silence is trusted
+    alertmanager.call("DELETE", f"silence/{operator}")
+    assert eventually(lambda: str(blocker.check(now=NOW)) == held)
+    alertmanager.silence({"alertname": "NodeNotReady"}, created_by="pykured")  # not a reboot silence
+    assert eventually(lambda: blocker.check(now=NOW) is None)
+    assert api.expire_silence(alertmanager.url, ours)
+
+
+def test_kureds_filters_apply_to_alerts_under_reboot_silences(alertmanager: Alertmanager) -> None:
+    alertmanager.fire("NodeNotReady", node="n1")
+    alertmanager.fire("Watchdog")
+    reboot_silence(alertmanager, "n1")
+    filtered = AlertmanagerAlertBlocker(alertmanager.url, filter_regexp="NodeNotReady|Watchdog")
+    assert eventually(lambda: filtered.check(now=NOW) is None)
+    only = AlertmanagerAlertBlocker(alertmanager.url, filter_regexp="Watchdog")
+    assert eventually(lambda: only.active_alerts() == ["NodeNotReady"])

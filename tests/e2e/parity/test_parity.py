@@ -16,18 +16,20 @@ from typing import Any
 
 import pytest
 
-from pykured.alertmanager.silence import SILENCE_ANNOTATION, record_of
+from pykured.alertmanager.record import SILENCE_ANNOTATION, record_of
+from pykured.config.startup import parse
 from pykured.cycle import state
 from pykured.cycle.decide import Step
 from pykured.fleet import view as fleetview
 from pykured.fleet.freeze import freeze
 from pykured.fleet.quarantine import unquarantine
+from pykured.fleet.requester import lock_holders
 from pykured.halting.streak import FAILED_DRAINS_ANNOTATION, Streak
 from pykured.halting.streak import read as read_streak
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.quarantine import quarantine_record
 from pykured_dev.eventually import eventually
-from pykured_dev.testenv.alertmanager import Alertmanager
+from pykured_dev.testenv.alertmanager import Alertmanager, AlertmanagerProxy
 from pykured_dev.testenv.prometheus import SEEN_WITHIN, Exporter, Prometheus
 from tests.parity.harness import DAEMON_DRIVERS, DRIVERS, Bench, Run, bench
 from tests.testenv import TestEnv
@@ -435,6 +437,120 @@ def test_a_restarted_agent_expires_the_silence(
     assert silences_of(alertmanager, run.node) == []
     assert [s["id"] for s in alertmanager.silences()] == [silence["id"]]  # no second one was made
     assert SILENCE_ANNOTATION not in run.annotations()
+
+
+@pytest.fixture
+def proxy(alertmanager: Alertmanager) -> Iterator[AlertmanagerProxy]:
+    """A proxy in front of the real Alertmanager that can refuse a silence's expiry (HTTP 500)."""
+    with AlertmanagerProxy(alertmanager.url) as found:
+        yield found
+
+
+def holders_now(run: Run) -> list[str]:
+    """Who holds the reboot lock, read afresh from the API server (every backend), as ``pykured lock status``
+    reads it: not through the agent's own lock and its watch."""
+    cfg = parse(run.argv, {})
+    infos = lock_holders(
+        run.k8s.kube(), namespace=run.namespace, ds_name=cfg.ds_name, annotation=cfg.lock_annotation,
+        lease_prefix=cfg.lease_name_prefix,
+    )  # fmt: skip
+    return sorted(holder for info in infos for holder in info.holders)
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("end", ["release-daemonset", "release-lease", "drain-fails", "quarantine", "abort"])
+def test_the_silence_ends_before_the_slot_is_freed(
+    parity: Bench, alertmanager: Alertmanager, proxy: AlertmanagerProxy, driver: str, end: str
+) -> None:
+    """The silence is expired while the node still holds its slot, on every path that frees it: the release
+    after the reboot (annotation and Lease lock), a failed drain's release, a quarantine's release, an abort
+    (the need gone while a before-reboot hook holds the drain). The proxy reads the lock from the API server
+    the moment the expiry arrives: the node holds it then."""
+    flags = [f"--alertmanager-url={proxy.url}", '--silence-during-reboot=node="{{.Node}}"']
+    backend = "lease" if end == "release-lease" else "daemonset"
+    guarded = (
+        (lambda ns, node: guarded_pod(parity, ns, node)) if end in ("drain-fails", "quarantine") else None
+    )
+    flags += {
+        "drain-fails": ["--drain-timeout=2s"],
+        "quarantine": ["--drain-timeout=5s", "--drain-escalation=quarantine"],
+        "abort": ["--before-reboot-annotations=parity.example/ok"],
+    }.get(end, [])
+    run = parity.run(driver, flags, backend=backend, before_start=guarded)
+    proxy.on_expire = lambda _ident: holders_now(run)
+    run.need()
+    if end.startswith("release"):
+        assert run.drive(), run.replies
+        (silence,) = silences_of(alertmanager, run.node)
+        run.reboot()
+        run.settle()
+        done(run)
+    else:
+        assert not run.drive(passes=3), run.replies
+        (silence,) = [s for s in alertmanager.silences() if run.node in s["comment"]]
+        if end == "abort":
+            assert holders_now(run) == [run.node] and silences_of(alertmanager, run.node) == [silence]
+            run.unneed()  # FleetLock: Zincati's steady-state before the reboot
+            if not run.fleetlock:
+                run.daemon.run_once()
+        assert eventually(lambda: holders_now(run) == [])  # FleetLock: its drain worker frees the slot
+        assert {"drain-fails": "DrainFailed", "quarantine": "Quarantined"}.get(
+            end, "Silenced"
+        ) in run.events()
+        assert run.reboots() == 0
+    assert [(e.ident, e.status, e.seen) for e in proxy.expiries] == [(silence["id"], 200, [run.node])]
+    assert holders_now(run) == [] and silences_of(alertmanager, run.node) == []
+    assert SILENCE_ANNOTATION not in run.annotations() and "SilenceExpired" in run.events()
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_refused_expiry_holds_the_next_node_until_it_is_retried(
+    parity: Bench, alertmanager: Alertmanager, proxy: AlertmanagerProxy, driver: str
+) -> None:
+    """Alertmanager refuses the expiry (500): the slot is freed anyway, the record marked, the failure counted
+    and shown by ``pykured status``; the next node (a sentinel daemon sharing the lock) does not take the lock
+    while the first node's alert fires under pykured's silence; the retry expires it once Alertmanager takes
+    it, and then the alert itself holds the next node until it resolves."""
+    flags = [f"--alertmanager-url={proxy.url}", '--silence-during-reboot=node="{{.Node}}"']
+    run = parity.run(driver, flags)
+    proxy.on_expire = lambda _ident: holders_now(run)
+    other = parity.run("sentinel", flags, namespace=run.namespace)  # the same DaemonSet: the same lock
+    run.need()
+    assert run.drive(), run.replies
+    (silence,) = silences_of(alertmanager, run.node)
+    alertmanager.fire("NodeNotReady", node=run.node)  # the reboot's own alert
+    assert eventually(lambda: alertmanager.alerts() == [])  # silenced: nobody is paged
+    proxy.refuse_expiry = True
+    run.reboot()
+    run.settle()
+    done(run)  # the slot is freed: a broken Alertmanager does not stop the fleet
+    assert [(e.status, e.seen) for e in proxy.expiries][:1] == [(500, [run.node])]
+    record = record_of(run.obj())
+    assert record is not None and record.ident == silence["id"] and record.due is not None
+    assert run.metric("pykured_silence_expiry_failures_total") >= 1
+    assert run.metric("pykured_silence_expiry_pending", node=run.node) == 1.0
+    assert "SilenceFailed" in run.events()
+    now = datetime.datetime.now(datetime.UTC)
+    assert "silence not expired since" in fleetview.node_row(run.state(), now=now).cells(now)[5]
+    assert silences_of(alertmanager, run.node) == [silence] and alertmanager.alerts() == []
+
+    other.need()
+    assert not other.drive(passes=2)  # held by the alert under pykured's silence
+    assert other.holders() == [] and other.reboots() == 0
+    blocked = other.daemon.last_action.blocked if other.daemon.last_action else None
+    assert blocked is not None and blocked.kind == "alertmanager", other.daemon.last_action
+    assert "[NodeNotReady] silenced only by pykured's reboot silences" in blocked.message
+
+    proxy.refuse_expiry = False  # Alertmanager takes the expiry again: the retry goes through
+    assert eventually(lambda: silences_of(alertmanager, run.node) == [], timeout=120)
+    assert eventually(lambda: record_of(run.obj()) is None, timeout=60)
+    assert eventually(lambda: run.metric("pykured_silence_expiry_pending", node=run.node) == 0.0)
+    assert eventually(lambda: "SilenceExpired" in run.events())
+    assert proxy.expiries[-1].status == 200
+    assert not other.drive(passes=1) and other.holders() == []  # the alert itself fires: still held
+    alertmanager.resolve("NodeNotReady", node=run.node)
+    assert eventually(lambda: other.drive(passes=1), timeout=90), other.daemon.last_action
+    assert other.holders() == [other.node]
 
 
 # -- the lock: concurrency, the taint, pacing, the release delay, the roll's order -------------------------
