@@ -50,11 +50,11 @@ def rig() -> tuple[FakeKube, PolicySource, HaltWatch]:
         events_for=lambda node: EventRecorder(kube, node=node),
     )  # fmt: skip
     watch = HaltWatch(
-        lock=Holders("gone"),
+        lock=Holders("gone"),  # type: ignore[arg-type]
         source=source,
         deadline=DEADLINE,
         halt=halt,
-        clock=lambda: NOW,  # type: ignore[arg-type]
+        clock=lambda: NOW,
     )
     return kube, source, watch
 
