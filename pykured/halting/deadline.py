@@ -42,7 +42,7 @@ def check_interval(deadline: datetime.timedelta) -> float:
 
 
 class HaltWatch:
-    """Sets the freeze when a lock holder has not come back within the deadline."""
+    """Sets the halt when a lock holder has not come back within the deadline."""
 
     def __init__(
         self,

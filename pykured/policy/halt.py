@@ -3,7 +3,7 @@
 ``--reboot-deadline D``: a node whose reboot began (``pykured.dev/reboot-triggered-at``) more than ``D`` ago
 and which still holds its lock slot has not come back — it is still on the boot it was rebooted from, or not
 Ready, or its after-reboot hooks and settle gates have not passed (a node releases its slot only after all
-of them). Any agent that sees such a holder sets the freeze with the reason
+of them). Any agent that sees such a holder adds the halt, a freeze record with the reason
 ``node X did not come back within D``, the node's name in ``halted`` and the reboot's start in ``began``
 (:class:`FreezeRecord`) under the policy ConfigMap's ``halt`` key; the halt stops every path that starts a
 reboot (each agent, FleetLock), and only ``pykured unfreeze`` lifts it.
