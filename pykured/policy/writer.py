@@ -104,25 +104,28 @@ def unfreeze(kube: KubeApi, *, namespace: str, name: str) -> FreezeRecord | None
     """Remove the freeze and the halt (nothing to do when there is neither, or no ConfigMap).
 
     A halt that names a node's reboot goes into ``halts-lifted``. Returns the halt lifted (None: there was
-    none). The write is conditional (the resourceVersion read), retried on a conflict; the other keys (and a
-    ConfigMap that does not parse otherwise) stay as they are. Raises :class:`KubeError`.
+    none). One JSON merge patch (``patch`` suffices, as for ``pykured freeze``), conditional on the
+    resourceVersion read, retried on a conflict; the other keys (and a ConfigMap that does not parse
+    otherwise) stay as they are. Raises :class:`KubeError`.
     """
     for _ in range(ATTEMPTS):
         try:
             obj = kube.request("GET", configmaps_path(namespace, name))
         except NotFoundError:
             return None
-        data = dict(obj.get("data") or {})
+        data = obj.get("data") or {}
         if FREEZE_KEY not in data and HALT_KEY not in data:
             return None
-        halt = read_record(data.pop(HALT_KEY, None), key=HALT_KEY)
-        data.pop(FREEZE_KEY, None)
+        halt = read_record(data.get(HALT_KEY), key=HALT_KEY)
         lifted = data.get(LIFTED_KEY)
         remembered = lifting(parse_lifted(lifted if isinstance(lifted, str) else None), halt)
+        changes: dict[str, str | None] = {FREEZE_KEY: None, HALT_KEY: None}
         if remembered is not None:
-            data[LIFTED_KEY] = lifted_json(remembered)
+            changes[LIFTED_KEY] = lifted_json(remembered)
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        patch = {"metadata": {"resourceVersion": version}, "data": changes}
         try:
-            kube.request("PUT", configmaps_path(namespace, name), body={**obj, "data": data})
+            kube.request("PATCH", configmaps_path(namespace, name), body=patch, content_type=MERGE_PATCH)
         except ConflictError:
             continue
         return halt

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+from typing import Any
 
 import pytest
 
@@ -91,3 +92,27 @@ def test_a_halt_is_added_next_to_the_operator_s_keys_and_unfreeze_remembers_it()
 
 def test_the_fleetlock_server_halts_in_its_own_name() -> None:
     assert fleet_halt(FakeKube(), Sent(), me="").by == "pykured on the FleetLock server"
+
+
+def test_unfreeze_is_conditional_and_keeps_a_key_written_meanwhile() -> None:
+    """A blackout written between unfreeze's read and its patch: the patch is refused (409), read again,
+    and the blackout stays; the halt is still lifted once."""
+    kube = FakeKube()
+    halt = fleet_halt(kube, Sent(), me="node-b")
+    record = FreezeRecord(reason="r", by=halt.by, at=NOW, halted="node-a", began="b")
+    assert halt.halt(record, node="node-a", message="m", now=NOW)
+    interleaved: list[bool] = []
+
+    def operator_writes_first(method: str, path: str, body: Any) -> None:
+        if method == "PATCH" and not interleaved:
+            interleaved.append(True)
+            current = kube.request("GET", POLICY)
+            kube.request("PUT", POLICY, body={**current, "data": {**current["data"], "blackouts": "# x"}})
+
+    kube.fail_next(operator_writes_first)
+    assert unfreeze(kube, namespace=NS, name="kured-policy") == record
+    assert kube.request("GET", POLICY)["data"] == {
+        "blackouts": "# x",
+        "halts-lifted": '[{"node":"node-a","began":"b"}]',
+    }
+    assert kube.calls("PATCH", "kured-policy") == 2
