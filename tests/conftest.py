@@ -41,8 +41,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     does; each real-API-server test (``tests/e2e/``) a unit of its own, so the long ones spread over the
     workers, except the files in :data:`FILE_SCOPED` (their fixtures are set up once per file), the real
     kured's campaign (one unit: one launch of its scenarios) and the real-node tier, which goes out in the
-    two units of :data:`REALNODE_UNITS` (a worker starts one fleet of real nodes for its session, so two
-    fleets at most run at once; a worker that takes both units reuses its fleet)."""
+    two units of :data:`REALNODE_UNITS` (a worker starts one fleet of real nodes for its run of the tier, so
+    two fleets at most run at once)."""
     if getattr(config.option, "dist", "") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling

@@ -558,7 +558,8 @@ class FakeKube:
     ) -> Obj:
         """Any call on the objects the fake serves (ConfigMaps: the policy; others have their methods):
         ``GET``, ``POST`` to a collection (409 AlreadyExists), ``PUT`` (409 on a stale resourceVersion,
-        unconditional without one), ``PATCH`` (merge, or JSON patch with ``JSON_PATCH``), ``DELETE``."""
+        unconditional without one), ``PATCH`` (merge, or JSON patch with ``JSON_PATCH``; a merge patch that
+        names a stale resourceVersion is a 409 too), ``DELETE``."""
         if method == "GET":
             return self.get(path, query=query)
         self._check(method, path, body)
@@ -585,13 +586,13 @@ class FakeKube:
                 del store[key]
                 self._record(resource, namespace, "DELETED", copy.deepcopy(current))
                 return {}
+            wanted = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+            if wanted and wanted != current["metadata"]["resourceVersion"]:  # a PUT's, or a merge patch's
+                raise _status(
+                    409,
+                    f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified',
+                )
             if method == "PUT":
-                wanted = (body.get("metadata") or {}).get("resourceVersion")
-                if wanted and wanted != current["metadata"]["resourceVersion"]:
-                    raise _status(
-                        409,
-                        f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified',
-                    )
                 updated = copy.deepcopy(body)
             else:
                 updated = (

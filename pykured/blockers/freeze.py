@@ -1,10 +1,11 @@
-"""The freeze (``pykured freeze``): no new reboot anywhere while the policy ConfigMap holds an active freeze.
+"""The freeze (``pykured freeze``) and the halt: no new reboot anywhere while the policy ConfigMap holds one.
 
-The freeze is a :class:`~pykured.policy.freeze.FreezeRecord` in the ConfigMap that
-:class:`~pykured.policy.source.PolicySource` watches (``--policy-configmap``). While it is active every new
-reboot is held (``Reboot blocked: frozen by …``); a reboot already under way finishes. Until the ConfigMap
-was read once, no reboot may start (fail closed: ``policy ConfigMap <ns>/<name> not read yet``). The
-blocker is the same for every node: built once, when the agent reads the ConfigMap.
+Both are :class:`~pykured.policy.freeze.FreezeRecord` records in the ConfigMap that
+:class:`~pykured.policy.source.PolicySource` watches (``--policy-configmap``): the operator's ``freeze`` while
+it is active, an agent's ``halt`` while it is there at all (a garbled one too). Every new reboot is held
+(``Reboot blocked: frozen by …`` / ``halted by …``); a reboot already under way finishes. Until the ConfigMap
+was read once, no reboot may start (fail closed: ``policy ConfigMap <ns>/<name> not read yet``). The blocker
+is the same for every node: built once, when the agent reads the ConfigMap.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 
 class FreezeBlocker:
-    """Blocks every new reboot while the policy ConfigMap holds an active freeze (or was never read)."""
+    """Blocks every new reboot while the policy ConfigMap holds a halt or an active freeze (or is unread)."""
 
     def __init__(self, source: PolicySource) -> None:
         self.source = source
@@ -29,13 +30,14 @@ class FreezeBlocker:
         doc = self.source.doc
         if doc is None:
             return Reason("policy", f"policy ConfigMap {self.source.where} not read yet")
-        if doc.freeze is not None and doc.freeze.active(now):
-            return Reason("freeze", doc.freeze.describe())
+        held = doc.in_force(now)
+        if held is not None:
+            return Reason("freeze", held.describe())
         return None
 
     def frozen(self, now: datetime.datetime) -> bool:
         doc = self.source.doc
-        return doc is not None and doc.freeze is not None and doc.freeze.active(now)
+        return doc is not None and doc.in_force(now) is not None
 
 
 def build(inputs: FleetInputs) -> FreezeBlocker | None:

@@ -99,7 +99,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "unfreeze",
-        "lift the freeze (or a node's pause: NODE...)",
+        "lift the freeze and a halt (or a node's pause: NODE...)",
         f"{_FREEZE}:unfreeze_main",
         Reach.NAMESPACED,
     ),

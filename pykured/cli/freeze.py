@@ -2,7 +2,8 @@
 
 ``pykured freeze --reason R [--until T] [NODE...]``, ``pykured freeze --status [--json]``, ``pykured
 unfreeze [NODE...]``. The freeze lives in the policy ConfigMap the agents watch (docs/maintenance-policy.md);
-the work is in :mod:`pykured.fleet.freeze`. Exit 3: the freeze was set but no agent honours it.
+``unfreeze`` also lifts a halt an agent set there. The work is in :mod:`pykured.fleet.freeze`. Exit 3: the
+freeze was set but no agent honours it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 
 from pykured.cli import options
 from pykured.core import errors
+from pykured.core.printable import one_line
 from pykured.gocompat import logrus
 
 
@@ -54,8 +56,10 @@ def _freeze_command(command: str, argv: list[str]) -> int:
                 freezecmd.unpause_nodes(kube, opts.nodes)
                 print(f"unpaused {', '.join(opts.nodes)}")
                 return 0
-            freezecmd.unfreeze(kube, **where)
+            lifted = freezecmd.unfreeze(kube, **where)
             print(f"unfrozen ({shown})")
+            if lifted is not None:
+                print(f"lifted the halt: {one_line(lifted.describe())}")
             return 0
         if opts.status:
             return freezecmd.print_status(kube, now=now, out=sys.stdout, as_json=opts.json, **where)

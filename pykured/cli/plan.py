@@ -54,10 +54,11 @@ def plan_main(
             kube, names=opts.nodes, selector=opts.selector, **options.lock_place(opts)
         )
         doc, unreadable = policy_or_why(kube, namespace=opts.ds_namespace, name=opts.policy_configmap)
+        moment = now()
         result = plan.build(
             views,
             locks,
-            freeze=doc.freeze,
+            freeze=doc.in_force(moment),
             unreadable=[unreadable] if unreadable else [],
             concurrency=opts.concurrency,
             blackouts=doc.blackouts,
@@ -68,7 +69,7 @@ def plan_main(
                 concurrency=opts.concurrency,
                 budget=opts.max_unavailable,
             ),
-            now=now(),
+            now=moment,
         )
         if opts.output == "json":
             out.write(json.dumps(plan.to_json(result), sort_keys=True) + "\n")

@@ -2,7 +2,7 @@
 ``rollout cancel ID``.
 
 With ``--canary N`` the first ``N`` nodes go alone and the rest once they passed
-(:mod:`pykured.fleet.canaryrun`, which sets the freeze when a canary fails). The work is in
+(:mod:`pykured.fleet.canaryrun`, which sets the halt when a canary fails). The work is in
 :mod:`pykured.fleet.requester`, the progress in :mod:`pykured.fleet.rollout`. The exit code: 0 done, 1 a
 failure told in one line on stderr (no traceback), 2 a usage error (argparse).
 """

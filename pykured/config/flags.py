@@ -409,13 +409,13 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
         DUR,
         "0s",
         "pykured: a lock holder not back (Ready, new bootID, after-reboot gates passed) this long after its "
-        "reboot began halts the fleet: the freeze is set until pykured unfreeze (default: off)",
+        "reboot began halts the fleet: the halt is set until pykured unfreeze (default: off)",
     ),
     _x(
         "max-failed-drains",
         INT,
         "0",
-        "pykured: this many consecutive failed drains, counted across the fleet, halt it: the freeze is set "
+        "pykured: this many consecutive failed drains, counted across the fleet, halt it: the halt is set "
         "until pykured unfreeze (default: 0, off)",
     ),
     _x(

@@ -3,7 +3,7 @@
 ``view`` is ``pykured status`` (one row per node, pure), ``plan`` is ``pykured plan`` (what the roll will do,
 pure), ``requester`` requests and cancels reboots and rollouts against the API server, ``rollout`` and
 ``canary`` are a rollout's progress and its canary rule (pure), ``canaryrun`` runs a canary rollout (and
-sets the freeze when a canary fails), ``freeze`` is ``pykured freeze``/``unfreeze`` (and which agents honour
+sets the halt when a canary fails), ``freeze`` is ``pykured freeze``/``unfreeze`` (and which agents honour
 the freeze), ``locks`` is ``pykured lock status|release``, ``quarantine`` is ``pykured unquarantine``. Every
 lock backend is reached through its operator view, one per registered backend
 (:func:`pykured.lock.registry.open_views`), which these commands loop over without naming a backend. The

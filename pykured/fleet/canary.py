@@ -8,7 +8,7 @@ nodes only (the roll's order). The rest are requested once every canary has
 * stayed Ready for ``D`` since it came back.
 
 A canary fails when it has not done all that ``T`` after its request, or when a halt names it; the run
-(:mod:`pykured.fleet.canaryrun`) then sets the freeze (``canary X failed: …``), so nothing else of the
+(:mod:`pykured.fleet.canaryrun`) then sets the halt (``canary X failed: …``), so nothing else of the
 rollout, or of any roll, reboots until ``pykured unfreeze``. Pure: the Nodes, the lock holders, the freeze
 and ``now`` are passed in.
 """

@@ -3,9 +3,10 @@
 ``pykured rollout --canary N`` requests a reboot of the first ``N`` nodes in the roll's order, then reads
 the canaries, the lock holders and the freeze every ``interval`` seconds and asks the canary rule
 (:func:`pykured.fleet.canary.check`) where they are; once every canary passed, the rest are requested. When
-a canary fails, the freeze is set (unless one is in force already), so nothing else of the rollout, or of
-any roll, reboots until ``pykured unfreeze``: the operator's side writes it here, as ``pykured freeze``
-does, through :mod:`pykured.policy.writer`. What happens is told on ``out`` as it happens, one line each.
+a canary fails, the halt is set (unless a freeze or halt is in force already), so nothing else of the
+rollout, or of any roll, reboots until ``pykured unfreeze``: written through
+:func:`pykured.policy.writer.add_halt`, as an agent's halt is. What happens is told on ``out`` as it
+happens, one line each.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def canary_rollout(
     sleep: Callable[[float], object] = time.sleep,
 ) -> bool:
     """Request the first ``canaries`` of ``views``, wait for them (:mod:`pykured.fleet.canary`), then the
-    rest; ``False`` when a canary failed (the freeze is set, the rest not requested)."""
+    rest; ``False`` when a canary failed (the halt is set, the rest not requested)."""
     ordered = in_roll_order(views, now())
     first, rest = ordered[:canaries], ordered[canaries:]
     started = now()
@@ -79,7 +80,7 @@ def canary_rollout(
             kube, namespace=namespace, ds_name=ds_name, annotation=annotation, lease_prefix=lease_prefix,
         )  # fmt: skip
         holders = {h for info in locks for h in info.holders}
-        frozen = policy_or_why(kube, namespace=namespace, name=policy_configmap)[0].freeze
+        frozen = policy_or_why(kube, namespace=namespace, name=policy_configmap)[0].in_force(moment)
         state = canary.check(
             requester.nodes(kube, names=names), rollout=rid, holders=holders, freeze=frozen, soak=soak,
             timeout=timeout, started=started, now=moment,
@@ -115,13 +116,13 @@ def _failed(
     out: TextIO,
     now: Callable[[], datetime.datetime],
 ) -> None:
-    """Freeze (unless a freeze is in force already) and say so."""
+    """Halt (unless a freeze or halt is in force already) and say so."""
     moment = now()
     record = FreezeRecord(reason=f"rollout {rid}: {why}", by=requester.whoami(kube), at=moment)
     try:
-        current = writer.set_unless_frozen(kube, record=record, now=moment, namespace=namespace, name=name)
+        current = writer.add_halt(kube, record=record, now=moment, namespace=namespace, name=name)
     except (errors.KubeError, PolicyMapError) as exc:
-        out.write(f"rollout {rid}: {why}; could not set the freeze: {exc}\n")
+        out.write(f"rollout {rid}: {why}; could not set the halt: {exc}\n")
         return
     held = current.describe() if current is not None else record.describe()
     out.write(f"rollout {rid}: {why}; the other {rest} node(s) were not requested; {held}\n")

@@ -1,14 +1,14 @@
 """``pykured freeze`` / ``pykured unfreeze`` / ``pykured freeze --status``: the cluster-wide freeze switch.
 
-``freeze`` asks the API server who the caller is (``SelfSubjectReview``, authentication.k8s.io/v1) and
-writes a :class:`~pykured.policy.freeze.FreezeRecord` under the ``freeze`` key of the policy ConfigMap
-(created when missing, other keys untouched, JSON merge patch). ``unfreeze`` removes the key. Agents
+``freeze`` asks the API server who the caller is (``SelfSubjectReview``, authentication.k8s.io/v1) and writes
+a :class:`~pykured.policy.freeze.FreezeRecord` under the ``freeze`` key of the policy ConfigMap (created when
+missing, other keys untouched, JSON merge patch). ``unfreeze`` removes it and the halt an agent may have added
+(``halt``), remembering a lifted halt's reboot in ``halts-lifted`` so it does not halt the fleet again. Agents
 watching the ConfigMap stop starting new reboots within about a second; a node already holding the lock
-finishes. ``honouring`` counts the agents that honour the freeze, from the status each agent publishes on
-its Node: a freeze that no agent reads is worse than none, so ``pykured freeze`` says how many agents watch
-the policy ConfigMap it wrote (their ``pykured.dev/status`` says ``freeze: on`` and names the ConfigMap) and
-warns when none does. The writes themselves are :mod:`pykured.policy.writer`'s (an agent's halt sets the
-freeze too).
+finishes. ``honouring`` counts the agents that honour the freeze, from the status each agent publishes on its
+Node: a freeze that no agent reads is worse than none, so ``pykured freeze`` says how many agents watch the
+policy ConfigMap it wrote (their ``pykured.dev/status`` says ``freeze: on`` and names the ConfigMap) and warns
+when none does. The writes themselves are :mod:`pykured.policy.writer`'s (an agent's halt too).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING
 
 from pykured.core.errors import ForbiddenError, KubeError, NotFoundError
 from pykured.core.printable import one_line
+from pykured.policy import writer
 from pykured.policy.document import PolicyDoc, PolicyMapError, parse_policy_map
 from pykured.policy.freeze import FreezeRecord, parse_until
 from pykured.policy.pause import PAUSED_ANNOTATION, describe, paused_record, set_pause
@@ -56,14 +57,15 @@ def freeze(
     return record
 
 
-def unfreeze(kube: KubeApi, *, namespace: str, name: str) -> None:
-    """Remove the freeze (nothing to do when there is none)."""
-    write_freeze(kube, namespace, name, None)
+def unfreeze(kube: KubeApi, *, namespace: str, name: str) -> FreezeRecord | None:
+    """Remove the freeze and the halt (nothing to do when there is neither); the halt lifted, if any."""
+    return writer.unfreeze(kube, namespace=namespace, name=name)
 
 
 def read_freeze(kube: KubeApi, *, namespace: str, name: str) -> FreezeRecord | None:
-    """The freeze record in the ConfigMap (raises :class:`PolicyMapError` when it does not parse)."""
-    return read_policy(kube, namespace=namespace, name=name).freeze
+    """The halt in the ConfigMap, else its freeze record, active or not (raises :class:`PolicyMapError` when
+    it does not parse)."""
+    return read_policy(kube, namespace=namespace, name=name).shown()
 
 
 def read_policy(kube: KubeApi, *, namespace: str, name: str) -> PolicyDoc:
@@ -87,14 +89,14 @@ def policy_or_why(kube: KubeApi, *, namespace: str, name: str) -> tuple[PolicyDo
 
 
 def in_force(kube: KubeApi, *, namespace: str, name: str, now: datetime.datetime) -> FreezeRecord | None:
-    """The active freeze of the policy ConfigMap (None: none, or the caller may not read it)."""
+    """The halt or active freeze of the policy ConfigMap (None: none, or the caller may not read it)."""
     try:
-        record = read_freeze(kube, namespace=namespace, name=name)
+        doc = read_policy(kube, namespace=namespace, name=name)
     except KubeError:
         return None
-    except PolicyMapError as exc:  # refused whole, but the agents honour the freeze it sets
-        record = exc.freeze
-    return record if record is not None and record.active(now) else None
+    except PolicyMapError as exc:  # refused whole, but the agents honour the freeze and halt it sets
+        doc = exc.doc
+    return doc.in_force(now)
 
 
 def freeze_line(record: FreezeRecord) -> str:
@@ -141,13 +143,14 @@ def paused_nodes(kube: KubeApi, now: datetime.datetime) -> list[tuple[str, Freez
 def print_status(
     kube: KubeApi, *, namespace: str, name: str, now: datetime.datetime, out: IO[str], as_json: bool = False
 ) -> int:
-    """Print the freeze state; exit code 0 (1 when the ConfigMap does not parse)."""
+    """Print the freeze state (a halt first); exit code 0 (1 when the ConfigMap does not parse)."""
     try:
-        record = read_freeze(kube, namespace=namespace, name=name)
+        doc = read_policy(kube, namespace=namespace, name=name)
     except PolicyMapError as exc:
         print(f"policy ConfigMap {namespace}/{name} does not parse: {exc}", file=out)
         return 1
-    active = record is not None and record.active(now)
+    record = doc.shown()
+    active = doc.in_force(now) is not None
     if as_json:
         data = json.loads(record.to_json()) if record else {}
         print(json.dumps({"frozen": active, **data}, sort_keys=True), file=out)

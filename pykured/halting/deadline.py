@@ -3,12 +3,13 @@
 A node that does not come back from its reboot cannot say so itself, so each agent (and a central FleetLock
 server) looks, every few seconds, at the lock holders and their Nodes' ``pykured.dev/*`` memory
 (:func:`pykured.policy.halt.overdue`). The first to see a holder past ``--reboot-deadline`` halts the fleet
-(:class:`pykured.halting.fleet.FleetHalt`: the freeze set as a halt, conditionally, so exactly one agent
-does; it logs it, marks that node ``pykured.dev/halted-for``, posts a ``RebootHalted`` Event on it and sends
-a notification). The freeze stops every new reboot on every path (the agents, FleetLock) until
-``pykured unfreeze``. ``pykured_halted`` shows it.
+(:class:`pykured.halting.fleet.FleetHalt`: the halt added to the policy ConfigMap, conditionally, so exactly
+one agent does; it logs it, posts a ``RebootHalted`` Event on that node and sends a notification). The halt
+stops every new reboot on every path (the agents, FleetLock) until ``pykured unfreeze``, which remembers the
+lifted reboot in the ConfigMap's ``halts-lifted``: that reboot does not halt the fleet again. The agent
+writes nothing on the node it halted for. ``pykured_halted`` shows it.
 
-Nothing happens while the freeze is already in force, or while the policy ConfigMap cannot be read (the
+Nothing happens while a freeze or halt is already in force, or while the policy ConfigMap cannot be read (the
 agent said so at start-up: the halt needs ``update`` on it).
 """
 
@@ -41,7 +42,7 @@ def check_interval(deadline: datetime.timedelta) -> float:
 
 
 class HaltWatch:
-    """Sets the freeze when a lock holder has not come back within the deadline."""
+    """Sets the halt when a lock holder has not come back within the deadline."""
 
     def __init__(
         self,
@@ -61,17 +62,12 @@ class HaltWatch:
         self._last_error = ""
 
     def halted(self) -> bool:
-        """The freeze in force is a halt (for ``pykured_halted``)."""
+        """The policy ConfigMap holds a halt (for ``pykured_halted``)."""
         doc = self._source.doc
-        return (
-            doc is not None
-            and doc.freeze is not None
-            and bool(doc.freeze.halted)
-            and doc.freeze.active(self._clock())
-        )
+        return doc is not None and doc.halt is not None
 
-    def find(self, now: datetime.datetime) -> rules.Overdue | None:
-        """The first lock holder past the deadline (None: all in time)."""
+    def find(self, now: datetime.datetime, lifted: tuple[rules.LiftedHalt, ...] = ()) -> rules.Overdue | None:
+        """The first lock holder past the deadline whose halt was not lifted (None: all in time)."""
         for entry in self._lock.holders(now_ns=0):  # expired entries too: a TTL does not bring a node back
             if entry.node_id in ("", UNKNOWN_HOLDER):
                 continue
@@ -88,20 +84,20 @@ class HaltWatch:
                 halted_for=view.annotations.get(rules.HALTED_FOR_ANNOTATION, ""),
                 began_text=view.annotations.get(REBOOT_TRIGGERED_AT_ANNOTATION, ""),
             )
-            found = rules.overdue(holder, deadline=self.deadline, now=now)
+            found = rules.overdue(holder, deadline=self.deadline, now=now, lifted=lifted)
             if found is not None:
                 return found
         return None
 
     def check(self) -> rules.Overdue | None:
-        """One look: sets the freeze and says so when this agent is the one that halts; what it halted for."""
+        """One look: sets the halt and says so when this agent is the one that halts; what it halted for."""
         doc = self._source.doc
         now = self._clock()
         if doc is None or self._source.forbidden is not None:
             return None
-        if doc.freeze is not None and doc.freeze.active(now):
+        if doc.in_force(now) is not None:
             return None
-        found = self.find(now)
+        found = self.find(now, doc.lifted)
         if found is None:
             return None
         record = rules.halt_record(found, deadline=self.deadline, by=self._halt.by, now=now)
@@ -111,19 +107,9 @@ class HaltWatch:
             f"{record.reason} (reboot began {began}; {found.what}): no new reboot starts until "
             "`pykured unfreeze`"
         )
-        if not self._halt.halt(record, node=found.node, message=message, now=now, mark=self._mark):
+        if not self._halt.halt(record, node=found.node, message=message, now=now):
             return None
         return found
-
-    def _mark(self, node: str) -> None:
-        """``pykured.dev/halted-for`` on the node: this reboot halted the fleet (best effort)."""
-        try:
-            obj = self._kube.get_node(node)
-            began = ((obj.get("metadata") or {}).get("annotations") or {}).get(REBOOT_TRIGGERED_AT_ANNOTATION)
-            patch = {"metadata": {"annotations": {rules.HALTED_FOR_ANNOTATION: began}}}
-            self._kube.patch_node(node, patch, patch_type="application/merge-patch+json")
-        except errors.KubeError as exc:
-            logger.warning("Could not mark node %s as halted for: %s", node, exc)
 
     def run(self, stopping: threading.Event) -> None:
         """Look every :func:`check_interval` seconds until ``stopping``; errors are logged and retried."""

@@ -1,13 +1,15 @@
 """``--max-failed-drains``: the fleet halts after N consecutive failed drains, counted fleet-wide.
 
 Concept: the count lives where every agent (and a central FleetLock server) sees it and may write it — the
-``pykured.dev/failed-drains`` annotation of the policy ConfigMap (``{"count":2,"last":"node-3: …"}``), next
-to the freeze that a halt sets. A failed drain (any path: the steps of :mod:`pykured.cycle.run`) adds one; a
-drain that completes sets it back to zero. When the count reaches the limit, the agent that counted it halts
-the fleet as ``--reboot-deadline`` does (:class:`pykured.halting.fleet.FleetHalt`: the freeze set as a halt,
-then the log line, ``RebootHalted`` on the node and a notification), with the reason
-``N consecutive drains failed (last: node X: …)``. The halt takes the count back to zero (the freeze's
-reason keeps it), so after ``pykured unfreeze`` the fleet again has ``limit`` failures to go.
+``pykured.dev/failed-drains`` annotation of the policy ConfigMap (``{"count":2,"last":"node-3: …"}``), next to
+the halt. It is the one thing of the ConfigMap an agent's token may change besides adding the halt (the
+admission policy on the ConfigMap): a forged count can delay a halt, never lift one. A failed drain (any path:
+the steps of :mod:`pykured.cycle.run`) adds one; a drain that completes sets it back to zero. When the count
+reaches the limit, the agent that counted it halts the fleet as ``--reboot-deadline`` does
+(:class:`pykured.halting.fleet.FleetHalt`: the halt added, then the log line, ``RebootHalted`` on the node and
+a notification), with the reason ``N consecutive drains failed (last: node X: …)``. The halt takes the count
+back to zero (the halt's reason keeps it), so after ``pykured unfreeze`` the fleet again has ``limit``
+failures to go.
 
 The streak is an observer of the cycle (:mod:`pykured.cycle.observers`): its moment is ``drained``.
 

@@ -163,12 +163,13 @@ class Metrics:
         )
         self._freeze = Gauge(
             "pykured_freeze_active",
-            "1 while the cluster-wide freeze (pykured freeze) stops new reboots.",
+            "1 while the cluster-wide freeze (pykured freeze) or a halt stops new reboots.",
             registry=reg,
         )
         self._halted = Gauge(
             "pykured_halted",
-            "1 while the freeze is a halt: a node did not come back within --reboot-deadline.",
+            "1 while the policy ConfigMap holds a halt: a node did not come back within --reboot-deadline, "
+            "drains kept failing (--max-failed-drains) or a canary failed.",
             registry=reg,
         )
         self._quarantined = Gauge(

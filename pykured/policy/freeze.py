@@ -6,8 +6,9 @@ and, while a record is active, block every NEW reboot like a blocker (``Reboot b
 node already holding the lock and past the gates finishes its cycle. ``by`` is the user name the API
 server reports for the caller (SelfSubjectReview). A record whose ``until`` has passed is inactive.
 
-A halt (:mod:`pykured.policy.halt`) is a freeze an agent sets by itself when a node did not come back from
-its reboot in time; it names that node in ``halted`` and lasts until ``pykured unfreeze``.
+A halt (:mod:`pykured.policy.halt`) is the same record under the policy ConfigMap's own ``halt`` key, set by
+an agent when a node did not come back from its reboot in time (or drains kept failing, or a canary failed):
+it names that node in ``halted`` (and the reboot's start in ``began``) and lasts until ``pykured unfreeze``.
 
 Fail safe: a freeze record that cannot be read (not JSON, too large or deep, wrong types) is not "no freeze"
 but :meth:`FreezeRecord.unreadable`, a freeze that is always active and says why: someone meant to stop
@@ -58,6 +59,9 @@ class FreezeRecord:
     until: datetime.datetime | None = None
     halted: str = ""
     """For a halt: the node that did not come back ("" for an operator's freeze)."""
+    began: str = ""
+    """For a halt of a node that did not come back: its reboot's start as the node recorded it
+    (``pykured.dev/reboot-triggered-at``), which ``pykured unfreeze`` remembers as lifted."""
     unreadable: str = ""
     """Why the stored record could not be read ("" for a record that was): such a freeze is always active."""
 
@@ -77,6 +81,8 @@ class FreezeRecord:
             data["until"] = _rfc3339(self.until)
         if self.halted:
             data["halted"] = self.halted
+        if self.began:
+            data["began"] = self.began
         return json.dumps(data, sort_keys=True)
 
     @classmethod
@@ -92,13 +98,14 @@ class FreezeRecord:
         if not isinstance(reason, str) or not isinstance(by, str):
             raise FreezeError("freeze record: reason and by must be strings")
         until = data.get("until")
-        halted = data.get("halted", "")
+        halted, began = data.get("halted", ""), data.get("began", "")
         return cls(
             reason=reason,
             by=by,
             at=_parse_time(data.get("at"), "at"),
             until=None if until in (None, "") else _parse_time(until, "until"),
             halted=halted if isinstance(halted, str) else "",
+            began=began if isinstance(began, str) else "",
         )
 
     def describe(self) -> str:

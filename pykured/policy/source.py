@@ -6,9 +6,9 @@ one request from the last version seen, taken for dead after ``QUIET_SECONDS`` w
 bookmark (half-hour calls against an API server that sends no bookmarks), so an idle agent asks about it
 four times a day. Every version is parsed with
 :func:`~pykured.policy.document.parse_policy_map`; one that does not parse is refused with a log line
-and the last good policy stays in force, except that a freeze the refused version sets is honoured (a
-garbled freeze record reads as frozen, :meth:`~pykured.policy.freeze.FreezeRecord.garbled`): the freeze
-never goes blind. Until the first successful read the policy is unknown and no reboot may start (fail
+and the last good policy stays in force, except that a freeze or halt the refused version sets is honoured
+(a garbled record reads as frozen, :meth:`~pykured.policy.freeze.FreezeRecord.garbled`): the freeze never
+goes blind. Until the first successful read the policy is unknown and no reboot may start (fail
 closed). ``on_change`` is called after every accepted change, so the daemon re-evaluates at once. The watch
 thread never dies of a bad value: anything a version raises is a refusal, and anything else that goes wrong
 is logged with its traceback and the watch starts again.
@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 
 from pykured.core.errors import ForbiddenError, KubeError
 from pykured.policy.document import PolicyDoc, PolicyMapError, parse_policy_map
-from pykured.policy.freeze import FreezeRecord
 from pykured.policy.maintenance import MaintenancePolicy
 
 if TYPE_CHECKING:
@@ -130,7 +129,7 @@ class PolicySource:
             self.denials += 1
             first = self._forbidden is None
             self._forbidden = str(exc)
-            changed = self._doc is None or bool(self._doc.blackouts) or self._doc.freeze is not None
+            changed = self._doc is None or self._doc != PolicyDoc()
             self._doc = PolicyDoc()
         if first:
             logger.warning(
@@ -156,11 +155,11 @@ class PolicySource:
         try:
             doc = parse_policy_map(data, zone=self._zone)
         except PolicyMapError as exc:
-            self._refuse(str(exc), exc.freeze)
+            self._refuse(str(exc), exc.doc)
             return False
         except Exception as exc:  # a parser's bug must not blind the freeze: refuse, keep the last good
             logger.exception("Reading policy ConfigMap %s failed unexpectedly", self.where)
-            self._refuse(f"unreadable ({type(exc).__name__})", None)
+            self._refuse(f"unreadable ({type(exc).__name__})", PolicyDoc())
             return False
         with self._lock:
             changed = doc != self._doc
@@ -176,34 +175,54 @@ class PolicySource:
                 self.where,
                 doc.freeze.unreadable,
             )
+        if changed and doc.halt is not None and doc.halt.unreadable:
+            logger.error(
+                "Policy ConfigMap %s: the halt record cannot be read (%s); treating the fleet as halted "
+                "until pykured unfreeze",
+                self.where,
+                doc.halt.unreadable.removeprefix("key halt: "),
+            )
         if changed:
             freeze = doc.freeze.describe() if doc.freeze else "none"
+            halt = f", halt: {doc.halt.describe()}" if doc.halt else ""
             logger.info(
-                "Policy ConfigMap %s %s: %d blackout(s), freeze: %s",
+                "Policy ConfigMap %s %s: %d blackout(s), freeze: %s%s",
                 self.where,
                 "read" if first else "changed",
                 len(doc.blackouts),
                 freeze,
+                halt,
             )
             if self._on_change is not None:
                 self._on_change()
         return True
 
-    def _refuse(self, why: str, freeze: FreezeRecord | None) -> None:
-        """Refuse a version: the last good policy stays, with the freeze the version sets (if any)."""
+    def _refuse(self, why: str, refused: PolicyDoc) -> None:
+        """Refuse a version: the last good policy stays, with the freeze and halt the version sets (if any;
+        one it does not set is not lifted by it) and the halts it says were lifted."""
         with self._lock:
             said = self._refused == why
             current = self._doc
         if not said:  # said before it shows in ``refused``
-            honoured = f"; honouring the freeze it sets ({freeze.describe()})" if freeze is not None else ""
+            pairs = (("halt", refused.halt), ("freeze", refused.freeze))
+            sets = [f"the {what} it sets ({record.describe()})" for what, record in pairs if record]
+            honoured = f"; honouring {' and '.join(sets)}" if sets else ""
             logger.error(
                 "Refusing policy ConfigMap %s: %s; keeping the last good policy%s", self.where, why, honoured
             )
-        changed = current is not None and freeze is not None and current.freeze != freeze
+        updated = current
+        if current is not None:
+            updated = dataclasses.replace(
+                current,
+                freeze=refused.freeze or current.freeze,
+                halt=refused.halt or current.halt,
+                lifted=refused.lifted or current.lifted,
+            )
+        changed = updated != current
         with self._lock:
             self._refused = why
             if changed and self._doc is not None:
-                self._doc = dataclasses.replace(self._doc, freeze=freeze)
+                self._doc = updated
         if changed and self._on_change is not None:
             self._on_change()
 

@@ -45,15 +45,29 @@ LOCK = "weave.works/kured-node-lock"
 # pykured's differences with the chart's default `pykured:` values (COMPATIBILITY.md, "The Helm chart").
 DEFAULT_ARGS: list[str] = []  # kured's lock by default: the same arguments (but the notification URLs)
 # Least privilege: no pods delete, no extensions group; Events in a Role of the namespace "default".
-DEFAULT_CLUSTER_RULES = [
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "get"]},
-    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["watch"]},
-]
+
+
+def marker_rule(namespace: str, full: str) -> dict[str, Any]:
+    """The rule that grants nothing and marks the release's agents for its admission policies."""
+    return {"apiGroups": ["pykured.dev"], "resources": ["agents"], "resourceNames": [f"{namespace}/{full}"],
+            "verbs": ["use"]}  # fmt: skip
+
+
+def default_cluster_rules(namespace: str, full: str) -> list[dict[str, Any]]:
+    return [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "get"]},
+        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+        {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"]},
+        marker_rule(namespace, full),
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["watch"]},
+    ]
+
+
 EVENTS_RULES = [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
-POLICIES = ("agent-nodes", "agent-daemonset", "agent-leases", "reboot-requesters")
+POLICIES = (
+    "agent-nodes", "agent-daemonset", "agent-leases", "agent-configmaps", "agent-pods", "reboot-requesters",
+)  # fmt: skip
 URL_FLAGS = ("--notify-url=", "--slack-hook-url=", "--prometheus-url=")
 URL_ENV = {
     "KURED_NOTIFY_URL": "notify-url",
@@ -279,7 +293,7 @@ def compare(
                     for key, value in urls.items()
                 }
         if key[0] == "ClusterRole":
-            assert added["rules"] == DEFAULT_CLUSTER_RULES
+            assert added["rules"] == default_cluster_rules("kube-system", full)
         if key[0] == "Role":
             assert added["rules"] == default_role_rules(key[1])
     if ("Role", f"{full}-events") in ours:
@@ -300,7 +314,8 @@ def test_a_release_name_without_kured_and_the_name_overrides(tmp_path: Path) -> 
 
 def test_kured_s_lock_and_no_additions(tmp_path: Path) -> None:
     """``pykured: {lockBackend: daemonset, events: false, watchNode: false, rbac: {kuredRules: true}}``:
-    kured's RBAC exactly (the admission policies stay, and are the only objects added)."""
+    kured's RBAC exactly plus the marker that grants nothing (the admission policies stay, and are the only
+    objects added)."""
     values = {
         "pykured": {
             "lockBackend": "daemonset",
@@ -318,7 +333,8 @@ def test_kured_s_lock_and_no_additions(tmp_path: Path) -> None:
         base, removed = documented(theirs, KURED_CHART_LABEL)
         assert mine == base
         if "rules" in added:
-            assert added["rules"] == removed["rules"], key
+            marker = [marker_rule("kube-system", "kured")] if key[0] == "ClusterRole" else []
+            assert added["rules"] == removed["rules"] + marker, key
         if "args" in added:
             assert added["args"] == [*removed["args"], "--lock-backend=daemonset", "--events=false"]
 
@@ -562,8 +578,8 @@ def test_helm_package(tmp_path: Path) -> None:
 
 def test_the_chart_s_admission_policies_are_the_kustomize_base_s(tmp_path: Path) -> None:
     """One set of rules: the chart's policies differ from kustomize/base/admission.yaml only in names, the
-    ServiceAccount they apply to, the lists taken from values, and the central FleetLock server (the chart
-    runs none)."""
+    install id in the marker they match (the release's, ``<namespace>/<fullname>``, kustomize's ``kured``),
+    the lists taken from values, and the central FleetLock server (the chart runs none)."""
     base = Path(__file__).resolve().parents[2] / "kustomize" / "base" / "admission.yaml"
     theirs = {
         d["metadata"]["name"].removeprefix("pykured-"): d
@@ -587,12 +603,19 @@ def test_the_chart_s_admission_policies_are_the_kustomize_base_s(tmp_path: Path)
         if "leasePrefix" in variables:
             variables["leasePrefix"] = "'ops-kured-lock-'"
         assert {v["name"]: v["expression"] for v in spec.get("variables", [])} == variables, name
-        conditions = json.dumps(spec["matchConditions"])
         if name == "reboot-requesters":
             assert spec["matchConditions"] == expected["matchConditions"]
-        else:
-            assert "system:serviceaccount:kube-system:ops-kured" in conditions, conditions
-            assert "pykured-fleetlock" not in conditions
+            continue
+        agents = "authorizer.group('pykured.dev').resource('agents').name('{}').check('use').allowed()"
+        mine, admin = spec["matchConditions"]
+        theirs_first, theirs_admin = expected["matchConditions"]
+        assert admin == theirs_admin and admin["name"] == "not-a-cluster-admin", name
+        assert mine["name"] == "pykured-agent"
+        assert " ".join(mine["expression"].split()) == (
+            "request.userInfo.username.startsWith('system:serviceaccount:') && "
+            + agents.format("kube-system/ops-kured")
+        ), name
+        assert agents.format("kured") in theirs_first["expression"], name
 
 
 def test_the_least_privilege_switches(tmp_path: Path) -> None:

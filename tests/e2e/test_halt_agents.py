@@ -1,5 +1,7 @@
 """Rolls that stop themselves, with real agents on simulated nodes: a node whose reboot never comes back
-halts the fleet through the freeze (both lock backends), and a per-node pause stops one node only."""
+halts the fleet through the policy ConfigMap's halt (both lock backends, and under kustomize/base's RBAC and
+admission policies with pod-bound tokens), ``pykured unfreeze`` lifts it once for good, and a per-node pause
+stops one node only."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from pykured.core.errors import NotFoundError
 from pykured.fleet import freeze as freezecmd
 from pykured.kube.client import Obj
 from pykured.policy.source import configmaps_path
+from tests.e2e.test_rbac_profiles import install, pod_bound_token, token_kubeconfig
 from tests.fleets import MakeFleet, fleet_factory
 from tests.receivers import serve_receiver
 from tests.testenv import TestEnv
@@ -56,6 +59,11 @@ def freeze_of(k8s: TestEnv, ns: str) -> dict[str, Any] | None:
     return json.loads(text) if text else None
 
 
+def halt_of(k8s: TestEnv, ns: str) -> dict[str, Any] | None:
+    text = policy_data(k8s, ns).get("halt")
+    return json.loads(text) if text else None
+
+
 def events(k8s: TestEnv, node: str) -> list[Obj]:
     found: list[Obj] = k8s.kube().get(
         "/api/v1/namespaces/default/events", query={"fieldSelector": f"involvedObject.name={node}"}
@@ -73,18 +81,52 @@ def cordoned(k8s: TestEnv, node: str) -> bool:
     return bool(k8s.kube().get_node(node)["spec"].get("unschedulable"))
 
 
-@pytest.mark.parametrize("backend", ["daemonset", "lease"])
+def under_the_policies(k8s: TestEnv, tmp_path: Path, ns: str, nodes: list[str]) -> dict[str, str]:
+    """kustomize/base's RBAC, policy ConfigMap and admission policies moved into ``ns`` (narrowed to it:
+    :func:`~tests.e2e.test_rbac_profiles.install`), the second lock slot granted as kustomize/README.md says
+    for --concurrency=2; a kubeconfig per node with a token bound to a pod of the DaemonSet on it."""
+    install(k8s, "kustomize/base", ns, tmp_path)
+    slots = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["kured-lock-1"],
+             "verbs": ["get", "update"]}  # fmt: skip
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "slot-1"},
+            "rules": [slots]}  # fmt: skip
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "slot-1"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "slot-1"},
+        "subjects": [{"kind": "ServiceAccount", "name": "kured", "namespace": ns}],
+    }
+    k8s.kube().create(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles", role)
+    k8s.kube().create(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings", binding)
+    return {
+        n: token_kubeconfig(k8s, tmp_path / f"{n}.json", pod_bound_token(k8s, ns, "kured", n, ds="kured"))
+        for n in nodes
+    }
+
+
+@pytest.mark.parametrize("backend", ["daemonset", "lease", "lease-under-the-policies"])
 def test_a_node_that_does_not_come_back_halts_the_fleet_until_unfreeze(
-    k8s: TestEnv, make_fleet: MakeFleet, receiver: tuple[str, list[str]], backend: str
+    k8s: TestEnv, make_fleet: MakeFleet, receiver: tuple[str, list[str]], backend: str, tmp_path: Path
 ) -> None:
     url, seen = receiver
-    args = (f"--lock-backend={backend}", "--concurrency=2", "--reboot-deadline=15s", f"--notify-url={url}")
-    fleet, ns, (doomed, *others) = make_fleet(3, args=args)
-    k8s.kube().request(
-        "POST",
-        configmaps_path(ns),
-        body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": POLICY}},
+    lock = backend.removesuffix("-under-the-policies")
+    args = (f"--lock-backend={lock}", "--concurrency=2", "--reboot-deadline=15s", f"--notify-url={url}")
+    kubeconfigs: dict[str, str] = {}
+    policies = backend != lock
+    fleet, ns, (doomed, *others) = make_fleet(
+        3, args=args, start=not policies, kubeconfig=(lambda n: kubeconfigs[n]) if policies else None
     )
+    if policies:  # the halt is the agents' own write to the ConfigMap: the policy on it admits it
+        kubeconfigs.update(under_the_policies(k8s, tmp_path / "rbac", ns, [doomed, *others]))
+        for node in (doomed, *others):
+            fleet.start(node)
+    else:
+        k8s.kube().request(
+            "POST",
+            configmaps_path(ns),
+            body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": POLICY}},
+        )
     fleet.paused.add(doomed)  # its reboot command runs, but the simulated host never comes back
     fleet.touch(doomed)
     request = fleet.slots[doomed].request
@@ -93,11 +135,13 @@ def test_a_node_that_does_not_come_back_halts_the_fleet_until_unfreeze(
     not_ready(k8s, doomed)
 
     reason = f"node {doomed} did not come back within 15s"
-    assert fleet.wait_for(lambda: (freeze_of(k8s, ns) or {}).get("halted") == doomed, timeout=60), "\n".join(
+    assert fleet.wait_for(lambda: (halt_of(k8s, ns) or {}).get("halted") == doomed, timeout=60), "\n".join(
         fleet.log_text(n)[-2000:] for n in others
     )
-    record = freeze_of(k8s, ns)
+    record = halt_of(k8s, ns)
+    began = k8s.kube().get_node(doomed)["metadata"]["annotations"]["pykured.dev/reboot-triggered-at"]
     assert record is not None and record["reason"] == reason and "until" not in record
+    assert record["began"] == began and freeze_of(k8s, ns) is None  # the halt's own key
     assert record["by"] in (f"pykured on {n}" for n in others)
     halter = record["by"].removeprefix("pykured on ")
     assert fleet.wait_for(lambda: "Halting the fleet" in fleet.log_text(halter), timeout=60)
@@ -145,13 +189,19 @@ def test_a_node_that_does_not_come_back_halts_the_fleet_until_unfreeze(
     assert not any(fleet.slots[n].request.exists() for n in others)
 
     # the operator lifts the halt: the roll goes on with the slot left; the same reboot does not halt again
-    freezecmd.unfreeze(k8s.kube(), namespace=ns, name=POLICY)
+    lifted = freezecmd.unfreeze(k8s.kube(), namespace=ns, name=POLICY)
+    assert lifted is not None and lifted.halted == doomed
+    assert json.loads(policy_data(k8s, ns)["halts-lifted"]) == [{"node": doomed, "began": began}]
     assert fleet.wait_for(lambda: all(fleet.slots[n].reboots == 1 for n in others), timeout=120), "\n".join(
         fleet.log_text(n)[-2000:] for n in others
     )
-    assert freeze_of(k8s, ns) is None
+    assert halt_of(k8s, ns) is None and freeze_of(k8s, ns) is None
+    logs = "".join(fleet.log_text(n) for n in others)
+    assert logs.count("Halting the fleet") == 1, logs
     annotations = k8s.kube().get_node(doomed)["metadata"]["annotations"]
-    assert annotations["pykured.dev/halted-for"] == annotations["pykured.dev/reboot-triggered-at"]
+    assert "pykured.dev/halted-for" not in annotations  # no agent wrote the node it halted for
+    if policies:
+        assert "ValidatingAdmissionPolicy" not in logs, logs
 
 
 def test_a_paused_node_waits_while_the_fleet_rolls(
@@ -229,7 +279,7 @@ def test_a_failed_canary_halts_its_rollout(k8s: TestEnv, make_fleet: MakeFleet) 
     assert code == 1, text
     assert f"rollout canary-fails: canary {first} failed: still waiting for its reboot after 5s" in text
     assert "the other 2 node(s) were not requested" in text
-    record = freeze_of(k8s, ns)
+    record = halt_of(k8s, ns)  # a halt, as an agent's: only pykured unfreeze lifts it
     assert record is not None and record["reason"].startswith(f"rollout canary-fails: canary {first} failed")
     assert not any(requested(k8s, n) for n in rest)
     assert all(fleet.slots[n].reboots == 0 for n in nodes)

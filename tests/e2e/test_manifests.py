@@ -10,6 +10,7 @@ The Dockerfile is checked by ``tools/dockerfile-check``, which ``tools/dev test`
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 from pathlib import Path
@@ -36,12 +37,16 @@ PROFILES = {
 IMAGE = f"ghcr.io/pykured/pykured:{pykured.__version__}"
 NS = "kube-system"
 
+# The marker the agents' admission policies recognise them by (no API serves it: it grants nothing).
+AGENTS_MARKER = {"apiGroups": ["pykured.dev"], "resources": ["agents"], "resourceNames": ["kured"],
+                 "verbs": ["use"]}  # fmt: skip
 # kured-rbac.yaml (kured 1.23.0), in kured's order.
 KURED_CLUSTER_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete", "get"]},
     {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    AGENTS_MARKER,  # not kured's: it grants nothing
 ]
 KURED_ROLE_RULES = [
     {"apiGroups": ["apps"], "resources": ["daemonsets"], "resourceNames": ["kured"], "verbs": ["update"]},
@@ -51,12 +56,15 @@ BASE_CLUSTER_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "get"]},  # no delete: pods are evicted
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"]},
+    AGENTS_MARKER,
 ]
 EVENTS_RULES = [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]  # in "default" only
 POLICIES = (
     "pykured-agent-nodes",
     "pykured-agent-daemonset",
     "pykured-agent-leases",
+    "pykured-agent-configmaps",
+    "pykured-agent-pods",
     "pykured-reboot-requesters",
 )
 
@@ -376,6 +384,12 @@ def test_fleetlock_central_is_a_deployment_behind_a_service(rendered: Any) -> No
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "get"]},
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
         {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"]},
+        {
+            "apiGroups": ["pykured.dev"],
+            "resources": ["fleetlockservers"],
+            "resourceNames": ["kured"],
+            "verbs": ["use"],
+        },
     ]
     subject = [{"kind": "ServiceAccount", "name": "pykured-fleetlock", "namespace": NS}]
     for kind, name, role in (
@@ -395,12 +409,12 @@ def test_fleetlock_central_is_a_deployment_behind_a_service(rendered: Any) -> No
     assert fleetlock_rule["ports"] == [{"port": "fleetlock", "protocol": "TCP"}]
     assert [list(peer) for peer in fleetlock_rule["from"]] == [["ipBlock"]]  # no pod or namespace selector
     assert metrics_rule == {"ports": [{"port": "metrics", "protocol": "TCP"}]}
-    # The agents' node policy lets the central server write any Zincati node's fields, not others'.
+    # The agents' node policy lets the central server (by its marker) write any Zincati node's fields.
     nodes_policy = objects[("ValidatingAdmissionPolicy", "pykured-agent-nodes")]["spec"]
-    assert (
-        "system:serviceaccount:kube-system:pykured-fleetlock"
-        in nodes_policy["matchConditions"][0]["expression"]
-    )
+    marker = "resource('fleetlockservers').name('kured').check('use')"
+    assert marker in nodes_policy["matchConditions"][0]["expression"]
+    central = {v["name"]: v["expression"] for v in nodes_policy["variables"]}["central"]
+    assert marker in central and "serviceaccount:kube-system" not in json.dumps(nodes_policy)
 
 
 def test_every_profile_directory_is_tested() -> None:

@@ -4,7 +4,9 @@ For the base and each overlay, the rendered RBAC objects are applied to the test
 fresh namespace so profiles do not collide), and a real pykured agent runs one whole cycle — lock, cordon,
 drain, reboot, uncordon, release — as ``system:serviceaccount:<ns>:kured`` with that RBAC only, using the
 profile's own DaemonSet arguments (the simulation replaces the sentinel path and the reboot mechanics).
-The FleetLock profiles run under their admission policies too: the central server as its own ServiceAccount
+The FleetLock profiles run under their admission policies too, installed as a user moves a profile
+(:func:`install`: a kustomization with ``namespace:`` over it; the policies match by the marker permission
+in the ClusterRoles, whatever the namespace): the central server as its own ServiceAccount
 ``pykured-fleetlock``, the node-local one with a token bound to a pod on its node (the kubelet's kind).
 Events about Nodes go to the namespace ``default``: the profiles' objects there stay there, renamed.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -88,24 +91,99 @@ def apply_profile_rbac(k8s: TestEnv, docs: list[dict[str, Any]], ns: str) -> Non
 POLICY_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 VAP = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
 VAPB = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+CLUSTER_KINDS = {"ClusterRole", "ClusterRoleBinding", *POLICY_KINDS}
+MARKED = ("resource('agents')", "resource('fleetlockservers')")
+"""The agents' and the central FleetLock server's policies match by these markers."""
 
 
-def relocate_policy(obj: dict[str, Any], ns: str) -> dict[str, Any]:
-    """A kustomize policy for the ServiceAccounts of ``ns`` instead of kube-system (names get a suffix)."""
-    text = json.dumps(obj).replace("system:serviceaccount:kube-system:", f"system:serviceaccount:{ns}:")
-    moved: dict[str, Any] = json.loads(text)
-    moved["metadata"]["name"] = f"{moved['metadata']['name']}-{ns}"
-    if moved["kind"] == "ValidatingAdmissionPolicyBinding":
-        moved["spec"]["policyName"] = f"{moved['spec']['policyName']}-{ns}"
-    return moved
+def render_moved(
+    k8s: TestEnv, directory: str, ns: str, workdir: Path, *, name_suffix: str = ""
+) -> list[dict[str, Any]]:
+    """``directory`` moved as a user moves it: a kustomization of its own with ``namespace: ns`` (and
+    ``nameSuffix``) over it, rendered by kubectl. Nothing in the policies is rewritten.
+
+    Several installs share the test API server, so every cluster-scoped object, and every object the
+    profile puts in the namespace "default" (Events about Nodes), gets ``-<ns>`` appended to its name (the
+    references to it follow); the latter stay in "default", where kustomize's ``namespace:`` would also
+    have moved them."""
+    home = workdir / f"kustomize-{ns}"
+    home.mkdir(parents=True, exist_ok=True)
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "namespace": ns,
+        **({"nameSuffix": name_suffix} if name_suffix else {}),
+        "resources": [os.path.relpath(ROOT / directory, home)],
+    }
+    (home / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    docs = [d for d in yaml.safe_load_all(k8s.kubectl("kustomize", str(home))) if d]
+    in_default = {
+        (d["kind"], d["metadata"]["name"] + name_suffix)
+        for d in render(k8s, directory)
+        if d["metadata"].get("namespace") == "default"
+    }
+    for doc in docs:
+        if (doc["kind"], doc["metadata"]["name"]) in in_default:
+            doc["metadata"]["namespace"] = "default"
+    return unique_names(docs, ns)
 
 
-def apply_policies(k8s: TestEnv, docs: list[dict[str, Any]], ns: str | None) -> None:
-    """Create the policies (relocated from kube-system into ``ns`` unless ``ns`` is None: as rendered)."""
-    for obj in docs:
-        if obj["kind"] in POLICY_KINDS:
-            body = relocate_policy(obj, ns) if ns else obj
-            k8s.kube().create(VAP if obj["kind"] == "ValidatingAdmissionPolicy" else VAPB, body)
+def unique_names(docs: list[dict[str, Any]], ns: str) -> list[dict[str, Any]]:
+    """``-<ns>`` appended to the names of the cluster-scoped objects and those in "default", and to the
+    references to them (a ClusterRoleBinding's role, a binding's policy); names do not change what a
+    policy matches."""
+    shared = {
+        (d["kind"], d["metadata"]["name"])
+        for d in docs
+        if d["kind"] in CLUSTER_KINDS or d["metadata"].get("namespace") == "default"
+    }
+    out = []
+    for doc in docs:
+        moved = copy.deepcopy(doc)
+        meta = moved["metadata"]
+        if (doc["kind"], meta["name"]) in shared:
+            meta["name"] = f"{meta['name']}-{ns}"
+            if doc["kind"] in CLUSTER_KINDS:
+                meta.pop("namespace", None)
+        ref = moved.get("roleRef")
+        if ref is not None and (ref["kind"], ref["name"]) in shared:
+            ref["name"] = f"{ref['name']}-{ns}"
+        if doc["kind"] == "ValidatingAdmissionPolicyBinding":
+            moved["spec"]["policyName"] = f"{moved['spec']['policyName']}-{ns}"
+        out.append(moved)
+    return out
+
+
+def narrowed(docs: list[dict[str, Any]], ns: str) -> list[dict[str, Any]]:
+    """The agents' policies with one matchCondition added: the ServiceAccounts of ``ns`` only. The test
+    installs share one API server, and each install's policies would otherwise apply to every install's
+    agents (they match by the marker permission, wherever it is held). The shipped conditions stay."""
+    out = []
+    for doc in docs:
+        conditions = doc.get("spec", {}).get("matchConditions", [])
+        if doc["kind"] == "ValidatingAdmissionPolicy" and any(m in json.dumps(conditions) for m in MARKED):
+            doc = copy.deepcopy(doc)
+            this = f"request.userInfo.username.startsWith('system:serviceaccount:{ns}:')"
+            doc["spec"]["matchConditions"] = [*conditions, {"name": "this-test-install", "expression": this}]
+        out.append(doc)
+    return out
+
+
+def apply_docs(k8s: TestEnv, docs: list[dict[str, Any]], kinds: set[str]) -> None:
+    """Server-side apply of the objects of ``kinds``, as ``kubectl apply --server-side`` does for users."""
+    chosen = [d for d in docs if d["kind"] in kinds]
+    k8s.kubectl("apply", "--server-side", "-f", "-", stdin="\n---\n".join(yaml.safe_dump(d) for d in chosen))
+
+
+def install(
+    k8s: TestEnv, directory: str, ns: str, workdir: Path, *, name_suffix: str = "", policies: bool = True
+) -> list[dict[str, Any]]:
+    """``directory`` moved into ``ns`` (:func:`render_moved`): its RBAC, ConfigMaps and (narrowed to ``ns``,
+    :func:`narrowed`) policies applied; the rendered objects returned."""
+    docs = render_moved(k8s, directory, ns, workdir, name_suffix=name_suffix)
+    kinds = RBAC_KINDS | {"ConfigMap"} | (POLICY_KINDS if policies else set())
+    apply_docs(k8s, narrowed(docs, ns), kinds)
+    return docs
 
 
 def token_kubeconfig(k8s: TestEnv, path: Path, token: str) -> str:
@@ -129,17 +207,27 @@ def token_kubeconfig(k8s: TestEnv, path: Path, token: str) -> str:
     return str(path)
 
 
-def pod_bound_token(k8s: TestEnv, ns: str, account: str, node: str, *, ds: str) -> str:
-    """The kubelet's kind of token: a Pod of DaemonSet ``ds`` (so a drain leaves it) running as ``account`` on
-    ``node``, and a token bound to that Pod."""
-    owner = k8s.kube().get_daemonset(ns, ds)["metadata"]
-    ref = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds, "uid": owner["uid"], "controller": True}
+def pod_bound_token(k8s: TestEnv, ns: str, account: str, node: str, *, ds: str | None) -> str:
+    """The kubelet's kind of token: a Pod of DaemonSet ``ds`` (so a drain leaves it; None: a Pod of no
+    owner) running as ``account`` on ``node``, and a token bound to that Pod."""
+    meta: dict[str, Any] = {"name": f"agent-{node}"[:63]}
+    if ds is not None:
+        owner = k8s.kube().get_daemonset(ns, ds)["metadata"]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "name": ds,
+                "uid": owner["uid"],
+                "controller": True,
+            }
+        ]
     pod = k8s.kube().create(
         f"/api/v1/namespaces/{ns}/pods",
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": f"agent-{node}"[:63], "ownerReferences": [ref]},
+            "metadata": meta,
             "spec": {
                 "serviceAccountName": account,
                 "nodeName": node,
@@ -242,10 +330,9 @@ def test_zincati_cycle_with_the_fleetlock_profiles_rbac_only(
     from tests.e2e.test_wiring import zincati
 
     directory, kind = FLEETLOCK_PROFILES[profile]
-    docs = render(k8s, directory)
     ns = k8s.new_namespace(profile[:10])  # a client certificate's name holds at most 64 characters
-    apply_profile_rbac(k8s, docs, ns)
-    apply_policies(k8s, docs, ns)  # the central server writes every Zincati node's fields, an agent its own
+    # the central server writes every Zincati node's fields, an agent its own
+    docs = install(k8s, directory, ns, tmp_path)
     central = kind == "Deployment"
     k8s.create_daemonset(ns, "kured")
     workload = next(d for d in docs if d["kind"] == kind)

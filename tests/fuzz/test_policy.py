@@ -39,7 +39,9 @@ def test_a_freeze_record_parses_or_raises_freeze_error(text: str) -> None:
 
 @FUZZ
 @given(
-    st.fixed_dictionaries({}, optional={"freeze": hostile(FREEZE), "blackouts": blackout_lines}),
+    st.fixed_dictionaries(
+        {}, optional={"freeze": hostile(FREEZE), "halt": hostile(FREEZE), "blackouts": blackout_lines}
+    ),
     st.dictionaries(any_text, any_text, max_size=2),
     ZONES,
 )
@@ -48,13 +50,15 @@ def test_a_policy_map_parses_or_is_refused_and_a_freeze_never_goes_blind(
 ) -> None:
     data = {**extra, **data}
     try:
-        freeze = parse_policy_map(data, zone=zone).freeze
+        doc = parse_policy_map(data, zone=zone)
     except PolicyMapError as exc:
-        freeze = exc.freeze
+        doc = exc.doc
     if (data.get("freeze") or "").strip():
-        assert freeze is not None  # a freeze key is never read as no freeze
-        if freeze.unreadable:
-            assert freeze.active(NOW)
+        assert doc.freeze is not None  # a freeze key is never read as no freeze
+        if doc.freeze.unreadable:
+            assert doc.freeze.active(NOW)
+    if "halt" in data:  # a halt key, whatever it holds, halts
+        assert doc.halt is not None and doc.in_force(NOW) is doc.halt
 
 
 @FUZZ

@@ -41,11 +41,38 @@ def test_no_halt_before_the_reboot_began_or_when_off() -> None:
     assert halt.overdue(holder(), deadline=datetime.timedelta(0), now=T0 + 60 * MIN) is None
 
 
+def test_a_lifted_halt_does_not_halt_again_for_the_same_reboot() -> None:
+    began = "2026-12-01T03:00:00Z"
+    late = T0 + 60 * MIN
+    lifted = (halt.LiftedHalt("n5", began),)
+    assert halt.overdue(holder(began_text=began), deadline=MIN, now=late, lifted=lifted) is None
+    again = halt.overdue(holder(began_text="2026-12-02T03:00:00Z"), deadline=MIN, now=late, lifted=lifted)
+    assert again is not None and again.began_text == "2026-12-02T03:00:00Z"  # a new reboot of n5 may
+    other = halt.overdue(holder(node="n6", began_text=began), deadline=MIN, now=late, lifted=lifted)
+    assert other is not None and other.node == "n6"
+    # an older agent's mark on the node is still honoured
+    marked = holder(began_text=began, halted_for=began)
+    assert halt.overdue(marked, deadline=MIN, now=late) is None
+
+
+def test_lifting_remembers_the_reboot_a_halt_named_newest_last_and_bounded() -> None:
+    record = FreezeRecord("r", "pykured on n1", T0, halted="n5", began="b5")
+    assert halt.lifting((), record) == (halt.LiftedHalt("n5", "b5"),)
+    assert halt.lifting((), FreezeRecord("canary failed", "alice", T0)) is None  # names no reboot
+    assert halt.lifting((), FreezeRecord("3 drains failed", "x", T0, halted="n5")) is None  # nor a streak
+    assert halt.lifting((), None) is None
+    many = tuple(halt.LiftedHalt(f"n{i}", "b") for i in range(halt.MAX_LIFTED))
+    kept = halt.lifting((halt.LiftedHalt("n5", "b5"), *many), record)
+    assert kept is not None and len(kept) == halt.MAX_LIFTED and kept[-1] == halt.LiftedHalt("n5", "b5")
+    assert kept.count(halt.LiftedHalt("n5", "b5")) == 1
+    assert halt.parse_lifted(halt.lifted_json(kept)) == kept
+
+
 def test_the_halt_record_names_the_node_and_has_no_end() -> None:
-    found = halt.Overdue("n5", T0, "not Ready")
+    found = halt.Overdue("n5", T0, "not Ready", "2026-12-01T03:00:00Z")
     record = halt.halt_record(found, deadline=30 * MIN, by="pykured on n1", now=T0)
     assert record.reason == "node n5 did not come back within 30m0s"
-    assert record.halted == "n5" and record.until is None
+    assert record.halted == "n5" and record.until is None and record.began == "2026-12-01T03:00:00Z"
     again = FreezeRecord.from_json(record.to_json())
     assert again == record
     assert again.describe().startswith("halted by pykured on n1 at 2026-12-01T03:00:00Z: node n5")

@@ -169,8 +169,25 @@ environment.
 {{- end -}}
 
 {{/* The user name the agents' ServiceAccount tokens authenticate as. */}}
-{{- define "pykured.agentUser" -}}
-system:serviceaccount:{{ .Release.Namespace }}:{{ include "pykured.serviceAccountName" . }}
+{{/*
+The release's id in the admission policies: the agents' ClusterRole carries the marker permission `use` on
+`agents.pykured.dev` with this resource name (it grants nothing), and the policies apply to the tokens that
+hold it, so two releases in one cluster each narrow only their own agents.
+*/}}
+{{- define "pykured.installId" -}}
+{{ .Release.Namespace }}/{{ include "pykured.fullname" . }}
+{{- end -}}
+
+{{/* The matchConditions of the agents' policies: the release's marker, and not a cluster admin. */}}
+{{- define "pykured.agentMatch" -}}
+- name: pykured-agent
+  expression: >-
+    request.userInfo.username.startsWith('system:serviceaccount:')
+    && authorizer.group('pykured.dev').resource('agents').name('{{ include "pykured.installId" . }}').check('use').allowed()
+- name: not-a-cluster-admin
+  expression: >-
+    !request.userInfo.username.startsWith('system:serviceaccount:')
+    || !authorizer.group('pykured.dev').resource('agents').check('never').allowed()
 {{- end -}}
 
 {{/* A list of strings as a CEL list literal: ['a', 'b']. */}}

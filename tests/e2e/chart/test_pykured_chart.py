@@ -18,9 +18,9 @@ from pykured_dev.testenv.reference import helm_template, reference
 from tests.chart.test_pykured_chart import (
     CHART,
     CHART_LABEL,
-    DEFAULT_CLUSTER_RULES,
     KURED_CHART_LABEL,
     LOCK,
+    default_cluster_rules,
     default_role_rules,
     helm,
 )
@@ -89,7 +89,7 @@ def test_helm_upgrade_from_kured_s_chart_keeps_names_selectors_and_the_lock(
     assert role["rules"] == default_role_rules("kured")
     clusterrole = kube.get("/apis/rbac.authorization.k8s.io/v1/clusterroles/kured")
     assert clusterrole["metadata"]["uid"] == before["clusterrole"]["metadata"]["uid"]
-    assert clusterrole["rules"] == DEFAULT_CLUSTER_RULES
+    assert clusterrole["rules"] == default_cluster_rules(ns, "kured")
     annotations = kube.get_node(node)["metadata"]["annotations"]
     assert annotations["weave.works/kured-reboot-in-progress"] == "x", "the cycle's marks carry over"
     history = helm(

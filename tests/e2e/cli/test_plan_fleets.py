@@ -45,7 +45,7 @@ from pykured.policy.freeze import FreezeRecord
 from pykured.policy.maintenance import MaintenancePolicy, Window
 from pykured.policy.source import PolicySource, PolicyWindow
 from pykured.policy.weekly import TimeWindow
-from pykured.policy.writer import set_unless_frozen
+from pykured.policy.writer import add_halt
 from pykured.status import agent as agentstatus
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.prometheus import Prometheus
@@ -285,11 +285,11 @@ def frozen(site: Site) -> None:
 
 
 def halted(site: Site) -> None:
-    """A node did not come back within --reboot-deadline: the fleet is halted (the freeze, with its node)."""
+    """A node did not come back within --reboot-deadline: the fleet is halted (the halt, with its node)."""
     a, b, c = site.nodes(3)
     record = FreezeRecord(reason=f"node {c} did not come back within 1h0m0s", by=f"pykured on {b}",
                           at=NOW - HOUR, halted=c)  # fmt: skip
-    assert set_unless_frozen(site.kube, namespace=site.ns, name=POLICY, record=record, now=NOW) is None
+    assert add_halt(site.kube, namespace=site.ns, name=POLICY, record=record, now=NOW) is None
     source = site.policy_source()
     site.agent(a, blockers=[FreezeBlocker(source)], source=source).run_once()
     site.agent(b, sentinel=False, blockers=[FreezeBlocker(source)], source=source).run_once()

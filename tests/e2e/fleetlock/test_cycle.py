@@ -22,7 +22,7 @@ from pykured.fleet.freeze import pause_nodes, unfreeze, unpause_nodes
 from pykured.kube.client import Obj
 from pykured.policy import halt
 from pykured.policy.source import PolicySource
-from pykured.policy.writer import set_unless_frozen
+from pykured.policy.writer import add_halt
 from tests.e2e.fleetlock.conftest import Rig, utcnow, zincati, zincati_id
 from tests.lock.conftest import History, annotation_history
 
@@ -424,7 +424,7 @@ def test_steady_state_from_a_node_whose_kubelet_is_not_back_yet(rig: Rig) -> Non
 
 
 def test_the_freeze_a_halt_sets_and_a_node_pause_answer_423(rig: Rig) -> None:
-    """FleetLock honours the freeze (a halt is one) and the per-node pause, as wiring builds its blockers."""
+    """FleetLock honours the halt (as the freeze) and the per-node pause, as wiring builds its blockers."""
     (node,) = rig.add_nodes(rig.k8s.unique("zn"))
     source = PolicySource(rig.kube, namespace=rig.namespace, name="kured-policy", zone=datetime.UTC)
     source.refresh()
@@ -435,9 +435,9 @@ def test_the_freeze_a_halt_sets_and_a_node_pause_answer_423(rig: Rig) -> None:
     five = datetime.timedelta(minutes=5)
     record = halt.halt_record(found, deadline=five, by="pykured on zn-1", now=utcnow())
     where = {"namespace": rig.namespace, "name": "kured-policy"}
-    assert set_unless_frozen(rig.kube, record=record, now=utcnow(), **where) is None
-    again = set_unless_frozen(rig.kube, record=record, now=utcnow(), **where)
-    assert again is not None and again.to_json() == record.to_json()  # idempotent: the freeze in force stays
+    assert add_halt(rig.kube, record=record, now=utcnow(), **where) is None
+    again = add_halt(rig.kube, record=record, now=utcnow(), **where)
+    assert again is not None and again.to_json() == record.to_json()  # idempotent: the halt in force stays
     source.refresh()
     assert zincati(server.port, "pre-reboot", zincati_id(node)) == (423, "blocked")
     assert rig.holders() == [] and not rig.cordoned(node)

@@ -237,7 +237,7 @@ def test_failed_drains_halt_the_fleet(parity: Bench, driver: str) -> None:
     assert not run.drive(passes=2)
     assert run.holders() == [] and not run.cordoned() and run.reboots() == 0
     policy = run.kube.request("GET", f"/api/v1/namespaces/{run.namespace}/configmaps/kured-policy")
-    record = FreezeRecord.from_json(policy["data"]["freeze"])
+    record = FreezeRecord.from_json(policy["data"]["halt"])  # the halt's own key
     assert record.halted == run.node, record
     assert record.reason.startswith(f"2 consecutive drains failed (last: {run.node}: error when evicting")
     assert read_streak(policy) == Streak()  # the halt took the count back to zero

@@ -1,4 +1,6 @@
-"""The real-node tier's fixture: one control plane (ServiceAccount admission on) and 3 real nodes per session.
+"""The real-node tier's fixture: one control plane (ServiceAccount admission on) and 3 real nodes per worker's
+run of the tier (package scope: the fleet ends with the worker's last real-node test, not with its session, so
+the inotify instances and cores it holds go back to the machine's other test runs as soon as it is done).
 
 A machine without what real nodes need fails the tier with one line naming what is missing (never a skip);
 every process the fixture started is ended when the session ends, whatever happened.
@@ -15,7 +17,7 @@ from pykured_dev.testenv.realnode import RealNodeError, RealNodes, require
 from tests.e2e.realnode.support import built
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def realnodes() -> Iterator[RealNodes]:
     try:
         require()

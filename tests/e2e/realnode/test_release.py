@@ -31,7 +31,7 @@ pytestmark = [
     pytest.mark.k8s,
     pytest.mark.slow,
     pytest.mark.realnode,
-    pytest.mark.timeout(1500),
+    pytest.mark.timeout(2100),  # with INOTIFY_WAIT: the first test starts the fleet
 ]
 
 

@@ -15,7 +15,7 @@ pytestmark = [
     pytest.mark.k8s,
     pytest.mark.slow,
     pytest.mark.realnode,
-    pytest.mark.timeout(900),
+    pytest.mark.timeout(1500),  # with INOTIFY_WAIT: the first test starts the fleet
 ]
 
 REQUEST = "pykured.dev/reboot-request"
