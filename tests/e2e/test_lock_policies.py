@@ -18,6 +18,7 @@ Every refusal is the policy's (a 403 naming a ValidatingAdmissionPolicy) and say
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -236,7 +237,7 @@ def test_an_agent_names_no_other_node_and_squats_no_entry(k8s: TestEnv, agents: 
     theirs = queue_lease_name(a.setup.lease_prefix, other)
     for holder in (mine, None):
         refused(
-            lambda holder=holder: a.mine.create_lease(ns, lease(theirs, holder)),
+            functools.partial(a.mine.create_lease, ns, lease(theirs, holder)),
             f"may write only its own lock queue entry {a.setup.lease_prefix}-q-{mine}, not {theirs}",
         )
     # owned by another Node (so the garbage collector would delete it with that one), or blocking a Node's
@@ -374,7 +375,7 @@ def test_an_agent_changes_only_its_own_entry_in_the_single_lock(k8s: TestEnv, ag
         kured_entry(mine).replace(",", ", "),
         "manual",
     ):
-        refused(lambda value=value: write_lock(a.mine, s, value), "only as kured writes it")
+        refused(functools.partial(write_lock, a.mine, s, value), "only as kured writes it")
     # a token bound to no pod names no node
     refused(lambda: write_lock(s.unbound, s, kured_entry(mine)), "pod-bound")
     # a value that is not kured's JSON (an operator's manual lock) is not rewritten, not even removed
