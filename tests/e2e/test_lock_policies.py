@@ -12,14 +12,21 @@ agent on ``mine`` and the agent on ``other`` each with a token bound to a pod on
   nodes' entries, the form and ``maxOwners`` stay while others hold; a value that is not kured's JSON is
   neither written nor rewritten.
 
-Every refusal is the policy's (a 403 naming a ValidatingAdmissionPolicy) and says why.
+Every refusal is the policy's (a 403 naming a ValidatingAdmissionPolicy) and says why. Then pykured's locks
+with those tokens: a refused take of another node's expired slot (--lock-ttl), on either backend, counts as
+held (one log line naming the policy, no second write) until ``pykured lock release`` frees it; and when a
+holder's Node is deleted, kube-controller-manager's garbage collector deletes its slot (the slot's owner),
+which the waiter then takes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import io
 import json
+import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,8 +34,12 @@ from typing import Any
 import pytest
 
 from pykured.core import errors
+from pykured.fleet.locks import lock_release
+from pykured.gocompat.goflags import Duration
 from pykured.kube.client import Kube, Obj
+from pykured.lock.annotation import AnnotationLock
 from pykured.lock.groups import group_lease_name
+from pykured.lock.lease import LeaseLock
 from pykured.lock.record import LockEntry, encode_entry, encode_multi, parse_go_time
 from pykured.roll.queue import queue_lease_name
 from pykured_dev.eventually import eventually
@@ -414,3 +425,161 @@ def test_an_agent_changes_only_its_own_entry_in_the_multi_lock(k8s: TestEnv, age
     write_lock(a.theirs, s, multi(2))
     write_lock(a.mine, s, multi(3, mine))
     write_lock(a.mine, s, multi(3))
+
+
+# -- the lock under the policies -----------------------------------------------------------------------------
+
+
+class Counted:
+    """A client that counts the lock's writes (and forwards everything)."""
+
+    WRITES = ("create_lease", "replace_lease", "replace_daemonset")
+
+    def __init__(self, kube: Kube) -> None:
+        self._kube = kube
+        self.writes = 0
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._kube, name)
+        if name not in self.WRITES:
+            return real
+
+        def write(*args: Any, **kwargs: Any) -> Any:
+            self.writes += 1
+            return real(*args, **kwargs)
+
+        return write
+
+
+def lease_lock(kube: Any, a: Agents, node: str, **kw: Any) -> LeaseLock:
+    options: dict[str, Any] = {"ttl": Duration(0), "retry_interval": 0.2, "retry_timeout": 10.0}
+    options.update(kw)
+    return LeaseLock(
+        kube, namespace=a.ns, prefix=a.setup.lease_prefix, node_id=node, concurrency=1, **options
+    )
+
+
+def annotation_lock(kube: Any, a: Agents, node: str, **kw: Any) -> AnnotationLock:
+    options: dict[str, Any] = {"ttl": Duration(0), "conflict_delay": 0.2, "retry_interval": 0.2,
+                               "retry_timeout": 10.0, "concurrency": 1}  # fmt: skip
+    options.update(kw)
+    return AnnotationLock(kube, namespace=a.ns, ds_name=a.setup.ds, annotation=LOCK, node_id=node, **options)
+
+
+def refusal_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "Not allowed to" in r.getMessage()]
+
+
+def operator_release(a: Agents, node: str, backend: str) -> str:
+    """``pykured lock release NODE --backend BACKEND``, as a cluster admin."""
+    out = io.StringIO()
+    code = lock_release(a.admin, node, namespace=a.ns, ds_name=a.setup.ds, annotation=LOCK,
+                        lease_prefix=a.setup.lease_prefix, out=out, backend=backend)  # fmt: skip
+    assert code == 0, out.getvalue()
+    return out.getvalue()
+
+
+def test_an_expired_slot_of_another_node_counts_as_held_until_an_operator_frees_it(
+    k8s: TestEnv, agents: Agents, caplog: pytest.LogCaptureFixture
+) -> None:
+    """--lock-ttl under the policies, on the Lease backend: the waiter's take of the holder's expired slot is
+    refused; the lock understands it (not acquired, the holder named, one log line naming the policy, no
+    second write), and ``pykured lock release`` frees it for the waiter. The slot is owned by its holder's
+    Node, as the holder took it."""
+    a, mine, other = agents, agents.setup.mine, agents.setup.other
+    ttl = Duration.parse("1s")
+    theirs = lease_lock(a.theirs, a, other, ttl=ttl)
+    assert theirs.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    slot = a.admin.get_lease(a.ns, a.slot(0))
+    uid = a.admin.get_node(other)["metadata"]["uid"]
+    assert slot["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": other, "uid": uid}
+    ]
+    counted = Counted(a.mine)
+    waiter = lease_lock(counted, a, mine, ttl=ttl)
+    assert eventually(lambda: theirs.holding(now_ns=time.time_ns()) is None, timeout=60, every=0.2)  # expired
+    caplog.set_level(logging.INFO)
+    for _ in range(3):
+        result = waiter.acquire(unschedulable=False, now_ns=time.time_ns())
+        assert not result.acquired and result.holder_names == other
+    assert counted.writes == 1
+    (line,) = refusal_lines(caplog)
+    assert f"take the expired slot {a.slot(0)}, held by node {other}" in line and "agent-leases" in line, line
+    assert "ValidatingAdmissionPolicy" in line
+    assert a.admin.get_lease(a.ns, a.slot(0))["spec"]["holderIdentity"] == other
+    assert "Released the lease lock of" in operator_release(a, other, "lease")
+    assert waiter.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    taken = a.admin.get_lease(a.ns, a.slot(0))
+    assert taken["spec"]["holderIdentity"] == mine
+    assert [o["name"] for o in taken["metadata"]["ownerReferences"]] == [mine]
+    assert waiter.release()
+
+
+def test_an_expired_annotation_lock_of_another_node_counts_as_held_until_an_operator_frees_it(
+    k8s: TestEnv, agents: Agents, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same on kured's annotation lock, single form; then the multi form, where a take beside the other
+    node's entry is the agent's own and passes."""
+    a, mine, other = agents, agents.setup.mine, agents.setup.other
+    ttl = Duration.parse("1s")
+    theirs = annotation_lock(a.theirs, a, other, ttl=ttl)
+    assert theirs.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    counted = Counted(a.mine)
+    waiter = annotation_lock(counted, a, mine, ttl=ttl)
+    assert eventually(lambda: theirs.holding(now_ns=time.time_ns()) is None, timeout=60, every=0.2)
+    caplog.set_level(logging.INFO)
+    for _ in range(3):
+        result = waiter.acquire(unschedulable=False, now_ns=time.time_ns())
+        assert not result.acquired and result.holder_names == other
+    assert counted.writes == 1
+    (line,) = refusal_lines(caplog)
+    assert f"in annotation {LOCK}, held by node {other}" in line and "agent-daemonset" in line, line
+    assert [e.node_id for e in waiter.holders(now_ns=time.time_ns())] == [other]
+    assert "Released the annotation lock of" in operator_release(a, other, "daemonset")
+    assert waiter.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    assert waiter.release()
+    # the multi form: each appends and removes its own entry beside the other's
+    theirs = annotation_lock(a.theirs, a, other, concurrency=2)
+    ours = annotation_lock(a.mine, a, mine, concurrency=2)
+    assert theirs.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    assert ours.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    assert theirs.release()
+    assert [e.node_id for e in ours.holders(now_ns=time.time_ns())] == [mine]
+    assert ours.release()
+
+
+@pytest.mark.kcm
+@pytest.mark.timeout(300)
+def test_the_garbage_collector_deletes_the_slot_of_a_deleted_node_and_a_waiter_takes_it(
+    k8s: TestEnv, agents: Agents, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A holder's Node is deleted: the waiter's liveness check finds it gone, and its free of the slot is
+    refused under the policies (said once); kube-controller-manager's garbage collector deletes the slot (its
+    owner is that Node), and the waiter creates it anew and holds it."""
+    a, mine, other = agents, agents.setup.mine, agents.setup.other
+    theirs = lease_lock(a.theirs, a, other)
+    assert theirs.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    waiter = lease_lock(a.mine, a, mine, liveness_interval=0.0)
+    assert not waiter.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    k8s.delete_node(other)
+    caplog.set_level(logging.INFO)
+    for _ in range(2):
+        result = waiter.acquire(unschedulable=False, now_ns=time.time_ns())
+        assert not result.acquired and result.holder_names == other
+    (line,) = refusal_lines(caplog)
+    assert f"free the deleted Node's slot {a.slot(0)}, held by node {other}" in line, line
+    k8s.start_kcm("garbage-collector-controller")
+    try:
+
+        def deleted() -> bool:
+            try:
+                a.admin.get_lease(a.ns, a.slot(0))
+            except errors.NotFoundError:
+                return True
+            return False
+
+        assert eventually(deleted, timeout=120, every=0.5), "the garbage collector never deleted the slot"
+    finally:
+        k8s.stop_kcm()
+    assert waiter.acquire(unschedulable=False, now_ns=time.time_ns()).acquired
+    assert a.admin.get_lease(a.ns, a.slot(0))["spec"]["holderIdentity"] == mine
