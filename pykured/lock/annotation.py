@@ -18,7 +18,12 @@ daemonsets and ``update`` on the named one (no patch, no list, no watch).
   percentage being taken of the ``status.desiredNumberScheduled`` of the DaemonSet the take read anyway (no
   request, no rule more); the value written keeps kured's ``maxOwners`` (``--concurrency``).
 * Differences from kured: no in-process release delay (the daemon's job), holders whose Node is gone are
-  freed (:mod:`pykured.lock.liveness`), both JSON forms are read whatever our concurrency.
+  freed (:mod:`pykured.lock.liveness`), both JSON forms are read whatever our concurrency; a release that
+  leaves other nodes' entries keeps the stored ``maxOwners`` (as kured's release does).
+* Under pykured's admission policies an agent changes only its own entry: a take that would drop or
+  rewrite another node's entry (its TTL expired, its Node is gone, ``maxOwners`` differs) is refused. The
+  lock understands the refusal (:mod:`pykured.lock.refusals`): every entry of that value counts as held, the
+  refusal is said once, and nothing is written again until the value changes.
 * An operator sees it through :class:`AnnotationView`: the holders in the stored order, and a value that
   cannot be decoded printed raw (it counts as held) and deleted by a release.
 * A waiting node reads the DaemonSet once per wait: the daemon waits ``--period``, at most a minute
@@ -58,6 +63,7 @@ from pykured.lock.record import (
     ttl_expired,
     value_for,
 )
+from pykured.lock.refusals import Refusals
 from pykured.lock.retry import read_until_deadline
 
 WAITING_POLL = 60.0
@@ -131,6 +137,7 @@ class AnnotationLock:
         self._liveness = HolderLiveness(
             kube, recheck_interval=liveness_interval, on_gone_holder=on_gone_holder, clock=monotonic
         )
+        self._refusals = Refusals(backend=self.backend, where=self.where)  # the values it counts as held
         self._last_raw: str | None = None
         self._rng = random.Random()  # noqa: S311 - jitter, not cryptography
         self._phased = False
@@ -247,6 +254,9 @@ class AnnotationLock:
             current = live(entries, now_ns)
             if find(current, me):
                 return AcquireResult(True, current, reentrant=True)
+            stored = _annotations(ds).get(self._annotation)
+            if self._refusals.refused(self._annotation, stored):  # a policy refused our take over this value
+                return AcquireResult(False, _others(entries, me))
             count = desired_count(ds) if self._budget is not None and self._budget.percent else None
             limit = self._limit = effective_limit(
                 concurrency=self._concurrency, budget=self._budget, count=count
@@ -265,6 +275,16 @@ class AnnotationLock:
             try:
                 self._put(ds, value_for(planned, concurrency=self._concurrency))
             except KubeError as exc:
+                dropped = [e.node_id for e in entries if e not in planned and e.node_id != me]
+                holders = dropped or [e.node_id for e in _others(entries, me)]
+                if holders and self._refusals.note(
+                    exc,
+                    slot=self._annotation,
+                    holding=stored,
+                    holder=", ".join(dict.fromkeys(holders)),
+                    write=f"take over the lock on daemonset {self.where} in annotation",
+                ):
+                    return AcquireResult(False, _others(entries, me))
                 self._write_failed(exc, deadline, "acquire")
                 continue
             for name in gone:
@@ -306,7 +326,9 @@ class AnnotationLock:
 
     def _after_release(self, value: LockValue, remaining: tuple[LockEntry, ...]) -> LockValue:
         if value.form is LockForm.MULTI and (remaining or self._concurrency > 1):
-            owners = self._concurrency if self._concurrency > 1 else max(value.max_owners, len(remaining))
+            # the stored maxOwners while other nodes hold entries (kured's release keeps it; the admission
+            # policies refuse to change it under them), else our own --concurrency
+            owners = max(value.max_owners, len(remaining)) if remaining else self._concurrency
             return LockValue(LockForm.MULTI, remaining, owners)
         return value_for(remaining, concurrency=self._concurrency)
 
@@ -319,6 +341,8 @@ class AnnotationLock:
         except LockError as exc:
             self._unreadable(exc)
             return (UNKNOWN,)
+        if value and self._refusals.refused(self._annotation, _annotations(ds).get(self._annotation)):
+            return value.entries  # a policy refused our take over this value: every entry holds
         return live(value.entries, now_ns) if value else ()
 
     def _guard_read(self) -> Obj | None:
@@ -452,6 +476,11 @@ class AnnotationView:
             return Released.FREED
         out.write(f"  old value: {self._lock.raw_value()}\n")
         return Released.FREED if self._lock.clear() else Released.NOT_HELD
+
+
+def _others(entries: tuple[LockEntry, ...], me: str) -> tuple[LockEntry, ...]:
+    """Every entry of another node, expired or not (all of them hold while a policy refuses our take)."""
+    return tuple(e for e in entries if e.node_id != me)
 
 
 def _annotations(obj: Obj) -> dict[str, Any]:

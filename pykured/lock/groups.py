@@ -9,8 +9,9 @@ is paced only by ``--concurrency``.
 
 The order is group slot, then cluster slot; when no cluster slot is free the group slot is given back at
 once. A group slot whose holder holds no cluster slot is stale after ``grace`` (a crash between the two
-writes, or the holder's lock TTL expired) and may be taken over. This module is the pure part: names, the
-slot choice and when a full group must be looked at again, ``now`` passed in.
+writes, or the holder's lock TTL expired) and may be taken over; under pykured's admission policies such a
+take is refused (only its holder frees a slot), and the slot then counts as held (``kept``). This module is
+the pure part: names, the slot choice and when a full group must be looked at again, ``now`` passed in.
 """
 
 from __future__ import annotations
@@ -76,15 +77,17 @@ def choose_group_slot(
     cluster_holders: Collection[str],
     now_ns: int,
     grace_ns: int = DEFAULT_GRACE_NS,
+    kept: Collection[str] = (),
 ) -> GroupChoice:
-    """Which group slot ``me`` may take. ``slots``: every group Lease by name (None = free)."""
+    """Which group slot ``me`` may take. ``slots``: every group Lease by name (None = free); ``kept``: the
+    slots whose holder counts whatever its grace (a take of them was refused)."""
     mine = [n for n, h in slots.items() if h is not None and h.node_id == me and h.group == group]
     if mine:
         return GroupChoice(held=sorted(mine)[0])
     live = sorted(
         (n, h)
         for n, h in slots.items()
-        if h is not None and h.group == group and is_live(h, cluster_holders, now_ns, grace_ns)
+        if h is not None and h.group == group and (n in kept or is_live(h, cluster_holders, now_ns, grace_ns))
     )
     holders = tuple(h.node_id for _, h in live)
     if len(live) >= max(limit, 1):
@@ -94,7 +97,9 @@ def choose_group_slot(
     stale = [
         n
         for n in names
-        if (h := slots.get(n)) is not None and not is_live(h, cluster_holders, now_ns, grace_ns)
+        if (h := slots.get(n)) is not None
+        and n not in kept
+        and not is_live(h, cluster_holders, now_ns, grace_ns)
     ]
     return GroupChoice(candidates=tuple(empty + stale), holders=holders)
 

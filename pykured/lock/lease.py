@@ -11,6 +11,13 @@ one object per slot instead of one per group:
   ``resourceVersion`` (409 = it changed). So a slot has at most one holder. Before taking one, the unexpired
   holders of *all* labelled Leases are counted (Leases left over from a larger ``--concurrency`` included).
 * Release sets ``holderIdentity`` to null and keeps the object (``leaseTransitions`` counts handovers).
+* A taken slot is owned by its holder's Node (an ``ownerReference`` with the Node's uid, read at the take;
+  none when the Node cannot be read): when that Node is deleted, the garbage collector deletes the slot,
+  and a waiter creates it anew. A free slot has no owner.
+* Under pykured's admission policies an agent's token writes only its own node's slots, so its take of
+  another node's expired slot and its freeing of a deleted holder's slot are refused: the slot then counts
+  as held while that holding lasts, said once (:mod:`pykured.lock.refusals`). Without the policies both
+  writes succeed, as kured's TTL takeover.
 * A node that waits for a slot watches the labelled Leases from the listed resourceVersion and keeps its
   own copy of the slots from the watch's events. The watch goes on across waits and while the node holds a
   slot: one watch call after another (six hours each; one request renews it from the last version seen),
@@ -70,6 +77,7 @@ from pykured.lock.record import (
     parse_go_time,
     ttl_expired,
 )
+from pykured.lock.refusals import Refusals
 from pykured.lock.retry import read_until_deadline
 
 if TYPE_CHECKING:
@@ -143,9 +151,32 @@ def _map(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _by_name(leases: Mapping[str, Obj]) -> dict[str, LockEntry]:
+    """The held slots' entries by Lease name."""
+    return {name: e for name, lease in leases.items() if (e := lease_entry(lease)) is not None}
+
+
+def _holding(entry: LockEntry) -> tuple[str, str | None, int]:
+    """What identifies one holding of a slot: its holder, since when, for how long."""
+    return entry.node_id, entry.created_raw, entry.ttl_ns
+
+
 def lease_duration_seconds(ttl: Duration) -> int | None:
     """``leaseDurationSeconds`` for a TTL: rounded up to whole seconds, ``None`` (unset) for 0."""
     return math.ceil(ttl.ns / _NS) if ttl.ns > 0 else None
+
+
+def node_owner(kube: KubeApi, node: str) -> Obj | None:
+    """The ``ownerReference`` that makes the garbage collector delete a slot with its holder's Node: the Node
+    as read now (its uid); ``None`` when it cannot be read (the slot is then written without an owner)."""
+    try:
+        uid = (kube.get_node(node).get("metadata") or {}).get("uid")
+    except KubeError as exc:
+        logger.debug("Could not read Node %s for the lock's owner reference: %s", node, exc)
+        return None
+    if not isinstance(uid, str) or not uid:
+        return None
+    return {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}
 
 
 def lease_body(
@@ -158,13 +189,15 @@ def lease_body(
     now_ns: int,
     acquired_ns: int | None = None,
     duration_seconds: int | None = None,
+    owner: Obj | None = None,
 ) -> Obj:
     """A pykured Lease to write: ``base`` (as read, with its resourceVersion; never changed itself, it may be
     the watched copy's) or a new one.
 
     Labelled ``managed-by=pykured`` plus ``labels``; held by ``holder`` since ``acquired_ns`` (default
     ``now_ns``) and renewed at ``now_ns``, or free (``holder`` None). ``leaseTransitions`` counts the takes
-    of an existing Lease.
+    of an existing Lease. Owned by ``owner`` (:func:`node_owner`, the holder's Node) while held, by nothing
+    while free.
     """
     lease: Obj = (
         copy.deepcopy(base)
@@ -179,6 +212,9 @@ def lease_body(
     meta = lease.setdefault("metadata", {})
     meta.setdefault("labels", {}).update({MANAGED_BY: "pykured", **labels})
     meta["annotations"] = dict(meta.get("annotations") or {})
+    meta.pop("ownerReferences", None)
+    if holder and owner is not None:
+        meta["ownerReferences"] = [owner]
     spec = lease.setdefault("spec", {})
     for key in ("holderIdentity", "acquireTime", "renewTime", "leaseDurationSeconds"):
         spec.pop(key, None)
@@ -239,6 +275,7 @@ class LeaseLock:
             kube, recheck_interval=liveness_interval, on_gone_holder=on_gone_holder
         )
         self._selector = f"{LOCK_LABEL}={prefix}"
+        self._refusals = Refusals(backend=self.backend, where=self.where)  # they count as held
         self._rv: str | None = None
         self._next_expiry_ns: int | None = None
         self._rng = random.Random()  # noqa: S311 - the waiters' delays, not cryptography
@@ -369,7 +406,16 @@ class LeaseLock:
         ]
         self._next_expiry_ns = min(expiries, default=None)  # only future expiries end a wait (no hot loop)
 
-    def _body(self, name: str, base: Obj | None, holder: str | None, unschedulable: bool, now_ns: int) -> Obj:
+    def _body(
+        self,
+        name: str,
+        base: Obj | None,
+        holder: str | None,
+        unschedulable: bool,
+        now_ns: int,
+        *,
+        owner: Obj | None = None,
+    ) -> Obj:
         lease = lease_body(
             self._namespace,
             name,
@@ -378,6 +424,7 @@ class LeaseLock:
             holder=holder,
             now_ns=now_ns,
             duration_seconds=lease_duration_seconds(self._ttl),
+            owner=owner,
         )
         annotations = lease["metadata"]["annotations"]
         annotations.pop(UNSCHEDULABLE_ANNOTATION, None)
@@ -394,8 +441,8 @@ class LeaseLock:
     def acquire(self, *, unschedulable: bool, now_ns: int, node_id: str | None = None) -> AcquireResult:
         me = node_id or self._node_id
         leases = self._leases(consume=True)
-        entries = {name: e for name, lease in leases.items() if (e := lease_entry(lease)) is not None}
-        current = live(entries.values(), now_ns)
+        entries = _by_name(leases)
+        current = self._counted(entries, now_ns)
         if find(current, me):
             return AcquireResult(True, current, reentrant=True)
         limit = self._refresh_limit()
@@ -403,15 +450,17 @@ class LeaseLock:
             if not self._free_gone_holders(leases, entries, me):
                 return AcquireResult(False, current)
             leases = self._list()
-            entries = {name: e for name, lease in leases.items() if (e := lease_entry(lease)) is not None}
-            current = live(entries.values(), now_ns)
+            entries = _by_name(leases)
+            current = self._counted(entries, now_ns)
             if len(current) >= limit:
                 return AcquireResult(False, current)
-        conflicted = False
+        conflicted = refused = False
         allowed = self._may_take is None or self._may_take()  # the window may have closed meanwhile
-        for name in self._candidates(leases, entries, me, now_ns, limit) if allowed else ():
+        candidates = self._candidates(entries, me, now_ns, limit) if allowed else []
+        owner = node_owner(self._kube, me) if candidates else None
+        for name in candidates:
             lease = leases.get(name)
-            body = self._body(name, lease, me, unschedulable, now_ns)
+            body = self._body(name, lease, me, unschedulable, now_ns, owner=owner)
             try:
                 if lease is None:
                     written = self._kube.create_lease(self._namespace, body)
@@ -421,6 +470,9 @@ class LeaseLock:
                 conflicted, self._fresh_until = True, 0.0  # our copy was stale: the next read lists
                 continue  # another node took (or touched) this slot first
             except KubeError as exc:
+                if self._refused(exc, name, entries.get(name), me, "take the expired slot"):
+                    refused = True
+                    continue  # another node's expired slot, not ours to take under the policies
                 return self._settle(exc, me, now_ns)
             self._keep(written)
             self._looked, self._spread = False, self._stagger
@@ -428,25 +480,42 @@ class LeaseLock:
         if self._looked and conflicted:  # another waiter's delay ended first: wait longer next time
             self._spread = min(self._spread * 2, max(STAGGER_MAX, self._stagger))
         self._looked = False
-        # Every free slot was taken under us. Who holds them now, the wait's watch (from the version we last
-        # saw) will tell: no LIST for that (the result names the holders we knew of).
-        return AcquireResult(
-            False, current if conflicted and self._rv is not None else live(self.entries(), now_ns)
-        )
+        # Every free slot was taken under us (or refused us). Who holds them now, the wait's watch (from the
+        # version we last saw) will tell: no LIST for that (the result names the holders we knew of).
+        known = (conflicted or refused) and self._rv is not None
+        return AcquireResult(False, self._counted(entries, now_ns) if known else self.holders(now_ns=now_ns))
 
-    def _candidates(
-        self, leases: dict[str, Obj], entries: dict[str, LockEntry], me: str, now_ns: int, limit: int
-    ) -> list[str]:
+    def _candidates(self, entries: dict[str, LockEntry], me: str, now_ns: int, limit: int) -> list[str]:
         """Free slot names below ``limit``: our own expired slot, then empty ones, then other expired ones
-        (oldest first)."""
+        (oldest first) but those an admission policy refused us."""
         names = [f"{self._prefix}-{i}" for i in range(limit)]
         own = [n for n in names if n in entries and entries[n].node_id == me]
         empty = [n for n in names if n not in entries]
         expired = sorted(
-            (n for n in names if n in entries and n not in own and ttl_expired(entries[n], now_ns)),
+            (
+                n
+                for n in names
+                if n in entries and n not in own and ttl_expired(entries[n], now_ns)
+                and not self._refusals.refused(n, _holding(entries[n]))
+            ),
             key=lambda n: entries[n].created_ns,
-        )
+        )  # fmt: skip
         return own + empty + expired
+
+    def _counted(self, entries: Mapping[str, LockEntry], now_ns: int) -> tuple[LockEntry, ...]:
+        """The holders that count: the unexpired ones, and the expired ones whose take a policy refused us."""
+        return tuple(
+            e
+            for name, e in entries.items()
+            if not ttl_expired(e, now_ns) or self._refusals.refused(name, _holding(e))
+        )
+
+    def _refused(self, exc: KubeError, name: str, entry: LockEntry | None, me: str, write: str) -> bool:
+        """Whether ``exc`` is an admission policy's refusal to write ``name``, held by another node (then
+        noted: the slot counts as held while that holding lasts)."""
+        if entry is None or entry.node_id == me:
+            return False
+        return self._refusals.note(exc, slot=name, holding=_holding(entry), holder=entry.node_id, write=write)
 
     def _settle(self, exc: KubeError, me: str, now_ns: int) -> AcquireResult:
         """After an ambiguous write failure: did it land? Re-list and look."""
@@ -463,16 +532,19 @@ class LeaseLock:
         return self._entries(self._leases())
 
     def _free_gone_holders(self, leases: dict[str, Obj], entries: dict[str, LockEntry], me: str) -> bool:
-        """Free the slots of holders whose Node is gone (conditional on the listed resourceVersion)."""
+        """Free the slots of holders whose Node is gone (conditional on the listed resourceVersion); under the
+        admission policies the garbage collector deletes them instead (their owner reference), and the
+        refused write is not tried again for that holding."""
         freed = False
         gone = self._liveness.gone(entries.values(), exclude=me)
         for name, entry in entries.items():
-            if entry.node_id not in gone:
+            if entry.node_id not in gone or self._refusals.refused(name, _holding(entry)):
                 continue
             try:
                 self._free(leases[name])
             except KubeError as exc:
-                logger.debug("Could not free lease %s of gone node %s: %s", name, entry.node_id, exc)
+                if not self._refused(exc, name, entry, me, "free the deleted Node's slot"):
+                    logger.debug("Could not free lease %s of gone node %s: %s", name, entry.node_id, exc)
                 continue
             self._liveness.report(entry.node_id, backend=self.backend)
             freed = True
@@ -514,7 +586,7 @@ class LeaseLock:
             self._sleep(self._retry_interval * self._rng.uniform(0.1, 0.5))
 
     def holders(self, *, now_ns: int) -> tuple[LockEntry, ...]:
-        return live(self.entries(), now_ns)
+        return self._counted(_by_name(self._leases()), now_ns)
 
     def wait_for_change(self, timeout: float) -> None:
         """Until a slot frees and this waiter's delay ends with a slot still free in the watched copy (or a
@@ -556,8 +628,8 @@ class LeaseLock:
             self._changed.wait(min(until, look_at if look_at is not None else until) - now)
 
     def _free_in_copy(self) -> bool:
-        """Whether our copy of the slots shows a free one (fewer unexpired holders than slots)."""
-        return len(live(self._entries(self._copy or {}), time.time_ns())) < self.concurrency
+        """Whether our copy of the slots shows a free one (fewer holders that count than slots)."""
+        return len(self._counted(_by_name(self._copy or {}), time.time_ns())) < self.concurrency
 
     def _start_following(self) -> None:
         """Start the watch of the slots (a LIST first when there is no version to go on from), unless it

@@ -9,8 +9,10 @@ counted by :func:`pykured.lock.counts.label_count`, 1 while they cannot be count
 cluster lock's, ``watched`` and the wait included: a node refused by its full group waits on the cluster
 lock's watch, as the group's holders hold cluster slots and free them first. The exception is a group
 holder that holds no cluster slot (between its two writes, or crashed there): its slot goes stale after the
-grace with no change of the cluster lock, so the wait after such a refusal ends by then. A node without the
-label is paced by the cluster lock alone.
+grace with no change of the cluster lock, so the wait after such a refusal ends by then; under pykured's
+admission policies it is not taken over (only its holder frees a slot, :mod:`pykured.lock.refusals`). A
+node without the label is paced by the cluster lock alone. A group slot is owned by its holder's Node, so the
+garbage collector deletes it with that Node.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from pykured.lock.groups import (
     choose_group_slot,
     recheck_after_ns,
 )
-from pykured.lock.lease import lease_body, lease_entry
+from pykured.lock.lease import lease_body, lease_entry, node_owner
 from pykured.lock.record import LockEntry
+from pykured.lock.refusals import Refusals
 
 if TYPE_CHECKING:
     from pykured.kube.api import KubeApi
@@ -88,6 +91,7 @@ class GroupPacedLock:
         self._group_of = group_of
         self._grace_ns = grace_ns
         self._selector = f"{GROUP_LOCK_LABEL}={prefix}"
+        self._refusals = Refusals(backend=inner.backend, where=f"{namespace}/{prefix}-g-*")
         self._recheck_at: float | None = None
         """When (monotonic) the last refusal by a full group is to be looked at again, if before a change of
         the cluster lock (a hint: shared between threads, it only shortens a wait)."""
@@ -130,9 +134,24 @@ class GroupPacedLock:
         group = ((lease.get("metadata") or {}).get("annotations") or {}).get(GROUP_ANNOTATION, "")
         return GroupHolder(entry.node_id, str(group), entry.created_ns)
 
-    def _body(self, name: str, base: Obj | None, holder: str | None, group: str, now_ns: int) -> Obj:
+    def _body(
+        self,
+        name: str,
+        base: Obj | None,
+        holder: str | None,
+        group: str,
+        now_ns: int,
+        *,
+        owner: Obj | None = None,
+    ) -> Obj:
         lease = lease_body(
-            self._namespace, name, base, labels={GROUP_LOCK_LABEL: self._prefix}, holder=holder, now_ns=now_ns
+            self._namespace,
+            name,
+            base,
+            labels={GROUP_LOCK_LABEL: self._prefix},
+            holder=holder,
+            now_ns=now_ns,
+            owner=owner,
         )
         lease["metadata"]["annotations"][GROUP_ANNOTATION] = group
         return lease
@@ -142,6 +161,7 @@ class GroupPacedLock:
         leases = self._group_leases()
         slots = {name: self._holder(lease) for name, lease in leases.items()}
         cluster = {e.node_id for e in self.inner.holders(now_ns=now_ns)}
+        kept = {n for n, h in slots.items() if h is not None and self._refusals.refused(n, h)}
         choice = choose_group_slot(
             prefix=self._prefix,
             group=group,
@@ -151,6 +171,7 @@ class GroupPacedLock:
             cluster_holders=cluster,
             now_ns=now_ns,
             grace_ns=self._grace_ns,
+            kept=kept,
         )
         if choice.held is not None:
             return choice.held, False, choice.holders
@@ -160,9 +181,11 @@ class GroupPacedLock:
             )
             self._recheck(after)
             return None, False, choice.holders
+        owner = node_owner(self._kube, me)
+        holders = choice.holders
         for name in choice.candidates:
             base = leases.get(name)
-            body = self._body(name, base, me, group, now_ns)
+            body = self._body(name, base, me, group, now_ns, owner=owner)
             try:
                 if base is None:
                     self._kube.create_lease(self._namespace, body)
@@ -170,9 +193,19 @@ class GroupPacedLock:
                     self._kube.replace_lease(self._namespace, name, body)
             except ConflictError:
                 continue
-            return name, True, choice.holders
+            except KubeError as exc:
+                stale = slots.get(name)
+                if stale is None or stale.node_id == me:
+                    raise
+                if not self._refusals.note(
+                    exc, slot=name, holding=stale, holder=stale.node_id, write="take the stale group slot"
+                ):
+                    raise
+                holders = (*holders, stale.node_id)  # another node's: under the policies its holder frees it
+                continue
+            return name, True, holders
         self._recheck(self._grace_ns)  # each candidate was taken first: by holders live for the grace at most
-        return None, False, choice.holders
+        return None, False, holders
 
     def _recheck(self, after_ns: int | None) -> None:
         self._recheck_at = None if after_ns is None else time.monotonic() + after_ns / 1e9 + RECHECK_MARGIN

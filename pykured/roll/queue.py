@@ -1,12 +1,14 @@
 """The lock queue of ``--resume-rolls``: one Lease per waiting node, so the roll goes on where it stopped.
 
-Each agent whose node needs a reboot keeps its entry in ``<prefix>-q-<node slug>`` (labelled
+Each agent whose node needs a reboot keeps its entry in ``<prefix>-q-<node>`` (labelled
 ``pykured.dev/lock-queue=<prefix>``): ``spec.holderIdentity`` is the node, ``renewTime`` when the agent last
 renewed it, and the ``pykured.dev/queue-entry`` annotation its place in the roll and its state
-(:mod:`pykured.roll.rule`). Only the agent writes its own entry, so entries never conflict; it rewrites it
-when its state or place changes and renews it every ``refresh`` seconds while it needs a reboot (a waiting
-agent looks at least once a minute, one waiting for its window once a ``--period``). It clears it (holder
-null, the object kept) when it takes the lock or stops needing a reboot.
+(:mod:`pykured.roll.rule`). Only the agent writes its own entry, so entries never conflict (under pykured's
+admission policies an agent's token may write no other: the name is the node's, and so is the holder); it
+rewrites it when its state or place changes and renews it every ``refresh`` seconds while it needs a reboot
+(a waiting agent looks at least once a minute, one waiting for its window once a ``--period``). It clears it
+(holder null, the object kept) when it takes the lock or stops needing a reboot. Entries under the names
+of earlier versions (``<prefix>-q-<node slug>``) are no longer written: they go stale and count no more.
 
 Before it takes a slot an agent renews its entry, then lists the entries and asks :func:`turns.may_go`
 (write first, read after: of two nodes deciding at once, the later one sees the earlier). Ordering is a
@@ -18,6 +20,7 @@ on leases in the namespace).
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
@@ -35,12 +38,18 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 _NS = 1_000_000_000
+MAX_NAME = 253
+"""The longest name of a Lease (a DNS subdomain)."""
+_DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 REFRESH = 60.0
 GRACE = 15.0
 
 
 def queue_lease_name(prefix: str, node: str) -> str:
-    return f"{prefix}-q-{group_slug(node)}"
+    """``<prefix>-q-<node>`` (a Node's name is a valid Lease name), which the admission policy compares with
+    the node of the writer's token; the node's slug when the name would be longer than a Lease's may be."""
+    name = f"{prefix}-q-{node}"
+    return name if len(name) <= MAX_NAME and _DNS_NAME.fullmatch(node) else f"{prefix}-q-{group_slug(node)}"
 
 
 def stale_after(period: float) -> float:

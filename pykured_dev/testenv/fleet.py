@@ -64,6 +64,9 @@ class AgentSlot:
     pod: PodTemplate | None = None
     """For :meth:`Fleet.add_pod`: the template this node's pod runs."""
     sandbox: Sandbox | None = None
+    bound_token: bool = False
+    """For :meth:`Fleet.add_pod`: this pod gets the kubelet's kind of token whatever the fleet's
+    ``bound_tokens`` (one scenario under admission policies on a fleet shared with others)."""
     metrics_port: int = 0
     """The agent's ``--metrics-port`` on 127.0.0.1, the same across its restarts and reboots (as a pod's
     port); 0: a port of the agent's choosing, unknown to the test (:class:`Fleet`'s ``metrics``)."""
@@ -176,9 +179,12 @@ class Fleet:
             self.start(node)
         return slot
 
-    def add_pod(self, node: str, pod: PodTemplate, *, start: bool = True) -> AgentSlot:
-        """Prepare (and start) ``pod`` on ``node``, as a DaemonSet's pod (see the module docstring)."""
-        slot = AgentSlot(node=node, dir=self.workdir / node, pod=pod)
+    def add_pod(
+        self, node: str, pod: PodTemplate, *, start: bool = True, bound_token: bool = False
+    ) -> AgentSlot:
+        """Prepare (and start) ``pod`` on ``node``, as a DaemonSet's pod (see the module docstring);
+        ``bound_token``: with a pod-bound token even when the fleet's ``bound_tokens`` is off."""
+        slot = AgentSlot(node=node, dir=self.workdir / node, pod=pod, bound_token=bound_token)
         (slot.host / "run").mkdir(parents=True, exist_ok=True)
         self.slots[node] = slot
         if start:
@@ -204,7 +210,7 @@ class Fleet:
             images=self.images,
             token=(
                 self._pod_bound_token(slot.pod, slot.node, account)
-                if self.bound_tokens
+                if self.bound_tokens or slot.bound_token
                 else cluster.sa_token(slot.pod.namespace, account, create=False)
             ),
             ca_pem=cluster.ca_pem,

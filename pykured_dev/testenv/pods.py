@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pykured
 from pykured.core import errors
 from pykured.kube.client import Kube, Obj
 from pykured_dev.testenv.procs import TestEnvError
@@ -58,6 +59,9 @@ def pykured_image(console_script: Path | None = None) -> Image:
             "PYTHONUNBUFFERED": "1",
             "PYKURED_SAFE_MODE": "1",
             "PYKURED_NSENTER": PYKURED_NSENTER_SHIM,
+            # the pykured under test, the one this process imported (not whichever checkout the console
+            # script's environment installed)
+            "PYTHONPATH": str(Path(pykured.__file__).resolve().parent.parent),
         },
         nsenter_shim=PYKURED_NSENTER_SHIM,
     )

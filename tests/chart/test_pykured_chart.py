@@ -450,7 +450,7 @@ def test_every_pykured_setting(tmp_path: Path) -> None:
         },
     ]
     leases = ours[("ValidatingAdmissionPolicy", "kured-agent-leases")]["spec"]
-    assert leases["variables"] == [{"name": "leasePrefix", "expression": "'reboot-slot-'"}]
+    assert leases["variables"][0] == {"name": "leasePrefix", "expression": "'reboot-slot-'"}
     nodes = {
         v["name"]: v["expression"]
         for v in ours[("ValidatingAdmissionPolicy", "kured-agent-nodes")]["spec"]["variables"]

@@ -38,6 +38,7 @@ from pykured.fleet import requester as fleet_requester
 from pykured.fleet.freeze import freeze, unfreeze
 from pykured.fleet.quarantine import unquarantine
 from pykured.kube.client import JSON_PATCH, MERGE_PATCH, Kube
+from pykured.lock.record import LockEntry, encode_entry, parse_go_time
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.quarantine import QUARANTINED_ANNOTATION, QuarantineRecord
 from pykured.policy.source import configmaps_path
@@ -256,15 +257,17 @@ def test_the_agent_writes_what_pykured_and_kured_write_on_its_own_node(k8s: Test
     taint = {"key": "weave.works/kured-node-reboot", "effect": "PreferNoSchedule"}
     agent.patch_node(mine, [{"op": "add", "path": "/spec/taints", "value": [taint]}], patch_type=JSON_PATCH)
     agent.patch_node(mine, [{"op": "remove", "path": "/spec/taints/0"}], patch_type=JSON_PATCH)
-    # a lock slot, and the annotation lock on the DaemonSet
+    # a lock slot of its own, and its entry in the annotation lock on the DaemonSet (as kured writes it)
     lease = {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": {"name": f"{setup.lease_prefix}-0"},
+        "spec": {"holderIdentity": mine},
     }
     agent.create_lease(setup.ns, lease)
     ds = agent.get_daemonset(setup.ns, setup.ds)
-    ds["metadata"].setdefault("annotations", {})["weave.works/kured-node-lock"] = json.dumps({"nodeID": mine})
+    entry = encode_entry(LockEntry(mine, False, parse_go_time("2026-12-02T10:00:00.5Z")[0]))
+    ds["metadata"].setdefault("annotations", {})["weave.works/kured-node-lock"] = entry
     agent.replace_daemonset(setup.ns, setup.ds, ds)
     if setup.configured:  # the chart's values name the operator's label, taint and hook
         agent.patch_node(mine, {"metadata": {"labels": {"example.com/rebooting": "true"}}})

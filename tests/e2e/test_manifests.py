@@ -255,7 +255,7 @@ def test_base_uses_the_lease_lock_with_least_privilege(rendered: Any) -> None:
     ]
     # create on Leases cannot be limited by name: the lease policy limits it to the lock's prefix
     leases = objects[("ValidatingAdmissionPolicy", "pykured-agent-leases")]["spec"]
-    assert leases["variables"] == [{"name": "leasePrefix", "expression": f"'{cfg.lease_name_prefix}-'"}]
+    assert leases["variables"][0] == {"name": "leasePrefix", "expression": f"'{cfg.lease_name_prefix}-'"}
     assert objects[("ConfigMap", "kured-policy")]["metadata"]["namespace"] == NS
     # Nothing beyond what the Lease lock needs: no DaemonSet writes, no delete of Leases, no node list.
     verbs = {v for rule in role["rules"] + BASE_CLUSTER_RULES for v in rule["verbs"]}

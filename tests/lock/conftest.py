@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from pykured.core.errors import KubeError
+from pykured.core.errors import ForbiddenError, KubeError
 from pykured.gocompat.goflags import Duration
 from pykured.kube.api import KubeApi
 from pykured.kube.client import Kube, Obj
 from pykured.lock.annotation import AnnotationLock
 from pykured.lock.base import Lock
 from pykured.lock.lease import LOCK_LABEL, LeaseLock, lease_entry
-from pykured.lock.record import decode
+from pykured.lock.record import LockEntry, LockValue, decode
 from pykured_dev.testenv.procs import free_port
 from tests.fakes import FakeKube
 from tests.testenv import TestEnv
@@ -225,6 +225,71 @@ class FaultyKube:
             return real(*args, **kwargs)
 
         return call
+
+
+class OwnNodeOnly:
+    """``kube`` as an agent's pod-bound token on ``node`` sees it under the admission policies' own-node rules
+    (kustomize/base/admission.yaml): a Lease another node holds is not written, no other node is made a
+    holder, and in kured's annotation only ``node``'s entry changes (the other entries, and while there are
+    any the form and ``maxOwners``, stay). A refusal is the API server's 403 naming the policy. In process,
+    for the locks' logic; the policies themselves are proven on the real API server
+    (tests/e2e/test_lock_policies.py)."""
+
+    LEASES = "pykured-agent-leases"
+    DAEMONSET = "pykured-agent-daemonset"
+
+    def __init__(self, kube: FakeKube, node: str) -> None:
+        self._kube = kube
+        self.node = node
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kube, name)
+
+    def _refuse(self, what: str, policy: str, why: str) -> KubeError:
+        return ForbiddenError(
+            f"{what} is forbidden: ValidatingAdmissionPolicy '{policy}' with binding '{policy}' denied "
+            f"request: {why} (HTTP 403)",
+            status=403,
+        )
+
+    def _check_lease(self, namespace: str, obj: Obj, *, create: bool) -> None:
+        name = obj["metadata"]["name"]
+        old = None if create else self._kube.leases.get((namespace, name))
+        old_holder = ((old or {}).get("spec") or {}).get("holderIdentity") or ""
+        holder = (obj.get("spec") or {}).get("holderIdentity") or ""
+        what = f'leases.coordination.k8s.io "{name}"'
+        if old_holder not in ("", self.node):
+            why = f"pykured agent on node {self.node} may not write Lease {name}, held by node {old_holder}"
+            raise self._refuse(what, self.LEASES, why)
+        if holder not in ("", self.node):
+            why = f"pykured agent on node {self.node} may not make node {holder} the holder of Lease {name}"
+            raise self._refuse(what, self.LEASES, why)
+
+    def create_lease(self, namespace: str, obj: Obj) -> Obj:
+        self._check_lease(namespace, obj, create=True)
+        return self._kube.create_lease(namespace, obj)
+
+    def replace_lease(self, namespace: str, name: str, obj: Obj) -> Obj:
+        self._check_lease(namespace, obj, create=False)
+        return self._kube.replace_lease(namespace, name, obj)
+
+    def replace_daemonset(self, namespace: str, name: str, obj: Obj) -> Obj:
+        def value(ds: Obj) -> LockValue | None:
+            raw = ((ds.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
+            return None if raw is None else decode(raw)
+
+        def others(found: LockValue | None) -> tuple[tuple[str, ...], tuple[LockEntry, ...]]:
+            if found is None:
+                return (), ()
+            shape = (found.form.value, str(found.max_owners)) if found.form.value == "multi" else ("single",)
+            return shape, tuple(e for e in found.entries if e.node_id != self.node)
+
+        old_shape, old_others = others(value(self._kube.daemonsets[(namespace, name)]))
+        new_shape, new_others = others(value(obj))
+        if old_others and (new_others != old_others or new_shape != old_shape):
+            why = f"pykured agent on node {self.node} may change only its own entry in the lock annotation"
+            raise self._refuse(f'daemonsets.apps "{name}"', self.DAEMONSET, why)
+        return self._kube.replace_daemonset(namespace, name, obj)
 
 
 def make_annotation_lock(

@@ -22,7 +22,7 @@ from pykured.lock.operator import Released
 from pykured.lock.record import UNKNOWN_HOLDER
 from tests.fakes import FakeClock, FakeKube
 from tests.lock import conftest
-from tests.lock.conftest import ANNOTATION, T_NS, FaultyKube
+from tests.lock.conftest import ANNOTATION, T_NS, FaultyKube, OwnNodeOnly
 
 T = datetime.datetime(2026, 11, 18, tzinfo=datetime.UTC)
 
@@ -428,3 +428,57 @@ def test_a_count_that_grows_raises_the_limit_at_the_next_acquire(
     assert not late.acquire(unschedulable=False, now_ns=T_NS).acquired
     set_desired(kube, lock_ns, 8)
     assert late.acquire(unschedulable=False, now_ns=T_NS).acquired and late.concurrency == 2
+
+
+# -- under the admission policies ----------------------------------------------------------------------------
+
+
+def test_an_expired_lock_of_another_node_refused_by_the_policy_counts_as_held(
+    kube: FakeKube, lock_ns: str, nodes: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """--lock-ttl under the policies: the take over another node's expired entry is refused (403); the value
+    then counts as held (the result, ``holders``), the refusal is said once and nothing is written again
+    while the value stays; an operator's release frees it."""
+    holder, waiter = nodes(2)
+    ttl = Duration.parse("1s")
+    theirs = make_annotation_lock(OwnNodeOnly(kube, holder), lock_ns, holder, ttl=ttl)
+    assert theirs.acquire(unschedulable=False, now_ns=T_NS).acquired
+    later = T_NS + 60 * 1_000_000_000
+    counted = FaultyKube(OwnNodeOnly(kube, waiter))
+    mine = make_annotation_lock(counted, lock_ns, waiter, ttl=ttl)
+    caplog.set_level(logging.INFO)
+    for _ in range(3):
+        result = mine.acquire(unschedulable=False, now_ns=later)
+        assert not result.acquired and result.holder_names == holder
+    assert counted.calls.get("replace_daemonset") == 1
+    lines = [r.getMessage() for r in caplog.records if "the admission policy" in r.getMessage()]
+    assert len(lines) == 1, lines
+    where = (
+        f"take over the lock on daemonset {lock_ns}/kured in annotation {ANNOTATION}, held by node {holder}"
+    )
+    assert where in lines[0]
+    assert "pykured-agent-daemonset" in lines[0] and f"pykured lock release {holder}" in lines[0]
+    assert [e.node_id for e in mine.holders(now_ns=later)] == [holder]
+    assert AnnotationView(make_annotation_lock(kube, lock_ns, "")).release(
+        holder, out=io.StringIO(), named=False
+    ) is Released.FREED  # fmt: skip
+    assert mine.acquire(unschedulable=False, now_ns=later).acquired
+
+
+def test_a_multi_lock_released_beside_others_keeps_its_stored_max_owners(
+    kube: FakeKube, lock_ns: str, nodes: Any
+) -> None:
+    """kured's release keeps the value's maxOwners; so does pykured's while other nodes hold entries (the
+    policies refuse to change it under them), whatever its own --concurrency."""
+    a, b = nodes(2)
+    assert (
+        make_annotation_lock(kube, lock_ns, a, concurrency=2)
+        .acquire(unschedulable=False, now_ns=T_NS)
+        .acquired
+    )
+    ours = make_annotation_lock(OwnNodeOnly(kube, b), lock_ns, b, concurrency=2)
+    assert ours.acquire(unschedulable=False, now_ns=T_NS).acquired
+    wider = make_annotation_lock(OwnNodeOnly(kube, b), lock_ns, b, concurrency=3)
+    assert wider.release()
+    stored = json.loads(raw(kube, lock_ns) or "")
+    assert stored["maxOwners"] == 2 and [e["nodeID"] for e in stored["locks"]] == [a]

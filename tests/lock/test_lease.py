@@ -27,7 +27,7 @@ from pykured.lock.lease import (
 )
 from pykured_dev.eventually import eventually
 from tests.fakes import FakeKube
-from tests.lock.conftest import T_NS, FaultyKube, make_lease_lock
+from tests.lock.conftest import T_NS, FaultyKube, OwnNodeOnly, make_lease_lock
 
 if TYPE_CHECKING:
     from pykured.kube.client import Kube
@@ -410,3 +410,83 @@ def test_a_list_older_than_our_own_take_never_rolls_the_copy_back(kube: FakeKube
     assert lock.release()
     faulty.replaced.pop("list_leases")
     assert lock._list(keep=True) and lock.holding(now_ns=time.time_ns()) is None
+
+
+# -- owners and the admission policies ---------------------------------------------------------------------
+
+
+def test_a_taken_slot_is_owned_by_its_holders_node_and_a_free_one_by_none(kube: FakeKube, nodes: Any) -> None:
+    """The garbage collector deletes a slot with its holder's Node (the owner's uid, read at the take); a Node
+    that cannot be read leaves the slot without an owner, as before."""
+    namespace = "kube-system"
+    (node,) = nodes(1)
+    lock = make_lease_lock(kube, namespace, node)
+    assert lock.acquire(unschedulable=False, now_ns=T_NS).acquired
+    owners = kube.get_lease(namespace, "pykured-lock-0")["metadata"]["ownerReferences"]
+    assert owners == [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": f"uid-{node}"}]
+    assert lock.release()
+    assert "ownerReferences" not in kube.get_lease(namespace, "pykured-lock-0")["metadata"]
+    ghost = make_lease_lock(kube, namespace, "not-a-node")
+    assert ghost.acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert "ownerReferences" not in kube.get_lease(namespace, "pykured-lock-0")["metadata"]
+
+
+def policy_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "the admission policy" in r.getMessage()]
+
+
+def test_an_expired_slot_of_another_node_refused_by_the_policy_counts_as_held(
+    kube: FakeKube, nodes: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """--lock-ttl under the policies: the take of another node's expired slot is refused (403); the slot then
+    counts as held (in the result, the holders, the wait's copy), the refusal is said once and not written
+    again, until an operator frees the slot (or its holder does, or takes it anew)."""
+    namespace = "kube-system"
+    holder, waiter = nodes(2)
+    ttl = Duration.parse("10s")
+    theirs = make_lease_lock(OwnNodeOnly(kube, holder), namespace, holder, ttl=ttl)
+    assert theirs.acquire(unschedulable=False, now_ns=T_NS).acquired
+    later = T_NS + 60 * 1_000_000_000
+    counted = FaultyKube(OwnNodeOnly(kube, waiter))
+    mine = make_lease_lock(counted, namespace, waiter, ttl=ttl)
+    caplog.set_level(logging.INFO)
+    for _ in range(3):
+        result = mine.acquire(unschedulable=False, now_ns=later)
+        assert not result.acquired and result.holder_names == holder
+    assert counted.calls.get("replace_lease") == 1  # one write, refused; then none
+    (line,) = policy_lines(caplog)
+    assert f"take the expired slot pykured-lock-0, held by node {holder}" in line
+    assert "pykured-agent-leases" in line and f"pykured lock release {holder}" in line
+    assert [e.node_id for e in mine.holders(now_ns=later)] == [holder]
+    assert not mine._free_in_copy()
+    # an operator's release (not an agent's token): the slot is free, and taken
+    assert make_lease_lock(kube, namespace, "").release(node_id=holder)
+    assert mine.acquire(unschedulable=False, now_ns=later).acquired
+    # without the policies the same take succeeds, as kured's TTL
+    assert mine.release()
+    assert theirs.acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert (
+        make_lease_lock(kube, namespace, waiter, ttl=ttl).acquire(unschedulable=False, now_ns=later).acquired
+    )
+
+
+def test_a_deleted_holders_slot_refused_by_the_policy_waits_for_the_garbage_collector(
+    kube: FakeKube, nodes: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Under the policies the liveness check's free of a deleted Node's slot is refused: the slot stays held
+    (said once, not written again) until the garbage collector deletes it (its owner is that Node)."""
+    namespace = "kube-system"
+    holder, waiter = nodes(2)
+    assert make_lease_lock(kube, namespace, holder).acquire(unschedulable=False, now_ns=T_NS).acquired
+    del kube.nodes[holder]
+    counted = FaultyKube(OwnNodeOnly(kube, waiter))
+    mine = make_lease_lock(counted, namespace, waiter, liveness_interval=0.0)
+    caplog.set_level(logging.INFO)
+    for _ in range(3):
+        result = mine.acquire(unschedulable=False, now_ns=T_NS)
+        assert not result.acquired and result.holder_names == holder
+    assert counted.calls.get("replace_lease") == 1
+    (line,) = policy_lines(caplog)
+    assert f"free the deleted Node's slot pykured-lock-0, held by node {holder}" in line
+    kube.delete_lease(namespace, "pykured-lock-0")  # the garbage collector
+    assert mine.acquire(unschedulable=False, now_ns=T_NS).acquired

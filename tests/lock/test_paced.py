@@ -3,6 +3,7 @@ race of 3 zones x 3 nodes on the real API server: tests/e2e/lock/test_paced.py).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from pykured.lock.budget import Budget
 from pykured.lock.paced import RECHECK_MARGIN, GroupPacedLock, node_label_lookup
 from tests.fakes import FakeKube
-from tests.lock.conftest import T_NS, make_annotation_lock, make_lease_lock
+from tests.lock.conftest import T_NS, FaultyKube, OwnNodeOnly, make_annotation_lock, make_lease_lock
 
 ZONE = "topology.kubernetes.io/zone"
 S = 1_000_000_000
@@ -169,3 +170,29 @@ def test_a_share_of_an_uncountable_group_allows_one(kube: FakeKube) -> None:
 
     assert shared(a).acquire(unschedulable=False, now_ns=T_NS).acquired
     assert not shared(b).acquire(unschedulable=False, now_ns=T_NS).acquired
+
+
+def test_under_the_policies_a_stale_group_slot_of_another_node_stays_its_holders(
+    kube: FakeKube, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The take of another node's stale group slot is refused by the Lease policy: it counts as held (said
+    once, not written again) until its holder frees it; a group slot is owned by its holder's Node."""
+    ns = "kube-system"
+    a1, a2 = add_nodes(kube, "a1", "a2", labels={ZONE: "zone-a"})
+    lock_a1 = paced(OwnNodeOnly(kube, a1), ns, a1, concurrency=1)
+    counted = FaultyKube(OwnNodeOnly(kube, a2))
+    lock_a2 = paced(counted, ns, a2, concurrency=1)
+    slot, fresh, _ = lock_a1._take_group_slot(a1, "zone-a", T_NS)  # a1 crashes between its two writes
+    assert slot is not None and fresh
+    owners = kube.get_lease(ns, slot)["metadata"]["ownerReferences"]
+    assert [(o["kind"], o["name"], o["uid"]) for o in owners] == [("Node", a1, "uid-a1")]
+    later = T_NS + 31 * S
+    caplog.set_level(logging.INFO)
+    for _ in range(3):
+        result = lock_a2.acquire(unschedulable=False, now_ns=later)
+        assert not result.acquired and result.holder_names == a1
+    assert counted.calls.get("replace_lease") == 1
+    lines = [r.getMessage() for r in caplog.records if "the admission policy" in r.getMessage()]
+    assert len(lines) == 1 and f"take the stale group slot {slot}, held by node {a1}" in lines[0], lines
+    lock_a1._free_group_slots(a1)  # its holder frees it (its next take, or its release)
+    assert lock_a2.acquire(unschedulable=False, now_ns=later).acquired

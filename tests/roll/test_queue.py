@@ -123,3 +123,14 @@ def test_a_restarted_agent_clears_the_entry_its_previous_process_left() -> None:
     restarted.leave()
     assert restarted.entries() == []
     restarted.leave()  # nothing to clear, no error
+
+
+def test_an_entry_is_named_after_its_node() -> None:
+    """The name the admission policy checks against the writer's node: ``<prefix>-q-<node>``; a name too long
+    for a Lease falls back to the node's slug."""
+    assert queue_lease_name(PREFIX, "ip-10-0-1-23.eu-west-1.compute.internal") == (
+        "kured-lock-q-ip-10-0-1-23.eu-west-1.compute.internal"
+    )
+    long = "n" * 250
+    name = queue_lease_name(PREFIX, long)
+    assert name.startswith("kured-lock-q-nnn") and len(name) <= 253 and name != f"kured-lock-q-{long}"

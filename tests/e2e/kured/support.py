@@ -21,9 +21,11 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pykured import __version__
+from pykured.core.errors import ForbiddenError
+from pykured.kube.client import Kube
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from pykured_dev.testenv.history import Change, History, Roll, lock_holders
@@ -37,6 +39,15 @@ from pykured_dev.testenv.pods import (
 )
 from pykured_dev.testenv.prometheus import Prometheus
 from pykured_dev.testenv.reference import Reference, reference
+from tests.e2e.test_rbac_profiles import (
+    POLICY_KINDS,
+    apply_docs,
+    narrowed,
+    pod_bound_token,
+    render,
+    token_kubeconfig,
+    unique_names,
+)
 from tests.testenv import TestEnv
 
 KURED = f"{KURED_IMAGE}:1.23.0"
@@ -76,13 +87,14 @@ PROMETHEUS_RULES = {
 """The alerts each side's Prometheus holds: neither blocks under the chart values' filters."""
 
 SCENARIOS: dict[str, Callable[[Campaign], Any]] = {}
+ScenarioFn = TypeVar("ScenarioFn", bound=Callable[..., Any])
 """Every scenario a test module defined, by name (:func:`scenario`)."""
 
 
-def scenario(name: str) -> Callable[[Callable[[Campaign], Any]], Callable[[Campaign], Any]]:
+def scenario(name: str) -> Callable[[ScenarioFn], ScenarioFn]:
     """Register a scenario function under ``name`` (tests name it in ``@pytest.mark.kured_scenario``)."""
 
-    def register(fn: Callable[[Campaign], Any]) -> Callable[[Campaign], Any]:
+    def register(fn: ScenarioFn) -> ScenarioFn:
         SCENARIOS[name] = fn
         return fn
 
@@ -159,6 +171,9 @@ class Mixed:
     notes: list[str] = dataclasses.field(default_factory=list)
     nsenter: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     """Each node's nsenter calls (the reboot commands its agents ran), kept by :meth:`Campaign.finish`."""
+    logs: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Each node's agent log, kept by :meth:`Campaign.finish` (for what only a log can show: a refused
+    write leaves no trace in the API server's history)."""
 
     @property
     def nodes(self) -> list[str]:
@@ -263,8 +278,18 @@ class Campaign:
 
         return done
 
-    def mixed_fleet(self, tag: str, *, kinds: dict[str, str], limit: int, extra: Sequence[str] = ()) -> Mixed:
-        """A namespace with kured's RBAC and DaemonSet, nodes, and each node's pod (kured or pykured)."""
+    def mixed_fleet(
+        self,
+        tag: str,
+        *,
+        kinds: dict[str, str],
+        limit: int,
+        extra: Sequence[str] = (),
+        policies: bool = False,
+    ) -> Mixed:
+        """A namespace with kured's RBAC and DaemonSet, nodes, and each node's pod (kured or pykured);
+        ``policies``: under the admission policies of ``kustomize/base`` (for this namespace's
+        ServiceAccount), each pod with the kubelet's kind of token (bound to it, naming its node)."""
         k8s = self.k8s
         namespace = k8s.new_namespace(tag)
         args = [
@@ -282,17 +307,68 @@ class Campaign:
         template = PodTemplate.of(ds)
         kind = {f"{namespace}-{role}": k for role, k in kinds.items()}
         k8s.add_nodes(*kind)
+        if policies:
+            under_policies(k8s, namespace, list(kind))
         for node, agent in kind.items():
-            self.fleet.add_pod(node, template if agent == "kured" else template.with_image(PYKURED))
+            image = template if agent == "kured" else template.with_image(PYKURED)
+            self.fleet.add_pod(node, image, bound_token=policies)
         return Mixed(namespace=namespace, limit=limit, kind=kind)
 
     def finish(self, mixed: Mixed, *, timeout: float) -> Roll:
         """Wait until the roll is over, stop its agents and return the roll (as of their stop)."""
         self.wait(f"{mixed.namespace}: every node rebooted, lock free", self.finished(mixed), timeout=timeout)
         for node in mixed.nodes:
+            mixed.logs[node] = self.fleet.log_text(node)
             mixed.nsenter[node] = self.fleet.remove(node)
         mixed.roll = self.roll(mixed)
         return mixed.roll
+
+
+def under_policies(k8s: TestEnv, namespace: str, nodes: list[str]) -> None:
+    """The admission policies of ``kustomize/base`` for the ServiceAccount ``namespace/kured``, in effect: a
+    pod-bound token of the first node is refused a write to the second node."""
+    docs = [d for d in render(k8s, "kustomize/base") if d["kind"] in POLICY_KINDS]
+    apply_docs(k8s, unique_names(narrowed(docs, namespace), namespace), POLICY_KINDS)
+    # kured's RBAC, plus the marker the policies recognise the agents by (pykured's profiles carry it)
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    marker = f"kured-marker-{namespace}"
+    rule = {
+        "apiGroups": ["pykured.dev"],
+        "resources": ["agents"],
+        "resourceNames": ["kured"],
+        "verbs": ["use"],
+    }
+    k8s.kube().create(f"{rbac}/clusterroles", {"apiVersion": "rbac.authorization.k8s.io/v1",
+                      "kind": "ClusterRole", "metadata": {"name": marker}, "rules": [rule]})  # fmt: skip
+    k8s.kube().create(f"{rbac}/clusterrolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": marker},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": marker},
+        "subjects": [{"kind": "ServiceAccount", "name": "kured", "namespace": namespace}],
+    })  # fmt: skip
+    probe = Kube.from_kubeconfig(
+        token_kubeconfig(
+            k8s,
+            Path(tempfile.mkdtemp(prefix="pykured-probe-")) / "probe.json",
+            pod_bound_token(k8s, namespace, "kured", nodes[0], ds="kured"),
+        )
+    )
+    probes = iter(range(1_000_000))
+
+    def refused() -> bool:
+        try:
+            probe.patch_node(
+                nodes[1], {"metadata": {"annotations": {"pykured.dev/probe": str(next(probes))}}}
+            )
+        except ForbiddenError as exc:
+            return "may not write Node" in str(exc)
+        return False
+
+    try:
+        if not eventually(refused, timeout=60, every=0.5):
+            raise AssertionError(f"{namespace}: the admission policies never took effect")
+    finally:
+        probe.close()
 
 
 @contextlib.contextmanager
