@@ -43,7 +43,7 @@ from pykured.lock.lease import LeaseLock
 from pykured.lock.record import LockEntry, encode_entry, encode_multi, parse_go_time
 from pykured.roll.queue import queue_lease_name
 from pykured_dev.eventually import eventually
-from tests.e2e.test_admission_policies import Setup, refused, setup  # noqa: F401 - setup: the fixture
+from tests.e2e.test_admission_policies import INSTALLS, Setup, refused, setup  # noqa: F401 - setup: the fixture
 from tests.e2e.test_rbac_profiles import pod_bound_token, token_kubeconfig
 from tests.testenv import TestEnv
 
@@ -283,13 +283,13 @@ def test_an_agent_names_no_other_node_and_squats_no_entry(k8s: TestEnv, agents: 
         assert name not in {i["metadata"]["name"] for i in a.admin.list_leases(ns)["items"]}
 
 
+@pytest.mark.parametrize("setup", [i for i in INSTALLS if i.startswith("kustomize")], indirect=True)
 def test_the_central_fleetlock_server_acts_for_every_node_but_owns_by_the_holder(
     k8s: TestEnv, agents: Agents
 ) -> None:
     """The kustomize base's central FleetLock ServiceAccount takes and frees any node's slot (it acts for
-    the Zincati nodes); the owner rule binds it too. (The chart runs no central server.)"""
-    if agents.setup.configured:
-        pytest.skip("the chart runs no central FleetLock server")
+    the Zincati nodes); the owner rule binds it too. Kustomize installs only: the chart runs no central
+    server."""
     a, ns, mine, other = agents, agents.ns, agents.setup.mine, agents.setup.other
     user = f"system:serviceaccount:{ns}:pykured-fleetlock"
     rule = {
