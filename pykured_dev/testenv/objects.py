@@ -212,18 +212,24 @@ class ObjectHelpers:
         kubeconfig).
         """
         user = self.unique(prefix)
+        self.grant_cluster_role(
+            user, rules, {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}
+        )
+        return user
+
+    def grant_cluster_role(self, name: str, rules: list[Obj], subject: Obj) -> None:
+        """A ClusterRole ``name`` with ``rules``, and a ClusterRoleBinding of the same name to ``subject``."""
         rbac = "/apis/rbac.authorization.k8s.io/v1"
         self.kube().create(f"{rbac}/clusterroles", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": user},
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
             "rules": rules,
         })  # fmt: skip
         self.kube().create(f"{rbac}/clusterrolebindings", {
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": user},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [subject],
         })  # fmt: skip
-        return user
 
     def apply_rbac_kured(self, namespace: str = "kube-system", ds_name: str = "kured") -> str:
         """kured's exact RBAC for ServiceAccount ``namespace/kured``; returns the cluster role's name."""

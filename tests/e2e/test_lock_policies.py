@@ -309,17 +309,11 @@ def test_the_central_fleetlock_server_acts_for_every_node_but_owns_by_the_holder
     # the marker overlays/fleetlock-central's ClusterRole carries: what the policies recognise it by
     marker = {"apiGroups": ["pykured.dev"], "resources": ["fleetlockservers"], "resourceNames": ["kured"],
               "verbs": ["use"]}  # fmt: skip
-    k8s.kube().create("/apis/rbac.authorization.k8s.io/v1/clusterroles", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": f"central-marker-{ns}"}, "rules": [marker],
-    })  # fmt: skip
-    k8s.kube().create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": f"central-marker-{ns}"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": f"central-marker-{ns}"},
-        "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
-    })  # fmt: skip
+    k8s.grant_cluster_role(
+        f"central-marker-{ns}",
+        [marker],
+        {"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"},
+    )
     central = Kube.from_kubeconfig(
         k8s.kubeconfig_for(user, ("system:serviceaccounts", "system:authenticated"))
     )

@@ -330,22 +330,14 @@ def under_policies(k8s: TestEnv, namespace: str, nodes: list[str]) -> None:
     docs = [d for d in render(k8s, "kustomize/base") if d["kind"] in POLICY_KINDS]
     apply_docs(k8s, unique_names(narrowed(docs, namespace), namespace), POLICY_KINDS)
     # kured's RBAC, plus the marker the policies recognise the agents by (pykured's profiles carry it)
-    rbac = "/apis/rbac.authorization.k8s.io/v1"
-    marker = f"kured-marker-{namespace}"
     rule = {
         "apiGroups": ["pykured.dev"],
         "resources": ["agents"],
         "resourceNames": ["kured"],
         "verbs": ["use"],
     }
-    k8s.kube().create(f"{rbac}/clusterroles", {"apiVersion": "rbac.authorization.k8s.io/v1",
-                      "kind": "ClusterRole", "metadata": {"name": marker}, "rules": [rule]})  # fmt: skip
-    k8s.kube().create(f"{rbac}/clusterrolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": marker},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": marker},
-        "subjects": [{"kind": "ServiceAccount", "name": "kured", "namespace": namespace}],
-    })  # fmt: skip
+    subject = {"kind": "ServiceAccount", "name": "kured", "namespace": namespace}
+    k8s.grant_cluster_role(f"kured-marker-{namespace}", [rule], subject)
     probe = Kube.from_kubeconfig(
         token_kubeconfig(
             k8s,
