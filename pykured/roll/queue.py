@@ -87,7 +87,7 @@ class RollQueue:
         """(annotation value, when) of our last write."""
         self._present: bool | None = None
         """Whether our entry is set (None: not known since the start)."""
-        self._held_back: tuple[frozenset[str], int] | None = None
+        self._held_back: tuple[tuple[frozenset[str], frozenset[str]], int] | None = None
         self._lease: Obj | None = None
         """Our entry as we last wrote it (its resourceVersion makes the next write one PUT)."""
         self._failed: int | None = None
@@ -197,9 +197,11 @@ class RollQueue:
         except KubeError as exc:
             logger.warning("Cannot read the lock queue, taking a turn anyway: %s", exc)
             return turns.Turn(True)
-        held = frozenset(holders)
-        if self._held_back is None or self._held_back[0] != held:
-            self._held_back = (held, now)
+        # the grace runs while the same slots stay free and the same contenders stay ahead
+        ahead = turns.ahead_of(member, entries, holders=holders, now_ns=now, stale_ns=self._stale_ns)
+        key = (frozenset(holders), frozenset(ahead))
+        if self._held_back is None or self._held_back[0] != key:
+            self._held_back = (key, now)
         turn = turns.may_go(
             member,
             entries,

@@ -14,7 +14,10 @@ renewing is gone), whose node holds no slot. The lock itself still decides who g
 swap); the queue only makes the nodes behind hold back.
 
 So that a contender that cannot take the slot (its zone is full, its agent hangs, its window differs) never
-stalls the roll, a node that was held back for ``grace`` while the same slots stayed free goes anyway.
+stalls the roll, a node that was held back for ``grace`` while the same slots stayed free and the same
+contenders stayed ahead goes anyway. A contender ahead that took a slot and freed it again while this node
+was not looking (a waiting agent wakes when a slot frees, not when one is taken) has left the queue: the
+grace starts again, so the next contender in line is not passed for the time the previous one took.
 """
 
 from __future__ import annotations
@@ -90,6 +93,15 @@ def contenders(
     return sorted(found, key=lambda e: roll.order_key(e.member))
 
 
+def ahead_of(
+    me: roll.Member, entries: Iterable[Entry], *, holders: Collection[str], now_ns: int, stale_ns: int
+) -> tuple[str, ...]:
+    """The contenders ahead of ``me`` in the roll's order."""
+    mine = roll.order_key(me)
+    found = contenders(entries, me=me.node, holders=holders, now_ns=now_ns, stale_ns=stale_ns)
+    return tuple(e.node for e in found if roll.order_key(e.member) < mine)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Turn:
     """The outcome of :func:`may_go`."""
@@ -119,16 +131,11 @@ def may_go(
     grace_ns: int,
 ) -> Turn:
     """May ``me`` try to take a slot now? ``held_back_since_ns``: since when it has held back while the
-    same slots were free (None: it was not)."""
+    same slots were free and the same contenders ahead of it (None: it was not)."""
     free = max(concurrency, 1) - len(holders)
     if free <= 0:
         return Turn(True)  # no free slot: the lock says so, and its watch wakes us when one frees
-    mine = roll.order_key(me)
-    ahead = tuple(
-        e.node
-        for e in contenders(entries, me=me.node, holders=holders, now_ns=now_ns, stale_ns=stale_ns)
-        if roll.order_key(e.member) < mine
-    )
+    ahead = ahead_of(me, entries, holders=holders, now_ns=now_ns, stale_ns=stale_ns)
     if len(ahead) < free:
         return Turn(True, ahead, free)
     waited = 0 if held_back_since_ns is None else now_ns - held_back_since_ns

@@ -400,7 +400,7 @@ def test_a_roll_interrupted_by_a_closed_window_resumes_with_the_remaining_nodes_
     # the window opens again: the roll goes on with the nodes it has not rebooted yet
     put_policy(k8s, ns, {})
     assert fleet.wait_for(lambda: len(order) == 5 + len(first), timeout=240), logs(fleet)
-    assert set(order[len(first) : 5]) == set(rest), (order, logs(fleet))
+    assert set(order[len(first) : 5]) == set(rest), f"{order}\n{logs(fleet)}"
     assert set(order[5:]) == set(first)
     assert fleet.wait_for(lambda: roll_now().since is None, timeout=90)  # nothing needs a reboot: roll over
     queue = k8s.kube().list_leases(ns, label_selector=f"{turns.QUEUE_LABEL}=kured-lock")["items"]

@@ -115,6 +115,25 @@ def test_a_contender_that_leaves_the_free_slot_alone_is_passed_after_the_grace()
     assert turn.go and turn.skipped and turn.ahead == ("node-b",)
 
 
+def test_the_grace_starts_again_when_a_contender_ahead_took_and_freed_a_slot_unseen() -> None:
+    """A waiting agent wakes when a slot frees, not when one is taken: between two of its looks the node
+    ahead took the slot, rebooted and freed it. The next node in line is not passed for the time the
+    previous one took."""
+    kube, clock = setup()
+    b, c = queue(kube, clock, "node-b"), queue(kube, clock, "node-c")
+    b.note(turns.WAITING, fresh("node-b"), now_ns=ns_of(clock))
+    c.note(turns.WAITING, Member("node-c", last_reboot=None, waiting_since=T + SECOND), now_ns=ns_of(clock))
+    a = queue(kube, clock, "node-a", grace=15.0)
+    assert a.turn(again("node-a"), holders=[], concurrency=1).ahead == ("node-b", "node-c")
+    b.leave()  # b takes the slot, reboots, frees it: a did not look meanwhile
+    clock.advance(20 * SECOND)
+    turn = a.turn(again("node-a"), holders=[], concurrency=1)
+    assert not turn.go and turn.ahead == ("node-c",)
+    clock.advance(15 * SECOND)
+    turn = a.turn(again("node-a"), holders=[], concurrency=1)
+    assert turn.go and turn.skipped and turn.ahead == ("node-c",)  # c left the slot alone for the grace
+
+
 def test_a_restarted_agent_clears_the_entry_its_previous_process_left() -> None:
     kube, clock = setup()
     queue(kube, clock, "node-a").note(turns.WAITING, fresh("node-a"), now_ns=ns_of(clock))
