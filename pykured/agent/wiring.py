@@ -230,7 +230,17 @@ def build_maintenance(
 def build_rebooter(cfg: Config) -> Rebooter:
     """``command`` (nsenter into PID 1), ``signal`` (PID 1) or ``zincati`` (hand-off marker)."""
     if cfg.reboot_method == "signal":
-        return SignalRebooter(cfg.reboot_signal, target_pid=int(os.environ.get(SIGNAL_PID_ENV, "1")))
+        if not cfg.reboot_signal_relay and os.geteuid() == 0:
+            logger.warning(
+                "Reboot method signal as root: this container reaches every socket in the host's directories "
+                "it mounts (the container runtime's under /var/run among them); run the agent unprivileged "
+                "with the signal relay (--reboot-signal-relay, kustomize/overlays/signal)"
+            )
+        return SignalRebooter(
+            cfg.reboot_signal,
+            target_pid=int(os.environ.get(SIGNAL_PID_ENV, "1")),
+            relay=cfg.reboot_signal_relay,
+        )
     if cfg.reboot_method == "zincati":
         return ZincatiHandoff(
             cfg.zincati_marker_file,

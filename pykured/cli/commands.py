@@ -121,6 +121,12 @@ COMMANDS: tuple[Command, ...] = (
         "pykured.cli.notify:notify_test_main",
         Reach.LOCAL,
     ),
+    Command(
+        "signal-relay",
+        "the signal profile's second container: send --reboot-signal to PID 1 when the agent asks",
+        "pykured.cli.signal_relay:signal_relay_main",
+        Reach.LOCAL,
+    ),
 )
 """pykured's subcommands, in the order ``--help`` lists them."""
 

@@ -254,6 +254,15 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
         "pykured: allowUntil = now + this duration in the zincati marker file",
     ),
     _x(
+        "reboot-signal-relay",
+        STR,
+        "",
+        "pykured: with --reboot-method=signal, ask the signal relay of the pod (kured signal-relay, a second "
+        "container) through this FIFO to send the signal, so that the agent needs neither root nor CAP_KILL "
+        "(default: off, the agent signals PID 1 itself)",
+        varname="path",
+    ),
+    _x(
         "zincati-marker-content",
         STR,
         "",

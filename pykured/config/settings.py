@@ -106,6 +106,7 @@ class Config:
     dump_config: bool = False
     zincati_marker_file: str = "/var/lib/zincati/admin/strategy/marker_file/allowfinalize.json"
     zincati_allow_duration: Duration = _H
+    reboot_signal_relay: str = ""
     zincati_marker_content: str = ""
     reboot_retry_delay: Duration = _10M
     sentinel_loop_backoff: Duration = _H

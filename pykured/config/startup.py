@@ -98,6 +98,8 @@ def _rebooter(cfg: Config, log: Log) -> None:
         log(logging.INFO, f"Reboot signal: {cfg.reboot_signal}")
         if not 1 <= cfg.reboot_signal <= 64:  # kured refuses only < 1 here, and fails above 64 at reboot time
             raise _fatal(f"Failed to build rebooter: invalid signal: {cfg.reboot_signal}")
+        if cfg.reboot_signal_relay:
+            log(logging.INFO, f"Reboot signal relay: {cfg.reboot_signal_relay}")
     elif cfg.reboot_method in REBOOT_METHODS:
         log(logging.INFO, f"Zincati marker file: {cfg.zincati_marker_file}")
     else:

@@ -8,7 +8,8 @@ Mirrors kured's ``pkg/reboot``:
   refused at
   construction (``no reboot command specified``).
 * :class:`SignalRebooter` sends ``--reboot-signal`` (default 39 = SIGRTMIN+5, systemd's "start reboot.target")
-  to PID 1; the error reads ``signal of SIGRTMIN+5 failed: <errno text>``.
+  to PID 1; the error reads ``signal of SIGRTMIN+5 failed: <errno text>``. With ``--reboot-signal-relay`` it
+  asks the pod's signal relay to instead (:mod:`pykured.host.relay`).
 * :class:`ZincatiHandoff` (pykured only) never reboots: it writes Zincati's ``marker_file`` strategy
   marker (``allowfinalize.json``, docs/zincati.md); Zincati then finalizes and reboots.
 
@@ -24,7 +25,6 @@ import json
 import logging
 import math
 import os
-import signal
 import subprocess
 import tempfile
 import time
@@ -33,6 +33,8 @@ from typing import Protocol
 
 from pykured.core.errors import ConfigError, RebootError
 from pykured.host import guard as host
+from pykured.host import relay as signal_relay
+from pykured.host.relay import go_errno_text, signal_name
 
 logger = logging.getLogger(__name__)
 
@@ -56,23 +58,6 @@ class Rebooter(Protocol):
 
     def withdraw(self) -> None:
         """The node is back: take back what a hand-off allowed (nothing to do for a real reboot)."""
-
-
-def signal_name(signum: int) -> str:
-    """Linux signal name as kured's messages spell it: ``SIGRTMIN+5`` for 39, ``SIGTERM`` for 15."""
-    if signal.SIGRTMIN <= signum <= signal.SIGRTMAX:
-        offset = signum - signal.SIGRTMIN
-        return f"SIGRTMIN+{offset}" if offset else "SIGRTMIN"
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-
-
-def go_errno_text(exc: OSError) -> str:
-    """An OS error as Go's ``syscall.Errno.Error()`` prints it (``operation not permitted``)."""
-    text = os.strerror(exc.errno) if exc.errno else str(exc)
-    return text[:1].lower() + text[1:]
 
 
 class CommandRebooter:
@@ -109,15 +94,26 @@ class CommandRebooter:
 
 
 class SignalRebooter:
-    """Signal the host's init (kured's ``--reboot-method=signal``; needs ``hostPID`` and CAP_KILL)."""
+    """Signal the host's init (kured's ``--reboot-method=signal``; needs ``hostPID`` and CAP_KILL), or, with
+    ``relay`` (``--reboot-signal-relay``), ask the signal relay of the pod to (:mod:`pykured.host.relay`: then
+    the agent needs neither root nor a capability)."""
 
-    def __init__(self, signal: int = DEFAULT_SIGNAL, *, target_pid: int = 1) -> None:
+    def __init__(self, signal: int = DEFAULT_SIGNAL, *, target_pid: int = 1, relay: str = "") -> None:
         self.signal = signal
         self.target_pid = target_pid
+        self.relay = relay
 
     hands_off = False
 
     def reboot(self) -> None:
+        if self.relay:
+            logger.info(
+                "Emit reboot-signal %s to pid 1 through the signal relay at %s",
+                signal_name(self.signal),
+                self.relay,
+            )
+            signal_relay.ask(self.relay)
+            return
         host.guard_signal_target(self.target_pid)
         logger.info("Emit reboot-signal %s to pid %d", signal_name(self.signal), self.target_pid)
         try:

@@ -38,7 +38,7 @@ from pykured_dev.eventually import eventually
 from pykured_dev.testenv import agentfork
 from pykured_dev.testenv.cluster import Cluster
 from pykured_dev.testenv.pods import Image, PodTemplate, sandbox_spec
-from pykured_dev.testenv.procs import _die_with_parent, free_port
+from pykured_dev.testenv.procs import TestEnvError, _die_with_parent, free_port
 from pykured_dev.testenv.sandbox import Sandbox
 
 SHIM = """#!/bin/sh
@@ -57,6 +57,8 @@ class AgentSlot:
     dir: Path
     proc: subprocess.Popen[bytes] | agentfork.AgentProcess | None = None
     fake_pid1: subprocess.Popen[bytes] | None = None
+    relay: subprocess.Popen[bytes] | None = None
+    """With ``--reboot-signal-relay``: the pod's signal relay (``pykured signal-relay``) for ``fake_pid1``."""
     reboots: int = 0
     starts: int = 0
     log: Path | None = None
@@ -88,6 +90,11 @@ class AgentSlot:
         if self.pod is not None:
             return self.host / "run" / "reboot-required"
         return self.dir / "run" / "reboot-required"
+
+    @property
+    def relay_fifo(self) -> Path:
+        """The signal relay's FIFO (the pod's ``emptyDir``)."""
+        return self.dir / "relay" / "reboot"
 
     @property
     def request(self) -> Path:
@@ -269,6 +276,8 @@ class Fleet:
             argv.append(f"--reboot-command={slot.dir / 'reboot.sh'}")
         elif self.method == "signal":
             argv.append("--reboot-method=signal")
+            relay = "--reboot-signal-relay="
+            argv = [f"{relay}{slot.relay_fifo}" if a.startswith(relay) else a for a in argv]
         elif self.method == "zincati":
             argv += ["--reboot-method=zincati", f"--zincati-marker-file={slot.marker}"]
         return argv
@@ -287,6 +296,8 @@ class Fleet:
                 preexec_fn=_die_with_parent,  # noqa: PLW1509 - exec follows at once
             )
             env["PYKURED_SIGNAL_PID"] = str(slot.fake_pid1.pid)
+            if any(a.startswith("--reboot-signal-relay=") for a in self.args):
+                self._start_relay(slot, env)
         slot.log = slot.dir / "agent.log"
         argv = self.argv(slot)
         if self.spawn == "fork" and argv[:3] == [sys.executable, "-m", "pykured"]:
@@ -304,9 +315,31 @@ class Fleet:
             )
         slot.starts += 1
 
+    def _start_relay(self, slot: AgentSlot, env: dict[str, str]) -> None:
+        """The pod's second container: ``pykured signal-relay`` on the slot's FIFO, for its fake PID 1."""
+        if slot.relay is not None and slot.relay.poll() is None:
+            slot.relay.kill()
+            slot.relay.wait(timeout=10)
+        slot.relay_fifo.parent.mkdir(parents=True, exist_ok=True)
+        slot.relay_fifo.unlink(missing_ok=True)
+        with open(slot.dir / "relay.log", "ab") as log:
+            slot.relay = subprocess.Popen(
+                [sys.executable, "-m", "pykured", "signal-relay", f"--relay={slot.relay_fifo}"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - exec follows at once
+            )
+        if not eventually(slot.relay_fifo.exists, timeout=60):  # before the agent may ask
+            raise TestEnvError(f"{slot.node}: the signal relay did not start (see {slot.dir / 'relay.log'})")
+
     def kill(self, node: str) -> None:
         """SIGKILL ``node``'s agent (a crash, or the host going down)."""
         slot = self.slots[node]
+        if slot.relay is not None and slot.relay.poll() is None:
+            slot.relay.kill()
+            slot.relay.wait(timeout=10)
         if slot.sandbox is not None:
             slot.sandbox.kill()
         if slot.proc and slot.proc.poll() is None:

@@ -42,10 +42,11 @@ def kustomize_base(image: str, *extra_args: str, overlay: str = "kustomize/base"
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     for doc in docs:
         if doc["kind"] == "DaemonSet":
-            container = doc["spec"]["template"]["spec"]["containers"][0]
-            container["image"] = image
-            container["imagePullPolicy"] = "Never"
-            container["args"] = [*container.get("args", []), *extra_args]
+            containers = doc["spec"]["template"]["spec"]["containers"]
+            for container in containers:  # the agent, and the signal profile's relay
+                container["image"] = image
+                container["imagePullPolicy"] = "Never"
+            containers[0]["args"] = [*containers[0].get("args", []), *extra_args]
     return docs
 
 

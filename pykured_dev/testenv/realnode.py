@@ -178,8 +178,10 @@ def _v1_hierarchies() -> dict[str, Path]:
 
 BOOT_SCRIPT = r"""#!/bin/sh
 # PID 1 of a real node: private mounts, then containerd and the kubelet. SIGTERM (the node's own
-# systemctl reboot) ends PID 1, and with it every process of the node.
+# systemctl reboot) ends PID 1, and with it every process of the node; so does SIGRTMIN+5 (39), which
+# systemd takes as "reboot" (--reboot-method=signal).
 trap 'exit 0' TERM INT
+trap 'echo "$(date +%s) signal" >> /var/log/reboots.log; exit 0' 39
 N=@NODE@
 set -e
 mount --bind "$N/boot_id" /proc/sys/kernel/random/boot_id
@@ -303,7 +305,7 @@ class Node:
 
     @property
     def reboots(self) -> int:
-        """How many times the node ended its own PID 1 (``systemctl reboot`` or Zincati)."""
+        """How many times the node ended its own PID 1 (``systemctl reboot``, Zincati, the reboot signal)."""
         path = self.log_dir / "reboots.log"
         return len(path.read_text().splitlines()) if path.exists() else 0
 

@@ -134,6 +134,7 @@ def test_pykured_help_lists_the_commands_after_the_flags() -> None:
         "unquarantine",
         "lock",
         "notify-test",
+        "signal-relay",
     ]
     assert set(listed) == set(cli._SUBCOMMANDS)
 

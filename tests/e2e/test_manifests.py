@@ -2,9 +2,10 @@
 (server-side apply, dry run) and its key fields are what the profile promises.
 
 Profiles: ``base`` (Lease lock, least-privilege RBAC), ``kured-compat`` (kured's annotation lock and exactly
-kured's RBAC, kured-rbac.yaml), ``signal`` (unprivileged, CAP_KILL), ``zincati`` (marker hand-off),
-``fleetlock`` (node-local FleetLock) and ``fleetlock-central`` (Deployment + Service). Container arguments
-are parsed with pykured's own flag parser, so a manifest can only use flags pykured defines.
+kured's RBAC, kured-rbac.yaml), ``signal`` (an unprivileged agent, a relay with only CAP_KILL), ``zincati``
+(marker hand-off), ``fleetlock`` (node-local FleetLock) and ``fleetlock-central`` (Deployment + Service).
+Container arguments are parsed with pykured's own flag parser, so a manifest can only use flags pykured
+defines.
 The Dockerfile is checked by ``tools/dockerfile-check``, which ``tools/dev test`` runs before pytest.
 """
 
@@ -100,8 +101,9 @@ def _workloads(objects: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str,
 
 
 def _container(obj: dict[str, Any]) -> dict[str, Any]:
+    """The agent's container: the only one, or the first beside the signal profile's relay."""
     containers = obj["spec"]["template"]["spec"]["containers"]
-    assert len(containers) == 1
+    assert len(containers) == 1 or [c["name"] for c in containers] == ["kured", "signal-relay"]
     container: dict[str, Any] = containers[0]
     return container
 
@@ -282,19 +284,40 @@ def test_kured_compat_has_kureds_lock_and_exactly_kureds_rbac(rendered: Any) -> 
     }
 
 
-def test_signal_is_unprivileged_with_only_cap_kill(rendered: Any) -> None:
+def test_signal_splits_the_host_s_files_from_the_privilege(rendered: Any) -> None:
+    """The agent: an unprivileged user, no capability, the host's /var/run for its sentinel. The relay: root
+    with only CAP_KILL and nothing of the host mounted. They share only the relay's emptyDir."""
     _, objects = rendered["signal"]
     ds = _daemonset(objects)
-    cfg = _parse(_container(ds)["args"])
+    pod = ds["spec"]["template"]["spec"]
+    agent, relay_container = pod["containers"]
+    cfg = _parse(agent["args"])
     assert cfg.reboot_method == "signal" and cfg.reboot_signal == 39
+    assert cfg.reboot_signal_relay == "/relay/reboot"
     assert cfg.lock_backend == "lease"
-    assert _container(ds)["securityContext"] == {
+    assert agent["securityContext"] == {
         "privileged": False,
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert {m["name"] for m in agent["volumeMounts"]} == {"sentinel", "tmp", "relay"}
+    assert relay_container["name"] == "signal-relay" and relay_container["image"] == agent["image"]
+    assert relay_container["args"] == ["signal-relay", "--relay=/relay/reboot"]
+    assert relay_container["securityContext"] == {
+        "privileged": False,
+        "runAsUser": 0,
         "readOnlyRootFilesystem": True,
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"], "add": ["KILL"]},
     }
-    assert ds["spec"]["template"]["spec"]["hostPID"] is True  # kill(1, sig) must reach the host's PID 1
+    assert [m["name"] for m in relay_container["volumeMounts"]] == ["relay"]  # nothing of the host
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "emptyDir" in volumes["relay"] and volumes["sentinel"]["hostPath"]["path"] == "/var/run"
+    assert pod["hostPID"] is True  # kill(1, sig) must reach the host's PID 1
     assert cfg.reboot_sentinel_command == ""  # nsenter would be denied without privileges (kured#894)
 
 

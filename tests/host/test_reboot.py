@@ -233,20 +233,30 @@ def test_harmless_commands_pass_the_command_guard(argv: list[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("signum", "name"),
-    [(39, "SIGRTMIN+5"), (signal.SIGRTMIN, "SIGRTMIN"), (15, "SIGTERM"), (10, "SIGUSR1")],
-    ids=["rtmin+5", "rtmin", "term", "usr1"],
-)
-def test_signal_name(signum: int, name: str) -> None:
-    assert reboot.signal_name(signum) == name
-
-
-@pytest.mark.parametrize(
     "signum", [39, signal.SIGUSR1, signal.SIGTERM], ids=["sigrtmin+5-default", "sigusr1", "sigterm"]
 )
 def test_signal_reaches_the_configured_target(signum: int, sleeper: subprocess.Popen[bytes]) -> None:
     reboot.SignalRebooter(signum, target_pid=sleeper.pid).reboot()
     assert sleeper.wait(timeout=10) == -signum
+
+
+def test_with_a_relay_the_agent_asks_it_and_signals_nothing_itself(
+    tmp_path: Path, tripwires: list[object]
+) -> None:
+    """``--reboot-signal-relay``: the agent writes the request into the relay's FIFO; none, a clear error."""
+    fifo = tmp_path / "reboot"
+    with pytest.raises(RebootError, match="cannot reach the signal relay"):
+        reboot.SignalRebooter(relay=str(fifo)).reboot()
+    os.mkfifo(fifo)
+    with pytest.raises(RebootError, match=r"^the signal relay at .* is not running$"):
+        reboot.SignalRebooter(relay=str(fifo)).reboot()
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        reboot.SignalRebooter(relay=str(fifo)).reboot()
+        assert os.read(reader, 64) == b"reboot\n"
+    finally:
+        os.close(reader)
+    assert tripwires == []
 
 
 def test_default_signal_is_sigrtmin_plus_5() -> None:
