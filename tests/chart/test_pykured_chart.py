@@ -230,7 +230,15 @@ def documented(obj: dict[str, Any], chart_label: str) -> tuple[dict[str, Any], d
         pod = obj["spec"]["template"]["spec"]
         container = pod["containers"][0]
         taken["image"] = container.pop("image")
-        taken["args"] = container.pop("args")
+        taken["args"] = [a for a in container.pop("args") if a != RELAY_ARG]
+        # --reboot-method=signal: the agent's securityContext, and pykured's signal relay
+        taken["relayed"] = len(pod["containers"]) > 1
+        if "--reboot-method=signal" in taken["args"]:
+            taken["agentSecurityContext"] = container.pop("securityContext")
+        if taken["relayed"]:
+            taken["relay"] = pod["containers"].pop(1)
+            container["volumeMounts"].remove({"name": "relay", "mountPath": "/relay"})
+            pod["volumes"] = [v for v in pod["volumes"] if v["name"] != "relay"]
         taken["securityContext"] = pod.pop("securityContext", None)
         env = container.get("env", [])
         taken["url_env"] = [
@@ -242,6 +250,18 @@ def documented(obj: dict[str, Any], chart_label: str) -> tuple[dict[str, Any], d
     if obj["kind"] in ("ClusterRole", "Role"):
         taken["rules"] = obj.pop("rules")
     return obj, taken
+
+
+RELAY_ARG = "--reboot-signal-relay=/relay/reboot"
+UNPRIVILEGED = {
+    "privileged": False,
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "runAsGroup": 65532,
+    "readOnlyRootFilesystem": True,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
 
 
 def by_key(objects: list[Any]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -274,6 +294,14 @@ def compare(
             repository = image.get("repository") or PYKURED_IMAGE
             assert added["image"] == f"{repository}:{image.get('tag') or __version__}"
             assert added["securityContext"] == SECCOMP and removed["securityContext"] is None
+            signal = "agentSecurityContext" in removed
+            assert added["relayed"] is signal and removed["relayed"] is False
+            if signal:  # the one privilege moves to the relay; the agent with the host's files has none
+                assert removed["agentSecurityContext"] == values["containerSecurityContext"]
+                assert added["agentSecurityContext"] == UNPRIVILEGED
+                assert added["relay"]["args"] == ["signal-relay", "--relay=/relay/reboot"]
+                assert added["relay"]["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["KILL"]}
+                assert added["relay"]["volumeMounts"] == [{"name": "relay", "mountPath": "/relay"}]
             # the notification URLs: out of the arguments, into the Secret and the environment
             kept = [arg for arg in removed["args"] if not arg.startswith(URL_FLAGS)]
             assert len(removed["args"]) - len(kept) == len(urls)
@@ -680,3 +708,31 @@ def test_drain_escalation_and_its_pods_delete_grant(
     path.write_text(json.dumps({"pykured": {"drainEscalation": ["reboot"]}}))
     refused = helm("template", "kured", str(CHART), "-f", str(path), workdir=tmp_path)
     assert refused.returncode != 0 and "drainEscalation" in refused.stderr
+
+
+def test_the_signal_method_renders_the_kustomize_signal_profile_s_two_containers(tmp_path: Path) -> None:
+    """The chart's signal pod is the one ``kustomize/overlays/signal`` runs (which the real-node tier proves:
+    ``tests/e2e/realnode/test_signal.py``): the same agent securityContext, the same relay container."""
+    from pykured_dev.testenv.install import kustomize_base
+
+    image = "example.test/pykured:1"
+    values = {"image": {"repository": "example.test/pykured", "tag": "1", "pullPolicy": "Never"},
+              "configuration": {"rebootMethod": "signal"}}  # fmt: skip
+    chart = by_key(render("pykured", values, tmp_path))[("DaemonSet", "kured")]["spec"]["template"]["spec"]
+    kustomize = next(
+        d for d in kustomize_base(image, overlay="kustomize/overlays/signal") if d["kind"] == "DaemonSet"
+    )
+    overlay = kustomize["spec"]["template"]["spec"]
+    assert [c["name"] for c in chart["containers"]] == [c["name"] for c in overlay["containers"]]
+    assert chart["containers"][0]["securityContext"] == overlay["containers"][0]["securityContext"]
+    assert chart["containers"][1] == overlay["containers"][1]
+    assert RELAY_ARG in chart["containers"][0]["args"] and RELAY_ARG in overlay["containers"][0]["args"]
+    relay = {v["name"]: v for v in chart["volumes"]}["relay"]
+    assert relay == {v["name"]: v for v in overlay["volumes"]}["relay"]
+    assert chart["hostPID"] is overlay["hostPID"] is True
+    off = {**values, "pykured": {"signalRelay": False}}
+    kured_shape = by_key(render("pykured", off, tmp_path / "off"))[("DaemonSet", "kured")]["spec"][
+        "template"
+    ]["spec"]
+    assert [c["name"] for c in kured_shape["containers"]] == ["kured"]
+    assert RELAY_ARG not in kured_shape["containers"][0]["args"]

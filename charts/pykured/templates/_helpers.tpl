@@ -108,8 +108,17 @@ environment.
 {{- end }}
 {{- end -}}
 
+{{- define "pykured.signalRelay" -}}
+{{- if and (eq (toString .Values.configuration.rebootMethod) "signal") (ne .Values.pykured.signalRelay false) -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{- define "pykured.ownArgs" -}}
 {{- $p := .Values.pykured -}}
+{{- if include "pykured.signalRelay" . }}
+- --reboot-signal-relay=/relay/reboot
+{{- end }}
 {{- range $pair := list (list "lock-backend" $p.lockBackend) (list "lease-prefix" $p.leasePrefix) (list "policy-configmap" $p.policyConfigMap) (list "concurrency-label" $p.concurrencyLabel) (list "concurrency-per-label" $p.concurrencyPerLabel) (list "settle-prometheus-query" $p.settle.prometheusQuery) (list "settle-timeout" $p.settle.timeout) (list "reboot-hook-timeout" $p.hooks.timeout) (list "fleetlock-listen" $p.fleetlock.listen) (list "fleetlock-group" $p.fleetlock.group) (list "log-level" $p.logLevel) }}
 {{- if index $pair 1 }}
 - --{{ index $pair 0 }}={{ index $pair 1 }}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
 import uuid
 from typing import Any
 
@@ -46,6 +47,12 @@ def probe(node: Node, container_id: str, *paths: str) -> str:
     """Run the probe in the container, as its runtime runs any process there; its output."""
     ctr = shutil.which("ctr")
     assert ctr
+    # the stdio FIFOs in a directory both this machine and the node's mount namespace see at the same path
+    with tempfile.TemporaryDirectory(prefix="probe-") as fifos:
+        return _probe(ctr, node, container_id, fifos, *paths)
+
+
+def _probe(ctr: str, node: Node, container_id: str, fifos: str, *paths: str) -> str:
     done = subprocess.run(
         [
             ctr,
@@ -55,6 +62,8 @@ def probe(node: Node, container_id: str, *paths: str) -> str:
             "k8s.io",
             "tasks",
             "exec",
+            "--fifo-dir",
+            fifos,
             "--exec-id",
             f"probe-{uuid.uuid4().hex[:8]}",
             container_id,
