@@ -297,7 +297,7 @@ def compare(
             signal = "agentSecurityContext" in removed
             assert added["relayed"] is signal and removed["relayed"] is False
             if signal:  # the one privilege moves to the relay; the agent with the host's files has none
-                assert removed["agentSecurityContext"] == values["containerSecurityContext"]
+                assert removed["agentSecurityContext"] == (values or {})["containerSecurityContext"]
                 assert added["agentSecurityContext"] == UNPRIVILEGED
                 assert added["relay"]["args"] == ["signal-relay", "--relay=/relay/reboot"]
                 assert added["relay"]["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["KILL"]}
