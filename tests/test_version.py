@@ -1,6 +1,7 @@
 """One version, set in pyproject.toml: the package, the image's tag, the chart, the manifests and the plugin.
 
-``pykured.__version__`` is the installed package's metadata (pyproject.toml's ``version``);
+``pykured.__version__`` is a constant (``pykured/_version.py``: no metadata scan at start-up) held to the
+installed package's metadata (pyproject.toml's ``version``);
 ``tools/image-build`` tags the image with it and ``tools/plugin-build manifest`` writes it into the krew
 manifest. What cannot read it (the chart's ``Chart.yaml``, the manifests' image tags, the Dockerfile's
 default label) carries a copy this test holds to it, as it holds ``CHANGELOG.md`` to the version's entry.
@@ -37,6 +38,8 @@ VERSION = project_version()
 def test_the_package_is_pyproject_s_version() -> None:
     assert re.fullmatch(r"\d+\.\d+\.\d+([.-]?[a-z0-9.]+)?", VERSION)
     assert pykured.__version__ == metadata.version("pykured") == VERSION
+    constant = re.findall(r'^__version__ = "(.*)"$', (ROOT / "pykured/_version.py").read_text(), re.MULTILINE)
+    assert constant == [VERSION]
 
 
 def test_the_chart_s_version_and_app_version_are_the_package_s() -> None:
