@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 import pykured
+from tests.chart.test_pykured_chart import UNPRIVILEGED
 
 pytestmark = pytest.mark.k8s
 
@@ -295,15 +296,7 @@ def test_signal_splits_the_host_s_files_from_the_privilege(rendered: Any) -> Non
     assert cfg.reboot_method == "signal" and cfg.reboot_signal == 39
     assert cfg.reboot_signal_relay == "/relay/reboot"
     assert cfg.lock_backend == "lease"
-    assert agent["securityContext"] == {
-        "privileged": False,
-        "runAsNonRoot": True,
-        "runAsUser": 65532,
-        "runAsGroup": 65532,
-        "readOnlyRootFilesystem": True,
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-    }
+    assert agent["securityContext"] == UNPRIVILEGED
     assert {m["name"] for m in agent["volumeMounts"]} == {"sentinel", "tmp", "relay"}
     assert relay_container["name"] == "signal-relay" and relay_container["image"] == agent["image"]
     assert relay_container["args"] == ["signal-relay", "--relay=/relay/reboot"]

@@ -14,7 +14,7 @@ import shutil
 import signal
 import stat
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -71,17 +71,6 @@ def tripwires(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     monkeypatch.setattr(subprocess, "run", no_run)
     monkeypatch.setattr(os, "kill", no_kill)
     return calls
-
-
-@pytest.fixture
-def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    child = subprocess.Popen(["sleep", "60"])
-    try:
-        yield child
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
 
 
 # -- safe mode --------------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ import signal
 import stat
 import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,17 +15,6 @@ import pytest
 from pykured.core.errors import RebootError
 from pykured.host import relay
 from pykured_dev.eventually import eventually
-
-
-@pytest.fixture
-def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    child = subprocess.Popen(["sleep", "60"])
-    try:
-        yield child
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
 
 
 class Relay:
