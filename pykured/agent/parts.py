@@ -13,6 +13,7 @@ import dataclasses
 import datetime
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pykured import __version__
 from pykured.cycle.steps import Hands
@@ -20,10 +21,12 @@ from pykured.kube.api import KubeApi
 from pykured.metrics import Metrics
 from pykured.requests.keeper import RequestKeeper
 from pykured.requests.watch import RequestWatch
-from pykured.roll.queue import RollQueue
-from pykured.roll.turns import RollTurns
 from pykured.status.agent import reported_boot_ids
 from pykured.status.publisher import StatusPublisher
+
+if TYPE_CHECKING:  # --resume-rolls only: imported where it is built
+    from pykured.roll.queue import RollQueue
+    from pykured.roll.turns import RollTurns
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -65,7 +68,11 @@ def build_parts(
     )
     status = StatusPublisher(kube, node=node, version=__version__)
     hands.drainer.on_blocked = status.drain_blocked  # the drain's blocker, published as it happens
-    turns = RollTurns(queue, hands.lock, node) if queue else None
+    turns = None
+    if queue is not None:
+        from pykured.roll.turns import RollTurns
+
+        turns = RollTurns(queue, hands.lock, node)
     watch = RequestWatch(
         kube,
         requests,

@@ -13,10 +13,10 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pykured.agent.daemon import Daemon, Senses, Settings
 from pykured.agent.parts import build_parts
-from pykured.alertmanager.silence import SilenceKeeper
 from pykured.blockers import Blocker
 from pykured.blockers.freeze import FreezeBlocker
 from pykured.blockers.options import FleetInputs, NodeInputs
@@ -29,11 +29,8 @@ from pykured.cycle.observers import CycleObserver, CycleObservers
 from pykured.cycle.steps import Behaviour, Hands
 from pykured.cyclemetrics import CycleMetrics
 from pykured.drain import Drainer
-from pykured.fleetlock import FleetLockServer
-from pykured.fleetlock.service import ZincatiGrant
 from pykured.gates.node import CycleGates
 from pykured.gates.phase import CycleGate
-from pykured.gates.settle import NodesReadyGate, PdbGate, PodsReadyGate, PromQueryGate
 from pykured.halting.deadline import HaltWatch
 from pykured.halting.fleet import FleetHalt
 from pykured.halting.streak import DrainStreak
@@ -48,8 +45,11 @@ from pykured.metrics import Metrics
 from pykured.notify import KuredMessages, Notifier
 from pykured.policy.maintenance import Window
 from pykured.policy.source import PolicySource, PolicyWindow
-from pykured.roll.queue import RollQueue
 from pykured.taint import WaitingTaint
+
+if TYPE_CHECKING:  # each imported where it is built, for an agent whose flags ask for it
+    from pykured.alertmanager.silence import SilenceKeeper
+    from pykured.fleetlock import FleetLockServer
 
 logger = logging.getLogger(__name__)
 
@@ -167,6 +167,8 @@ def build_silence(
     expiry ends when ``stopping`` is set: the agent stops)."""
     if not cfg.silence_during_reboot:
         return None
+    from pykured.alertmanager.silence import SilenceKeeper
+
     return SilenceKeeper(
         kube,
         node=node,
@@ -179,8 +181,10 @@ def build_silence(
     )
 
 
-def build_gates(cfg: Config, kube: Kube, node: str) -> CycleGates | None:
-    """Reboot hooks and settle gates for ``node`` (None when none is configured)."""
+def _settle_gates(cfg: Config, kube: Kube, node: str) -> list[CycleGate]:
+    """The settle gates the flags ask for (their module imported only then)."""
+    from pykured.gates.settle import NodesReadyGate, PdbGate, PodsReadyGate, PromQueryGate
+
     settle: list[CycleGate] = []
     if cfg.settle_pod_selector:
         settle.append(PodsReadyGate(kube, node=node, selectors=cfg.settle_pod_selector))
@@ -190,6 +194,14 @@ def build_gates(cfg: Config, kube: Kube, node: str) -> CycleGates | None:
         settle.append(PdbGate(kube))
     if cfg.settle_prometheus_query:
         settle.append(PromQueryGate(cfg.prometheus_url, cfg.settle_prometheus_query))
+    return settle
+
+
+def build_gates(cfg: Config, kube: Kube, node: str) -> CycleGates | None:
+    """Reboot hooks and settle gates for ``node`` (None when none is configured)."""
+    settle: list[CycleGate] = []
+    if cfg.settle_pod_selector or cfg.settle_nodes_ready or cfg.settle_pdbs or cfg.settle_prometheus_query:
+        settle = _settle_gates(cfg, kube, node)
     gates = CycleGates(
         kube,
         node=node,
@@ -440,12 +452,17 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         metrics=metrics,
     )
     settings = Settings(node=node, period=cfg.period.seconds, behaviour=behaviour, policy=policy)
-    queue = (
-        RollQueue(kube, namespace=cfg.ds_namespace, prefix=cfg.lease_name_prefix, node=node,
-                  period=cfg.period.seconds)
-        if cfg.resume_rolls
-        else None
-    )  # fmt: skip
+    queue = None
+    if cfg.resume_rolls:
+        from pykured.roll.queue import RollQueue
+
+        queue = RollQueue(
+            kube,
+            namespace=cfg.ds_namespace,
+            prefix=cfg.lease_name_prefix,
+            node=node,
+            period=cfg.period.seconds,
+        )
     parts = build_parts(
         kube, hands, node=node, period=settings.period, wake=wake, clock=_utcnow, metrics=metrics, queue=queue
     )
@@ -513,6 +530,9 @@ def build_fleetlock(
     stopping: threading.Event | None = None,
 ) -> FleetLockServer:
     """The FleetLock server for Zincati: the agent's lock (one reboot budget), policy, behaviour and hands."""
+    from pykured.fleetlock import FleetLockServer
+    from pykured.fleetlock.service import ZincatiGrant
+
     host, _, port = cfg.fleetlock_listen.rpartition(":")
 
     def hands_for(node: str, cancel: threading.Event) -> Hands:

@@ -15,12 +15,29 @@ kured's Prometheus alerts, Alertmanager's alerts, and kured's blocking pods. A n
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable
-from typing import Final
+from typing import Final, cast
 
-from pykured.blockers import alertmanager, freeze, nodemarks, pause, pods, prometheus, quarantine
+from pykured.blockers import freeze, nodemarks, pause, pods, quarantine
 from pykured.blockers.base import Blocker
 from pykured.blockers.options import FleetInputs, NodeInputs
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Imported:
+    """A blocker module's ``build``, imported only for an agent that sets ``option`` (its client and its
+    parsing cost nothing to an agent that does not use them)."""
+
+    module: str
+    option: str
+    """The option that turns the blocker on (its ``build`` returns ``None`` without it)."""
+
+    def __call__(self, inputs: FleetInputs) -> Blocker | None:
+        if not getattr(inputs.options, self.option):
+            return None
+        build = importlib.import_module(self.module).build
+        return cast(Blocker | None, build(inputs))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -30,6 +47,11 @@ class Shared:
     name: str
     build: Callable[[FleetInputs], Blocker | None]
 
+    @property
+    def module(self) -> str:
+        """The blocker's module (imported or not yet)."""
+        return self.build.module if isinstance(self.build, Imported) else self.build.__module__
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class EachNode:
@@ -38,14 +60,19 @@ class EachNode:
     name: str
     build: Callable[[NodeInputs], Blocker | None]
 
+    @property
+    def module(self) -> str:
+        """The blocker's module."""
+        return self.build.__module__
+
 
 ORDER: Final[tuple[Shared | EachNode, ...]] = (
     Shared("freeze", freeze.build),
     EachNode("pause", pause.build),
     EachNode("quarantine", quarantine.build),
     EachNode("node-marks", nodemarks.build),
-    Shared("prometheus", prometheus.build),
-    Shared("alertmanager", alertmanager.build),
+    Shared("prometheus", Imported("pykured.blockers.prometheus", "prometheus_url")),
+    Shared("alertmanager", Imported("pykured.blockers.alertmanager", "alertmanager_url")),
     EachNode("pods", pods.build),
 )
 

@@ -9,14 +9,9 @@ which has the host's ``/var/run`` for its sentinel, can run with no privilege at
 from __future__ import annotations
 
 import argparse
-import os
 
 from pykured.gocompat import logrus
 from pykured.host import relay
-
-TARGET_ENV = "PYKURED_SIGNAL_PID"
-"""The process standing in for PID 1 in tests (as the agent's own, :mod:`pykured.agent.wiring`); the guard
-refuses PID 1 itself there (:mod:`pykured.host.guard`)."""
 
 
 def _signal(text: str) -> int:
@@ -43,5 +38,5 @@ def signal_relay_main(argv: list[str]) -> int:
     )
     opts = parser.parse_args(argv)
     logrus.configure("text", "info")
-    relay.serve(opts.relay, opts.reboot_signal, target_pid=int(os.environ.get(TARGET_ENV, "1")))
+    relay.serve(opts.relay, opts.reboot_signal, target_pid=relay.target_pid())
     return 0

@@ -39,8 +39,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
-from pykured.alertmanager import matchers
 from pykured.config import checks
 from pykured.config.flags import FLAGS
 from pykured.config.reader import FlagValues, read_flags
@@ -53,8 +53,10 @@ from pykured.kube.node import PYKURED_PREFIX
 from pykured.lock.registry import BACKENDS as LOCK_BACKENDS
 from pykured.policy.blackout import BlackoutError, parse_blackouts
 from pykured.policy.maintenance import MaintenancePolicy
-from pykured.policy.recurrence import CalendarWindow, WindowError
 from pykured.policy.weekly import TimeWindow
+
+if TYPE_CHECKING:
+    from pykured.policy.recurrence import CalendarWindow
 
 SILENCE_CEILING = Duration.parse("24h")
 """The longest ``--silence-max``: a silence nobody expired (Alertmanager unreachable at the cycle's end) ends
@@ -203,6 +205,8 @@ def _silence(cfg: Config) -> None:
             f"invalid --silence-max {cfg.silence_max}: at most {SILENCE_CEILING} (a silence not expired "
             "ends by itself then; a longer one would hide the node's alerts long after its reboot)"
         )
+    from pykured.alertmanager import matchers
+
     matchers.validate(cfg.silence_during_reboot)
 
 
@@ -244,15 +248,21 @@ def settle(flags: FlagValues, env: Mapping[str, str], *, log: Log = _quiet) -> C
     return dataclasses.replace(cfg, time_window=window, maintenance=maintenance, warnings=tuple(warnings))
 
 
+def _calendar_window(text: str, window: TimeWindow) -> CalendarWindow:
+    """One ``--maintenance-window`` (the RRULE parser imported only for an agent that has one)."""
+    from pykured.policy.recurrence import CalendarWindow, WindowError
+
+    try:
+        return CalendarWindow.parse(
+            text, default_zone=window.location, default_zone_name=window.location_name
+        )
+    except WindowError as exc:
+        raise _fatal(f"invalid --maintenance-window {text!r}: {exc}") from None
+
+
 def _maintenance(cfg: Config, window: TimeWindow) -> MaintenancePolicy:
     """Calendar windows and blackouts (pykured): an invalid one is one fatal line."""
-    calendar = []
-    for text in cfg.maintenance_window:
-        try:
-            zone, zone_name = window.location, window.location_name
-            calendar.append(CalendarWindow.parse(text, default_zone=zone, default_zone_name=zone_name))
-        except WindowError as exc:
-            raise _fatal(f"invalid --maintenance-window {text!r}: {exc}") from None
+    calendar = [_calendar_window(text, window) for text in cfg.maintenance_window]
     try:
         blackouts = parse_blackouts(cfg.blackout, zone=window.location)
     except BlackoutError as exc:

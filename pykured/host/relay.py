@@ -47,6 +47,16 @@ FIFO_MODE = 0o622
 """Root (the relay) reads; anyone in the pod (the agent's unprivileged user) may only write."""
 
 
+TARGET_ENV = "PYKURED_SIGNAL_PID"
+"""The process standing in for PID 1 in tests (as the agent's own ``PYKURED_SIGNAL_PID``); the guard refuses
+PID 1 itself there (:mod:`pykured.host.guard`)."""
+
+
+def target_pid() -> int:
+    """PID 1, or the stand-in :data:`TARGET_ENV` names."""
+    return int(os.environ.get(TARGET_ENV, "1"))
+
+
 def signal_name(signum: int) -> str:
     """Linux signal name as kured's messages spell it: ``SIGRTMIN+5`` for 39, ``SIGTERM`` for 15."""
     if signal.SIGRTMIN <= signum <= signal.SIGRTMAX:

@@ -14,11 +14,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pykured.policy.blackout import Blackout, active_blackout
-from pykured.policy.recurrence import CalendarWindow
 from pykured.policy.weekly import TimeWindow
+
+if TYPE_CHECKING:  # RRULE windows: parsed at start-up only where --maintenance-window is given
+    from pykured.policy.recurrence import CalendarWindow
 
 _ALL_DAYS = frozenset(range(7))
 _MIDNIGHT = datetime.time(0, 0)

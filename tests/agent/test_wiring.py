@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import cast
@@ -69,7 +72,7 @@ def test_the_agent_asks_its_blockers_in_the_declared_order(tmp_path: Path) -> No
         zincati = [type(b).__module__ for b in agent.fleetlock.service.blockers_for("n2")]
     finally:
         agent.metrics.close()  # nothing else was started
-    declared = [entry.build.__module__ for entry in ORDER]
+    declared = [entry.module for entry in ORDER]
     assert daemon == zincati == declared
 
 
@@ -110,3 +113,51 @@ def test_no_feature_configured_registers_the_metrics_alone() -> None:
         metrics=NullMetrics(),
     )  # fmt: skip
     assert [type(o) for o in hands.observers] == [CycleMetrics]
+
+
+BUILD = """
+import json, sys
+from typing import cast
+from pykured.agent import wiring
+from pykured.config.startup import parse
+from pykured.kube.client import Kube
+from tests.fakes import FakeKube
+
+kube = FakeKube()
+kube.add_node("n1")
+agent = wiring.build(parse(sys.argv[1:], {}), kube=cast(Kube, kube))
+agent.metrics.close()
+print(json.dumps(sorted(sys.modules)))
+"""
+OPTIONAL = {
+    "--alertmanager-url=http://am:9093": ["pykured.blockers.alertmanager", "pykured.alertmanager.api"],
+    "--prometheus-url=http://prom:9090": ["pykured.blockers.prometheus"],
+    '--silence-during-reboot=instance=~"{{.Node}}:.*"': ["pykured.alertmanager.silence"],
+    "--maintenance-window=FREQ=WEEKLY;BYDAY=SA;BYHOUR=2;DURATION=4h": [
+        "pykured.policy.recurrence",
+        "dateutil",
+    ],
+    "--fleetlock-listen=127.0.0.1:0": ["pykured.fleetlock.server"],
+    "--resume-rolls": ["pykured.roll.queue", "pykured.roll.turns"],
+}
+
+
+def imported_by_build(tmp_path: Path, *extra: str) -> set[str]:
+    """The modules a fresh interpreter holds after building the agent from kured's defaults and ``extra``."""
+    argv = ["--node-id=n1", "--metrics-host=127.0.0.1", "--metrics-port=0",
+            f"--reboot-sentinel={tmp_path / 'reboot-required'}", "--lock-backend=lease", *extra]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", BUILD, *argv], capture_output=True, text=True, check=True, timeout=120
+    )
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_an_agent_imports_only_what_its_flags_use(tmp_path: Path) -> None:
+    """Start-up cost: each optional feature's modules (its client, its parser) are imported only by an agent
+    whose flags ask for it; with them, they are."""
+    plain = imported_by_build(tmp_path)
+    for flag, modules in OPTIONAL.items():
+        assert not plain & set(modules), flag
+    everything = imported_by_build(tmp_path, *OPTIONAL)
+    for flag, modules in OPTIONAL.items():
+        assert set(modules) <= everything, flag

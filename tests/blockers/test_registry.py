@@ -61,7 +61,7 @@ def test_every_flag_adds_its_blocker_in_the_declared_order() -> None:
         AlertmanagerAlertBlocker,
         PodBlocker,
     ]
-    assert [type(b).__module__ for b in got] == [entry.build.__module__ for entry in ORDER]
+    assert [type(b).__module__ for b in got] == [entry.module for entry in ORDER]
 
 
 def test_without_flags_every_node_keeps_its_pause_and_quarantine() -> None:
