@@ -41,8 +41,13 @@ def measure(tree: Path, runs: int) -> tuple[float, float, int]:
         cpu, modules = [], 0
         for _ in range(runs):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            done = subprocess.run(
-                [sys.executable, "-c", BUILD, *argv], env=env, check=True, capture_output=True, text=True
+            done = subprocess.run(  # in the tree: ``-c`` puts the working directory first on the path
+                [sys.executable, "-c", BUILD, *argv],
+                env=env,
+                cwd=tree,
+                check=True,
+                capture_output=True,
+                text=True,
             )
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
