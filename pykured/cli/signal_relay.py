@@ -9,9 +9,13 @@ which has the host's ``/var/run`` for its sentinel, can run with no privilege at
 from __future__ import annotations
 
 import argparse
+import logging
 
+from pykured.core.errors import RebootError
 from pykured.gocompat import logrus
 from pykured.host import relay
+
+logger = logging.getLogger(__name__)
 
 
 def _signal(text: str) -> int:
@@ -38,5 +42,9 @@ def signal_relay_main(argv: list[str]) -> int:
     )
     opts = parser.parse_args(argv)
     logrus.configure("text", "info")
-    relay.serve(opts.relay, opts.reboot_signal, target_pid=relay.target_pid())
+    try:
+        relay.serve(opts.relay, opts.reboot_signal, target_pid=relay.target_pid())
+    except (OSError, ValueError, RebootError) as exc:  # one line, never a traceback: the pod restarts it
+        logger.error("Signal relay at %s cannot run: %s", opts.relay, exc)
+        return 1
     return 0

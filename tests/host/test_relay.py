@@ -116,3 +116,24 @@ def test_the_relay_never_starts_for_a_target_the_guard_refuses(tmp_path: Path, t
     with pytest.raises(RebootError, match="refusing to signal"):
         relay.serve(str(tmp_path / "reboot"), 39, target_pid=target, stop=threading.Event())
     assert not (tmp_path / "reboot").exists()
+
+
+def test_the_relay_command_fails_in_one_line(
+    tmp_path: Path,
+    sleeper: subprocess.Popen[bytes],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A FIFO it cannot make (its directory missing), or a target the guard refuses: one error line and
+    exit 1, never a traceback."""
+    from pykured.cli.signal_relay import signal_relay_main
+
+    monkeypatch.setenv(relay.TARGET_ENV, str(sleeper.pid))
+    assert signal_relay_main([f"--relay={tmp_path / 'missing' / 'reboot'}"]) == 1
+    monkeypatch.setenv(relay.TARGET_ENV, "1")
+    assert signal_relay_main([f"--relay={tmp_path / 'reboot'}"]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and "Traceback" not in "".join(lines), lines
+    assert "cannot run" in lines[0] and "No such file or directory" in lines[0], lines
+    assert "refusing to signal pid 1" in lines[1], lines
+    assert sleeper.poll() is None
