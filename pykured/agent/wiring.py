@@ -34,6 +34,7 @@ from pykured.gates.phase import CycleGate
 from pykured.halting.deadline import HaltWatch
 from pykured.halting.fleet import FleetHalt
 from pykured.halting.streak import DrainStreak
+from pykured.host import relay as signal_relay
 from pykured.host.guard import NSENTER
 from pykured.host.reboot import CommandRebooter, Rebooter, SignalRebooter, ZincatiHandoff
 from pykured.host.sentinel import CommandSentinel, FileSentinel, Sentinel
@@ -54,7 +55,6 @@ if TYPE_CHECKING:  # each imported where it is built, for an agent whose flags a
 logger = logging.getLogger(__name__)
 
 NSENTER_ENV = "PYKURED_NSENTER"
-SIGNAL_PID_ENV = "PYKURED_SIGNAL_PID"
 
 
 @dataclass
@@ -183,9 +183,13 @@ def build_silence(
 
 def _settle_gates(cfg: Config, kube: Kube, node: str) -> list[CycleGate]:
     """The settle gates the flags ask for (their module imported only then)."""
+    settle: list[CycleGate] = []
+    if not (
+        cfg.settle_pod_selector or cfg.settle_nodes_ready or cfg.settle_pdbs or cfg.settle_prometheus_query
+    ):
+        return settle
     from pykured.gates.settle import NodesReadyGate, PdbGate, PodsReadyGate, PromQueryGate
 
-    settle: list[CycleGate] = []
     if cfg.settle_pod_selector:
         settle.append(PodsReadyGate(kube, node=node, selectors=cfg.settle_pod_selector))
     if cfg.settle_nodes_ready:
@@ -199,9 +203,7 @@ def _settle_gates(cfg: Config, kube: Kube, node: str) -> list[CycleGate]:
 
 def build_gates(cfg: Config, kube: Kube, node: str) -> CycleGates | None:
     """Reboot hooks and settle gates for ``node`` (None when none is configured)."""
-    settle: list[CycleGate] = []
-    if cfg.settle_pod_selector or cfg.settle_nodes_ready or cfg.settle_pdbs or cfg.settle_prometheus_query:
-        settle = _settle_gates(cfg, kube, node)
+    settle = _settle_gates(cfg, kube, node)
     gates = CycleGates(
         kube,
         node=node,
@@ -250,7 +252,7 @@ def build_rebooter(cfg: Config) -> Rebooter:
             )
         return SignalRebooter(
             cfg.reboot_signal,
-            target_pid=int(os.environ.get(SIGNAL_PID_ENV, "1")),
+            target_pid=signal_relay.target_pid(),
             relay=cfg.reboot_signal_relay,
         )
     if cfg.reboot_method == "zincati":

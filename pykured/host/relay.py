@@ -108,7 +108,7 @@ def prepare(path: str) -> None:
 
 def is_request(data: bytes) -> bool:
     """One or more whole requests (an agent that asked twice before the relay read)."""
-    return bool(data) and len(data) % len(REQUEST) == 0 and data == REQUEST * (len(data) // len(REQUEST))
+    return bool(data) and data == REQUEST * (len(data) // len(REQUEST))
 
 
 def serve(
