@@ -76,7 +76,19 @@ def installed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[
         def node_probe(n: int) -> None:
             agent.patch_node(mine, {"metadata": {"annotations": {"example.com/probe": str(n)}}})
 
+        def lease_probe(n: int) -> None:
+            agent.create_lease(NS, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                    "metadata": {"name": f"probe-{n}"}})  # fmt: skip
+
+        def configmap_probe(n: int) -> None:
+            obj = agent.request("GET", configmaps_path(NS, "kured-policy"))
+            obj["metadata"].setdefault("annotations", {})["example.com/probe"] = str(n)
+            agent.request("PUT", configmaps_path(NS, "kured-policy"), body=obj)
+
+        # each policy takes effect on its own: wait until each refuses a probe
         wait_until_refused(node_probe, "not: example.com/probe")
+        wait_until_refused(lease_probe, "only Leases named")
+        wait_until_refused(configmap_probe, "not: example.com/probe")
         yield env, agent, mine, other
         agent.close()
     finally:
