@@ -9,6 +9,11 @@
 # dependencies, the agent, and nsenter. No shell, no package manager, no coreutils: no flag of the agent
 # needs them (--reboot-command and --reboot-sentinel-command run in the host's mount namespace through
 # nsenter; --pre-reboot hooks and the other commands are the operator's own programs on the host).
+# It starts from scratch with the distroless base's files, less two things the agent never loads: glibc's
+# iconv modules and the standard library's sources. The standard library and the dependencies are bytecode
+# alone (a traceback through them names the file, function and line, without the line's text); pykured
+# keeps its sources beside its bytecode, and so do apprise's plugins (apprise finds a URL's plugin by its
+# file name). `tools/image-build size` gives the figures (docs/image.md).
 #
 # What kured's manifests and chart rely on, and how this image provides it:
 #   * /usr/bin/kured is the entry point (manifests use `command: [/usr/bin/kured]`): a symlink to the
@@ -85,11 +90,17 @@ RUN set -eu; \
  && pip install --no-cache-dir --no-compile --require-hashes --only-binary=:all: --no-deps \
         --implementation=cp --python-version=3.11 --abi=cp311 $platforms \
         --target=/deps/lib/python3.11/dist-packages -r image/requirements.txt \
- && mv /deps/lib/python3.11/dist-packages/bin /deps/bin \
- && cd /deps/lib/python3.11/dist-packages/kubernetes \
- && rm -r aio \
- && find client/api client/models -name '*.py' ! -name __init__.py -delete \
- && python -m compileall -q -j 0 --invalidation-mode unchecked-hash -s /deps -p /usr/local /deps
+ && rm -r /deps/lib/python3.11/dist-packages/bin \
+ && cd /deps/lib/python3.11/dist-packages \
+ && rm -r kubernetes/aio \
+ && find kubernetes/client/api kubernetes/client/models -name '*.py' ! -name __init__.py -delete \
+ && find apprise/i18n -mindepth 1 -maxdepth 1 -type d -exec rm -r {} + \
+ && python -m compileall -q -j 0 --invalidation-mode unchecked-hash -s /deps -p /usr/local \
+        apprise/plugins apprise/config apprise/attachment \
+ && python -m compileall -q -j 0 -b -s /deps -p /usr/local \
+        -x '/apprise/(plugins|config|attachment)/' /deps \
+ && find /deps -name '*.py' ! -path '*/apprise/plugins/*' ! -path '*/apprise/config/*' \
+        ! -path '*/apprise/attachment/*' -delete
 # nsenter and the libraries it needs beyond the C library (which the base has), at their real paths: from
 # the target's Debian packages (apt for that architecture alone, index and packages signature-checked),
 # unpacked with dpkg-deb; image/nsenter.py follows the ELF files' needed libraries, never running them. The
@@ -113,17 +124,25 @@ RUN set -eu; \
     rm -rf /tmp/apt /tmp/debs /tmp/target
 # The standard library's bytecode: the final base ships only its sources (Python would compile them at
 # every start, and a read-only root keeps nothing). Compiled here from the base's own files (its absolute
-# links, such as sitecustomize.py's into /etc, resolved within them); only the bytecode is kept. Also the
+# links, such as sitecustomize.py's into /etc, resolved within them), each module's bytecode where its
+# source was (os.pyc beside os.py: Python loads it without the source); only the bytecode is kept. Also the
 # entry point's link, /usr/bin/kured (kured's manifests run that path).
 COPY --from=base /usr/lib/python3.11 /stdlib/usr/lib/python3.11
 COPY --from=base /etc /stdlib/etc
 RUN set -eu; \
     find /stdlib -type l -lname '/*' | while read -r link; do ln -sfn "/stdlib$(readlink "$link")" "$link"; done; \
-    python -m compileall -q -j 0 --invalidation-mode unchecked-hash -s /stdlib -p / /stdlib/usr/lib/python3.11; \
+    python -m compileall -q -j 0 -b -s /stdlib -p / /stdlib/usr/lib/python3.11; \
     rm -rf /stdlib/etc; \
     find /stdlib ! -type d ! -name '*.pyc' -delete; \
     find /stdlib -type d -empty -delete; \
     mkdir -p /stdlib/usr/bin && ln -s /usr/local/bin/kured /stdlib/usr/bin/kured
+# The final base's own files, less what the agent never loads: glibc's iconv modules (gconv: other
+# character sets, 8 MB on amd64, 20 MB on arm64; Python's codecs are its own, and UTF-8 is built into the C
+# library) and the standard library's sources, which its bytecode above replaces.
+COPY --from=base / /base
+RUN set -eu; \
+    rm -r /base/usr/lib/*-linux-gnu/gconv; \
+    find /base/usr/lib/python3.11 \( -name '*.py' -o -name __pycache__ -prune \) -exec rm -r {} +
 # .dockerignore limits the rest of the context to pyproject.toml, README.md and pykured/ (the agent only).
 COPY pyproject.toml README.md /src/
 COPY pykured /src/pykured
@@ -135,19 +154,22 @@ RUN pip install --no-cache-dir --no-compile --no-deps --no-build-isolation --pre
 # The final stage runs nothing (a RUN here would need the target platform, or its emulation): it only adds
 # files. `tools/image-build smoke` checks what it must hold (nsenter, time zones, CA certificates, the entry
 # point, bytecode), for every platform.
-FROM base
+FROM scratch
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="pykured" \
       org.opencontainers.image.description="Kubernetes reboot daemon, a drop-in Python replacement for kured" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
-# Four layers: nsenter, the standard library's bytecode with the entry point's link, the dependencies (all
-# three unchanged by a source change, so cached and shared between versions) and pykured itself.
+# Five layers: the base's files, nsenter, the standard library's bytecode with the entry point's link, the
+# dependencies (all four unchanged by a source change, so cached and shared between versions) and pykured
+# itself. The environment is the distroless base's (PATH, SSL_CERT_FILE) and Python's settings.
+COPY --from=builder /base /
 COPY --from=builder /nsenter /
 COPY --from=builder /stdlib /
 COPY --from=builder /deps /usr/local
 COPY --from=builder /install /usr/local
-ENV PYTHONDONTWRITEBYTECODE=1 \
+ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
 ENTRYPOINT ["/usr/bin/kured"]

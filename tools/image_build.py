@@ -263,7 +263,13 @@ def in_use(now: float) -> set[str]:
 def prune_contexts() -> None:
     """Keep the four newest contexts (each an index and its platforms' images) and every context a checkout
     used within a day (a test or a release may be reading it); untag the rest."""
-    listed = output("podman", "images", "--format", "{{.CreatedAt}}|{{.Tag}}", IMAGE_REPO).splitlines()
+    done = run("podman", "images", "--format", "{{.CreatedAt}}|{{.Tag}}", IMAGE_REPO, check=False, capture=True)
+    if done.returncode != 0:
+        # podman 4.3 cannot always list a store holding image indexes made with `podman manifest add` ("reading
+        # manifest for image instance ..."); pruning is housekeeping, and the build it follows stands.
+        Step("prune").done("skipped: podman could not list the images")
+        return
+    listed = done.stdout.decode().splitlines()
     newest = sorted(
         (line for line in listed if re.search(r"\|([a-z0-9]+-)?ctx-", line)), key=os.fsencode, reverse=True
     )
@@ -403,8 +409,10 @@ def lock() -> None:
     (ROOT / "image").mkdir(exist_ok=True)
     # --universal: one lock for every platform the base image has; hashes of every wheel and sdist. Left
     # out: aiohttp and what only it needs (the Kubernetes client's asyncio twin, kubernetes.aio, which
-    # pykured never loads; the image's smoke test loads the kubeconfig loader without them).
-    only_aiohttp = (
+    # pykured never loads; the image's smoke test loads the kubeconfig loader without them); click, which
+    # only apprise's own command line imports; tzdata, the time zones as a Python package, which Python's
+    # zoneinfo and dateutil read only where the system has none (the base has /usr/share/zoneinfo).
+    left_out = (
         "aiohttp",
         "aiohttp-retry",
         "aiohappyeyeballs",
@@ -414,8 +422,10 @@ def lock() -> None:
         "multidict",
         "propcache",
         "yarl",
+        "click",
+        "tzdata",
     )
-    no_emit = [f for pkg in only_aiohttp for f in ("--no-emit-package", pkg)]
+    no_emit = [f for pkg in left_out for f in ("--no-emit-package", pkg)]
     compile_ = (
         "pip",
         "compile",

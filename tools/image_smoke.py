@@ -73,7 +73,8 @@ CHART_CONFIG = {
 
 IMAGE_CHECK = """
 import importlib, importlib.util, os, platform, sys, zoneinfo
-for module in ("pydantic_core._pydantic_core", "yaml._yaml", "re2", "charset_normalizer.md"):
+for module in ("pydantic_core._pydantic_core", "yaml._yaml", "re2", "charset_normalizer.md", "pydantic",
+               "yaml", "dateutil.tz", "oauthlib.oauth2", "email.message", "asyncio"):
     importlib.import_module(module)
 roots = ("/usr/lib/python3.11", "/usr/local/lib/python3.11/dist-packages")
 missing = [os.path.join(top, name) for root in roots
@@ -81,12 +82,18 @@ missing = [os.path.join(top, name) for root in roots
            if name.endswith(".py")
            and not os.path.exists(importlib.util.cache_from_source(os.path.join(top, name)))]
 assert not missing, f"{len(missing)} modules without bytecode: {missing[:5]}"
+sourceless = [m.__name__ for m in (importlib.import_module("json"), zoneinfo, sys.modules["pydantic"], sys.modules["yaml"])
+              if not m.__file__.endswith(".pyc")]
+assert not sourceless, f"modules with their sources in the image: {sourceless}"
+import apprise
+assert apprise.Apprise.instantiate("json://localhost") is not None, "apprise finds its plugins"
 assert os.path.getsize("/etc/ssl/certs/ca-certificates.crt") > 0, "CA certificates"
 zoneinfo.ZoneInfo("Europe/Berlin")
 print(platform.machine())"""
 """What the image holds beyond the entry point, checked in it by its own Python (for every platform): the
-compiled dependencies of its platform load, every module has its bytecode (read-only root: nothing is
-compiled at run time), CA certificates and time zones are there."""
+compiled dependencies of its platform load, every module is bytecode (read-only root: nothing is compiled
+at run time): the standard library and the dependencies as bytecode alone, apprise's plugins beside their
+sources (apprise finds a URL's plugin by its file name), CA certificates and time zones are there."""
 
 AGENT_ONLY = """
 import importlib.util, os, pykured

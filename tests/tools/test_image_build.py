@@ -118,9 +118,15 @@ def test_a_context_some_checkout_used_within_a_day_is_never_pruned(
     untagged: list[str] = []
 
     def output(*args: str, **_kw: object) -> str:
-        return listed if "{{.CreatedAt}}|{{.Tag}}" in args else "\n".join(tags)
+        assert "{{.CreatedAt}}|{{.Tag}}" not in args
+        return "\n".join(tags)
+
+    def run(*args: str, **_kw: object) -> subprocess.CompletedProcess[bytes]:
+        assert "{{.CreatedAt}}|{{.Tag}}" in args
+        return subprocess.CompletedProcess(args, 0, stdout=listed.encode())
 
     monkeypatch.setattr(build, "output", output)
+    monkeypatch.setattr(build, "run", run)
 
     def podman_ok(*args: str) -> bool:
         untagged.append(args[-1])
@@ -132,3 +138,26 @@ def test_a_context_some_checkout_used_within_a_day_is_never_pruned(
     # the four newest (c1..c4) and the one used within the day (aaaa) stay; bbbb goes, and its marker with it
     assert sorted(untagged) == ["localhost/pykured:amd64-ctx-bbbb", "localhost/pykured:ctx-bbbb"]
     assert sorted(p.name for p in (tmp_path / "in-use").iterdir()) == ["aaaa"]
+
+
+def test_a_store_podman_cannot_list_is_left_unpruned(
+    tools: dict[str, ModuleType], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Pruning is housekeeping: when podman cannot list the store, the build it follows stands and nothing is
+    untagged."""
+    build = tools["image_build"]
+    touched: list[tuple[str, ...]] = []
+
+    def run(*args: str, **_kw: object) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.CompletedProcess(args, 125, stdout=b"")
+
+    def untouched(*args: str, **_kw: object) -> bool:
+        touched.append(args)
+        return True
+
+    monkeypatch.setattr(build, "run", run)
+    monkeypatch.setattr(build, "output", untouched)
+    monkeypatch.setattr(build, "podman_ok", untouched)
+    build.prune_contexts()
+    assert touched == []
+    assert "prune" in capsys.readouterr().err
