@@ -1,7 +1,8 @@
 """kured's reboot lock: a JSON annotation on the kured DaemonSet, read with GET and written with a full PUT.
 
 Mirrors kured 1.23.0's ``pkg/daemonsetlock/daemonsetlock.go`` and needs exactly kured's RBAC: ``get`` on
-daemonsets and ``update`` on the named one (no patch, no list, no watch).
+daemonsets and ``update`` on the named one (no patch). ``list`` and ``watch`` on the named one, where granted
+(pykured's chart), let a waiting node watch it instead of reading it every minute.
 
 * Every write is GET → decide (pure, :mod:`pykured.lock.record`) → PUT of the whole object carrying its
   ``resourceVersion``, so two writers can never both succeed on the same state. A 409 is retried from the
@@ -26,12 +27,23 @@ daemonsets and ``update`` on the named one (no patch, no list, no watch).
   refusal is said once, and nothing is written again until the value changes.
 * An operator sees it through :class:`AnnotationView`: the holders in the stored order, and a value that
   cannot be decoded printed raw (it counts as held) and deleted by a release.
-* A waiting node reads the DaemonSet once per wait: the daemon waits ``--period``, at most a minute
+* A waiting node watches the DaemonSet where RBAC grants ``list`` and ``watch`` on it (by name,
+  :mod:`pykured.lock.dswatch`): a single-object list/watch, from the listed resourceVersion, that goes on
+  across its waits. The lock then counts as ``watched`` (the daemon waits ``--period``), and a wait ends when
+  the watched copy shows a free slot once this waiter's random delay (0–*spread*, :mod:`pykured.lock.spread`)
+  has ended, so a freed slot wakes, in the common case, one waiter: the others see its take before their
+  delay ends and send nothing. A TTL running out ends it too, and, while liveness is checked, about every
+  ``liveness_interval`` (the pass after it GETs the holders' Nodes). The pass after a wait reads the copy the
+  wait ended on (no GET; the PUT carries the copy's resourceVersion, so a copy a little behind costs a 409,
+  never a lost update). The value written, its JSON and when it is written are kured's.
+* Under kured's RBAC (no ``list``/``watch``) the 403 is said in one line (which grant would enable the
+  watch), and the wait is kured's polling: the daemon waits ``--period``, at most a minute
   (:data:`WAITING_POLL`), and its pass at the end reads the DaemonSet once for ``holding`` and ``acquire``
   (one GET within ``FRESH`` seconds serves both; the PUT still carries that read's resourceVersion). The
   first wait ends at a random moment, so the waiters' passes spread over the minute. kured reads it at every
   ``--period`` tick: the same requests at ``--period`` of a minute or less, and a hand-over in about a
-  minute divided by the number of waiters plus one instead of up to ``--period``.
+  minute divided by the number of waiters plus one instead of up to ``--period``. The watch is tried again an
+  hour later.
 """
 
 from __future__ import annotations
