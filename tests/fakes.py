@@ -432,6 +432,23 @@ class FakeKube:
             self.daemonsets[(namespace, name)] = stored
             return copy.deepcopy(stored)
 
+    def list_daemonsets(self, namespace: str, *, field_selector: str | None = None) -> Obj:
+        self._check("GET", f"/apis/apps/v1/namespaces/{namespace}/daemonsets")
+        return self._list("daemonsets", namespace, field_selector=field_selector)
+
+    def watch_daemonsets(
+        self,
+        namespace: str,
+        *,
+        resource_version: str,
+        field_selector: str | None = None,
+        timeout_seconds: int = 60,
+        quiet_seconds: float | None = None,
+    ) -> Iterator[Obj]:
+        query = {"resourceVersion": resource_version, "fieldSelector": field_selector}
+        path = f"/apis/apps/v1/namespaces/{namespace}/daemonsets"
+        return self.watch(path, query=query, timeout_seconds=timeout_seconds)
+
     # -- leases (the Lease lock, the roll queue) -------------------------------------------------------------
 
     @staticmethod

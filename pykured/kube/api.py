@@ -110,6 +110,18 @@ class KubeApi(Protocol):
 
     def replace_daemonset(self, namespace: str, name: str, obj: Obj) -> Obj: ...
 
+    def list_daemonsets(self, namespace: str, *, field_selector: str | None = None) -> Obj: ...
+
+    def watch_daemonsets(
+        self,
+        namespace: str,
+        *,
+        resource_version: str,
+        field_selector: str | None = None,
+        timeout_seconds: int = 60,
+        quiet_seconds: float | None = None,
+    ) -> Iterator[Obj]: ...
+
     # -- leases --------------------------------------------------------------------------------------------
 
     def get_lease(self, namespace: str, name: str) -> Obj: ...

@@ -510,6 +510,32 @@ class Kube:
         path = f"/apis/apps/v1/namespaces/{_q(namespace)}/daemonsets/{_q(name)}"
         return self.request("PUT", path, body=obj)
 
+    def list_daemonsets(self, namespace: str, *, field_selector: str | None = None) -> Obj:
+        """LIST DaemonSets (one by name with ``field_selector=metadata.name=<name>``); the list's
+        ``metadata.resourceVersion`` starts a watch. Needs ``list`` on daemonsets, which kured's RBAC does not
+        grant."""
+        path = f"/apis/apps/v1/namespaces/{_q(namespace)}/daemonsets"
+        return self.request("GET", path, query={"fieldSelector": field_selector})
+
+    def watch_daemonsets(
+        self,
+        namespace: str,
+        *,
+        resource_version: str,
+        field_selector: str | None = None,
+        timeout_seconds: int = 60,
+        quiet_seconds: float | None = None,
+    ) -> Iterator[Obj]:
+        """WATCH DaemonSets from ``resource_version`` (one by name with ``field_selector``); needs ``watch``
+        on daemonsets."""
+        query = {"resourceVersion": resource_version, "fieldSelector": field_selector}
+        return self.watch(
+            f"/apis/apps/v1/namespaces/{_q(namespace)}/daemonsets",
+            query=query,
+            timeout_seconds=timeout_seconds,
+            quiet_seconds=quiet_seconds,
+        )
+
     # -- leases --------------------------------------------------------------------------------------------
 
     def _lease_path(self, namespace: str, name: str | None = None) -> str:

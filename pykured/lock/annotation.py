@@ -1,7 +1,8 @@
 """kured's reboot lock: a JSON annotation on the kured DaemonSet, read with GET and written with a full PUT.
 
 Mirrors kured 1.23.0's ``pkg/daemonsetlock/daemonsetlock.go`` and needs exactly kured's RBAC: ``get`` on
-daemonsets and ``update`` on the named one (no patch, no list, no watch).
+daemonsets and ``update`` on the named one (no patch). ``list`` and ``watch`` on the named one, where granted
+(pykured's chart), let a waiting node watch it instead of reading it every minute.
 
 * Every write is GET → decide (pure, :mod:`pykured.lock.record`) → PUT of the whole object carrying its
   ``resourceVersion``, so two writers can never both succeed on the same state. A 409 is retried from the
@@ -26,12 +27,23 @@ daemonsets and ``update`` on the named one (no patch, no list, no watch).
   refusal is said once, and nothing is written again until the value changes.
 * An operator sees it through :class:`AnnotationView`: the holders in the stored order, and a value that
   cannot be decoded printed raw (it counts as held) and deleted by a release.
-* A waiting node reads the DaemonSet once per wait: the daemon waits ``--period``, at most a minute
+* A waiting node watches the DaemonSet where RBAC grants ``list`` and ``watch`` on it (by name,
+  :mod:`pykured.lock.dswatch`): a single-object list/watch, from the listed resourceVersion, that goes on
+  across its waits. The lock then counts as ``watched`` (the daemon waits ``--period``), and a wait ends when
+  the watched copy shows a free slot once this waiter's random delay (0–*spread*, :mod:`pykured.lock.spread`)
+  has ended, so a freed slot wakes, in the common case, one waiter: the others see its take before their
+  delay ends and send nothing. A TTL running out ends it too, and, while liveness is checked, about every
+  ``liveness_interval`` (the pass after it GETs the holders' Nodes). The pass after a wait reads the copy the
+  wait ended on (no GET; the PUT carries the copy's resourceVersion, so a copy a little behind costs a 409,
+  never a lost update). The value written, its JSON and when it is written are kured's.
+* Under kured's RBAC (no ``list``/``watch``) the 403 is said in one line (which grant would enable the
+  watch), and the wait is kured's polling: the daemon waits ``--period``, at most a minute
   (:data:`WAITING_POLL`), and its pass at the end reads the DaemonSet once for ``holding`` and ``acquire``
   (one GET within ``FRESH`` seconds serves both; the PUT still carries that read's resourceVersion). The
   first wait ends at a random moment, so the waiters' passes spread over the minute. kured reads it at every
   ``--period`` tick: the same requests at ``--period`` of a minute or less, and a hand-over in about a
-  minute divided by the number of waiters plus one instead of up to ``--period``.
+  minute divided by the number of waiters plus one instead of up to ``--period``. The watch is tried again an
+  hour later.
 """
 
 from __future__ import annotations
@@ -48,6 +60,7 @@ from pykured.gocompat.goflags import Duration
 from pykured.lock.base import AcquireResult, GoneHolderHook
 from pykured.lock.budget import Budget, effective_limit
 from pykured.lock.counts import desired_count
+from pykured.lock.dswatch import DaemonSetWatch
 from pykured.lock.liveness import HolderLiveness
 from pykured.lock.operator import Reading, Released, Unreadable
 from pykured.lock.record import (
@@ -65,9 +78,13 @@ from pykured.lock.record import (
 )
 from pykured.lock.refusals import Refusals
 from pykured.lock.retry import read_until_deadline
+from pykured.lock.spread import fitted, widened
 
 WAITING_POLL = 60.0
 """An agent's poll of the DaemonSet while it waits for the lock (seconds, jittered)."""
+STAGGER = 1.0
+"""The least spread of the watching waiters' delays after a slot frees (seconds; see
+:mod:`pykured.lock.spread`)."""
 FRESH = 10.0
 """Seconds for which a read of the DaemonSet serves the next ``acquire`` or ``release`` too (a pass on a
 loaded machine takes a few seconds; the write still carries the read's resourceVersion, so a stale read costs
@@ -108,6 +125,8 @@ class AnnotationLock:
         missing_ok: bool = False,
         may_take: Callable[[], bool] | None = None,
         budget: Budget | None = None,
+        watch: bool = True,
+        stagger: float = STAGGER,
     ) -> None:
         self._kube = kube
         self._budget = budget
@@ -144,9 +163,40 @@ class AnnotationLock:
         """A wait no longer than the poll interval has ended at a random moment (see ``wait_for_change``)."""
         self._last_read: tuple[Obj, float] | None = None
         """The last DaemonSet read and when (monotonic): ``acquire``/``release`` reuse it within ``FRESH``."""
+        self._waited: tuple[Obj, float] | None = None
+        """The DaemonSet as the last wait ended on it (the watched copy, or the poll that saw a change) and
+        when (monotonic): the next pass's ``holding`` (or ``acquire``) reads it within ``FRESH`` seconds."""
+        self._liveness_interval = liveness_interval
+        self._stagger = self._spread = stagger
+        """The least spread of this waiter's delays after a slot frees, and the spread now (fitted to the
+        crowd, :mod:`pykured.lock.spread`)."""
+        self._look_at: float | None = None
+        """When (monotonic) this waiter's delay after a freed slot ends."""
+        self._freed_at: float | None = None
+        """When (wall clock) the watch showed a slot freed (until it shows one taken)."""
+        self._next_expiry_ns: int | None = None
+        """The next expiry (wall clock) of a live entry in the watched copy: it ends a wait."""
+        self._looked = False
+        """The last wait ended on a free slot in the copy (the next ``acquire`` tells if it came first)."""
+        self._said_refused = False
+        self._watch = (
+            DaemonSetWatch(
+                kube,
+                namespace=namespace,
+                name=ds_name,
+                on_copy=self._seen,
+                retry_interval=retry_interval,
+                sleep=sleep,
+            )
+            if watch
+            else None
+        )
 
-    watched = False
-    """Its wait polls the DaemonSet (kured's RBAC grants no watch): the daemon looks again every minute."""
+    @property
+    def watched(self) -> bool:
+        """Whether a freed slot ends :meth:`wait_for_change` by itself: while the DaemonSet's watch is not
+        refused (kured's RBAC grants no ``list``/``watch``: then the daemon looks again every minute)."""
+        return self._watch is not None and not self._watch.refused()
 
     @property
     def node_id(self) -> str:
@@ -188,14 +238,25 @@ class AnnotationLock:
         return ds
 
     def _recent(self) -> Obj:
-        """The read the same pass's ``holding`` (or the wait's last poll) made within ``FRESH`` seconds, once;
-        else a GET. A stale copy costs a 409 on the PUT (which carries its resourceVersion), never a lost
-        write."""
+        """The read the same pass's ``holding`` made (or the object the last wait ended on) within ``FRESH``
+        seconds, once; else a GET. A stale copy costs a 409 on the PUT (which carries its resourceVersion),
+        never a lost write."""
         last = self._last_read
         if last is not None and self._monotonic() - last[1] < FRESH:
             self._last_read = None  # once: a retry reads again
             return copy.deepcopy(last[0])
-        return self._get()
+        return self._after_wait(keep=False) or self._get()
+
+    def _after_wait(self, *, keep: bool) -> Obj | None:
+        """The object the last wait ended on, once, within ``FRESH`` seconds of its end (``keep``: for the
+        same pass's ``acquire`` or ``release`` too, as a GET of ``holding``); else ``None``."""
+        waited, self._waited = self._waited, None
+        if waited is None or self._monotonic() - waited[1] >= FRESH:
+            return None
+        ds = copy.deepcopy(waited[0])
+        self._last_raw = _annotations(ds).get(self._annotation)
+        self._last_read = (copy.deepcopy(ds), self._monotonic()) if keep else None
+        return ds
 
     def _get_failed(self, exc: KubeError, forbidden: bool) -> LockError:
         if forbidden:
@@ -215,7 +276,7 @@ class AnnotationLock:
         else:
             annotations[self._annotation] = encoded
         ds["metadata"]["annotations"] = annotations
-        self._last_read = None  # what we read is older than what we write: the next read GETs
+        self._last_read = self._waited = None  # what we read is older than what we write: the next read GETs
         self._kube.replace_daemonset(self._namespace, self._ds_name, ds)
 
     def _write_failed(self, exc: KubeError, deadline: float, action: str) -> None:
@@ -243,6 +304,7 @@ class AnnotationLock:
         me = node_id or self._node_id
         deadline = self._monotonic() + self._retry_timeout
         read = self._recent
+        looked, self._looked = self._looked, False
         while True:
             ds, read = read(), self._get
             try:
@@ -285,17 +347,20 @@ class AnnotationLock:
                     write=f"take over the lock on daemonset {self.where} in annotation",
                 ):
                     return AcquireResult(False, _others(entries, me))
+                if looked and isinstance(exc, ConflictError):  # a near tie: another's delay ended first
+                    looked, self._spread = False, widened(self._spread, floor=self._stagger)
                 self._write_failed(exc, deadline, "acquire")
                 continue
             for name in gone:
                 self._liveness.report(name, backend=self.backend)
+            self._spread = self._stagger
             return AcquireResult(True, live(planned, now_ns))
 
     def holding(
         self, *, now_ns: int, honour_ttl: bool = True, node_id: str | None = None
     ) -> LockEntry | None:
         try:
-            value = self._decode(self._get(keep=True))
+            value = self._decode(self._after_wait(keep=True) or self._get(keep=True))
         except LockError as exc:
             if isinstance(exc.__cause__, KubeError):
                 raise
@@ -365,7 +430,113 @@ class AnnotationLock:
         return ds
 
     def wait_for_change(self, timeout: float) -> None:
-        """Poll the DaemonSet about every ``poll_interval`` until the annotation changes (no watch in RBAC).
+        """Until a slot frees (and this waiter's delay ends with a slot still free), a holder's TTL runs out,
+        a holder's liveness is due for a look, or ``timeout`` passes: on the DaemonSet's watch where RBAC
+        allows it (:mod:`pykured.lock.dswatch`), else polled as kured (:meth:`_poll`)."""
+        watch = self._watch
+        if watch is not None and not watch.refused():
+            try:
+                following = watch.begin()
+            except KubeError as exc:
+                logger.debug("Watching the lock on %s failed, polling this wait: %s", self.where, exc)
+                following = False
+            if following:
+                try:
+                    left = self._watched_wait(watch, timeout)
+                finally:
+                    watch.end()
+                if left is None:
+                    return
+                timeout = left
+            if watch.refused():
+                self._say_refused(watch)
+        self._poll(timeout)
+
+    def _say_refused(self, watch: DaemonSetWatch) -> None:
+        """One line, once: the wait polls as kured's does, and which grant would let it watch."""
+        if self._said_refused:
+            return
+        self._said_refused = True
+        logger.info(
+            "Not allowed to watch daemonset %s: waiting for the lock by reading it every --period (at "
+            "most every %gs), as kured; `list` and `watch` on daemonsets (resourceNames: [%s]) let the "
+            "agent watch it instead",
+            self.where,
+            self._poll_interval,
+            self._ds_name,
+        )
+        logger.debug("daemonset watch refused: %s", watch.refusal)
+
+    def _watched_wait(self, watch: DaemonSetWatch, timeout: float) -> float | None:
+        """The wait on the watch; the seconds left when RBAC refused the watch meanwhile, else ``None``.
+
+        A waiter whose delay ends looks at the copy: it returns only if a slot is still free there (the
+        daemon's next pass takes it), else it goes on waiting and sends nothing. The wait also ends at the
+        next TTL expiry in the copy and, when liveness is checked, after about ``liveness_interval`` (the
+        pass after it GETs the holders' Nodes, :mod:`pykured.lock.liveness`). The copy it ends on serves the
+        next pass's reads (no GET)."""
+        now = time.monotonic()
+        deadline = now + timeout
+        check_at = (
+            now + self._liveness_interval * self._rng.uniform(1.0, 1.25)
+            if self._liveness_interval is not None
+            else deadline
+        )
+        with watch.changed:
+            if self._look_at is None and self._freed_at is not None:
+                self._draw()  # freed while no wait ran (the pass found the lock held all the same)
+            while True:
+                if watch.refused():
+                    return max(deadline - time.monotonic(), 0.0)
+                now = time.monotonic()
+                until = min(deadline, check_at)
+                if self._next_expiry_ns is not None:
+                    until = min(until, now + max(0.0, (self._next_expiry_ns - time.time_ns()) / 1e9))
+                look_at = self._look_at
+                if look_at is not None and now >= look_at:
+                    self._look_at = None
+                    current = watch.current()
+                    if current is not None and self._state(current)[0]:
+                        self._looked = True
+                        break
+                    continue  # someone took it first: go on waiting, send nothing
+                if now >= until:
+                    break
+                watch.changed.wait(min(until, look_at if look_at is not None else until) - now)
+            current = watch.current()
+            self._waited = (copy.deepcopy(current), self._monotonic()) if current is not None else None
+        return None
+
+    def _state(self, ds: Obj | None) -> tuple[bool, tuple[LockEntry, ...], int | None]:
+        """What ``ds`` (the watched copy) shows this node now: :func:`slot_state`."""
+        raw = _annotations(ds).get(self._annotation) if ds is not None else None
+        refused = raw is not None and self._refusals.refused(self._annotation, raw)
+        return slot_state(raw, me=self._node_id, limit=self._limit, now_ns=time.time_ns(), refused=refused)
+
+    def _seen(self, ds: Obj | None) -> None:
+        """A new copy from the watch (its ``changed`` held): a freed slot starts this waiter's delay; a take
+        after a free fits the spread to the crowd (:func:`pykured.lock.spread.fitted`)."""
+        free, holders, self._next_expiry_ns = self._state(ds)
+        if free:
+            if self._freed_at is None:
+                self._freed_at = time.time()
+            self._draw()
+            return
+        freed_at, self._freed_at = self._freed_at, None
+        taken = [e.created_ns for e in holders if e.node_id != self._node_id]
+        if freed_at is not None and taken and max(taken) / 1e9 >= freed_at - FRESH:
+            # the taker's own time of its take: the news of the free and of the take, each a watch event's
+            # way, cancel out; what is left is the first delay to end
+            self._spread = fitted(self._spread, max(taken) / 1e9 - freed_at, floor=self._stagger)
+
+    def _draw(self) -> None:
+        """A slot is free: this waiter's delay starts (unless one runs)."""
+        if self._look_at is None:
+            self._look_at = time.monotonic() + self._rng.uniform(0, self._spread)
+
+    def _poll(self, timeout: float) -> None:
+        """Poll the DaemonSet about every ``poll_interval`` until the annotation changes (kured's RBAC: no
+        watch).
 
         A wait no longer than ``poll_interval`` (the daemon's: ``--period``, at most a minute) polls nothing:
         the pass after it reads the DaemonSet once.
@@ -396,7 +567,7 @@ class AnnotationLock:
                 continue
             self._last_raw = _annotations(ds).get(self._annotation)
             if self._last_raw != before:
-                self._last_read = (ds, self._monotonic())  # the acquire that follows may use it
+                self._waited = (ds, self._monotonic())  # the pass that follows reads it
                 return
 
     # -- operator commands ------------------------------------------------------------------------
@@ -486,3 +657,23 @@ def _others(entries: tuple[LockEntry, ...], me: str) -> tuple[LockEntry, ...]:
 def _annotations(obj: Obj) -> dict[str, Any]:
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     return annotations if isinstance(annotations, dict) else {}
+
+
+def slot_state(
+    raw: str | None, *, me: str, limit: int, now_ns: int, refused: bool = False
+) -> tuple[bool, tuple[LockEntry, ...], int | None]:
+    """What a stored value shows a waiter: whether a slot is free to ``me`` (fewer live holders than
+    ``limit``, or ``me`` among them), the holders that count, and the next expiry of a live entry (wall clock,
+    ns; ``None``: none expires). An unreadable value is held by :data:`UNKNOWN`; a value whose take a policy
+    refused (``refused``) is held by every entry."""
+    if raw is None:
+        return True, (), None
+    try:
+        value = decode(raw)
+    except LockError:
+        return False, (UNKNOWN,), None
+    current = live(value.entries, now_ns)
+    expiry = min((e.created_ns + e.ttl_ns for e in current if e.ttl_ns > 0), default=None)
+    if refused:
+        return False, value.entries, expiry
+    return len(current) < limit or find(current, me) is not None, current, expiry

@@ -19,8 +19,9 @@ Invariants every implementation keeps:
   pod restart does not restart it). It returns whether an entry was removed.
 * Methods take ``node_id`` so FleetLock can hold slots for nodes other than the one it runs on; ``None``
   means the lock's own node.
-* ``wait_for_change`` blocks until the lock may have changed or ``timeout`` passed (a watch for Leases, a
-  GET poll for the annotation, as kured's RBAC grants no watch); it never raises. ``watched`` says which:
+* ``wait_for_change`` blocks until the lock may have changed or ``timeout`` passed (a watch for Leases, and
+  for the annotation where RBAC grants it; else a GET poll, as kured's RBAC grants no watch); it never
+  raises. ``watched`` says which:
   true when a freed slot ends the wait by itself, so the daemon need not look again before ``--period``
   (false: it looks at least every minute).
 * API failures that outlast the backend's retries raise :class:`~pykured.core.errors.LockError`.

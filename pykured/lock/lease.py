@@ -79,6 +79,7 @@ from pykured.lock.record import (
 )
 from pykured.lock.refusals import Refusals
 from pykured.lock.retry import read_until_deadline
+from pykured.lock.spread import fitted, widened
 
 if TYPE_CHECKING:
     from pykured.kube.api import KubeApi
@@ -108,11 +109,6 @@ LIVE_FOR = 150.0
 """Seconds for which the watched copy stands in for a LIST after the watch's last event or bookmark (the API
 server sends a bookmark every minute or two to an open watch): a watch silently cut off is not trusted
 longer."""
-GAP = 0.25
-"""The time a waiter aims to leave between the first delay to end and the next (seconds): about what the
-news of a take needs to reach the other waiters, so that a freed slot draws no near tie."""
-STAGGER_MAX = 16.0
-"""The widest spread a waiter backs off to after its looks found the slot taken (seconds)."""
 
 
 def _version(rv: object) -> int | None:
@@ -478,7 +474,7 @@ class LeaseLock:
             self._looked, self._spread = False, self._stagger
             return AcquireResult(True, (*current, lease_entry(body) or LockEntry(me)))
         if self._looked and conflicted:  # another waiter's delay ended first: wait longer next time
-            self._spread = min(self._spread * 2, max(STAGGER_MAX, self._stagger))
+            self._spread = widened(self._spread, floor=self._stagger)
         self._looked = False
         # Every free slot was taken under us (or refused us). Who holds them now, the wait's watch (from the
         # version we last saw) will tell: no LIST for that (the result names the holders we knew of).
@@ -653,10 +649,7 @@ class LeaseLock:
         left, so it narrows (down to ``stagger``). Every waiter sees the same hand-overs, so the crowd's
         spreads agree: hand-overs stay about ``GAP`` apart from the next delay, whatever the crowd's size.
         """
-        # one hand-over is a noisy sample (the first of n delays): move halfway (geometrically), at most
-        # doubling or halving
-        fitted = self._spread * min(max(math.sqrt(GAP / max(taken_after, 0.01)), 0.5), 2.0)
-        self._spread = min(max(fitted, self._stagger), max(STAGGER_MAX, self._stagger))
+        self._spread = fitted(self._spread, taken_after, floor=self._stagger)
 
     def _draw(self) -> None:
         """A slot is free: this waiter's delay starts (unless one runs)."""

@@ -260,6 +260,7 @@ def _build_annotation(cfg: LockConfig, kube: KubeApi, *, guard_only: bool, hooks
         poll_interval=WAITING_POLL,
         liveness_interval=LIVENESS_INTERVAL,
         budget=None if guard_only else max_unavailable(cfg),
+        watch=not guard_only,
     )
 
 
@@ -274,6 +275,7 @@ def _open_annotation(kube: KubeApi, place: LockPlace) -> AnnotationLock:
         ttl=_ZERO,
         retry_interval=1.0,
         retry_timeout=5.0,
+        watch=False,
     )
 
 

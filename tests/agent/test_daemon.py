@@ -77,11 +77,17 @@ class Blocker:
 
 
 class Lock(AnnotationLock):
-    """kured's annotation lock on the fake API; waiting for a change returns at once (or blocks, if told)."""
+    """kured's annotation lock on the fake API; waiting for a change returns at once (or blocks, if told);
+    polled (as under kured's RBAC) unless told it is watched."""
 
     waits = 0
     timeouts: tuple[float, ...] = ()
     block: threading.Event | None = None
+    watched_as = False
+
+    @property
+    def watched(self) -> bool:
+        return self.watched_as
 
     def wait_for_change(self, timeout: float) -> None:
         self.waits += 1
@@ -816,7 +822,9 @@ def test_a_watched_lock_is_looked_at_again_only_at_the_period(rig: Rig) -> None:
         rig.lock.block.set()
         rig.daemon._lock_waiter.join(1)  # type: ignore[union-attr]
         rig.lock.block.clear()
-        rig.lock.watched = True  # as the Lease lock's
+        rig.lock.watched_as = (
+            True  # as the Lease lock's, or the annotation lock's where RBAC grants the watch
+        )
         assert rig.daemon._wait_for_lock() == PERIOD + LOCK_WAIT_SLACK
         rig.lock.block.set()
         rig.daemon._lock_waiter.join(1)  # type: ignore[union-attr]

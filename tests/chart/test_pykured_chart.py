@@ -80,10 +80,9 @@ SECCOMP = {"seccompProfile": {"type": "RuntimeDefault"}}
 
 def default_role_rules(name: str) -> list[dict[str, Any]]:
     """The annotation lock (the default): ``update`` on the own DaemonSet only (kured: update and patch, also
-    in the extensions group)."""
-    return [
-        {"apiGroups": ["apps"], "resources": ["daemonsets"], "resourceNames": [name], "verbs": ["update"]}
-    ]
+    in the extensions group), and ``list``/``watch`` of it by name (a waiting agent watches it)."""
+    verbs = ["update", "list", "watch"]
+    return [{"apiGroups": ["apps"], "resources": ["daemonsets"], "resourceNames": [name], "verbs": verbs}]
 
 
 def added_objects(full: str, *, events: bool = True, secret: bool = False) -> set[tuple[str, str]]:

@@ -98,9 +98,9 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Audited]:
 
 def agent(
     audited: Audited, tmp_path: Path, *, user: str, kured_rbac: bool, held: bool
-) -> tuple[Fleet, str, str]:
+) -> tuple[Fleet, str, str, str]:
     """One agent on a node of its own, kured's annotation lock in a namespace of its own (held by another
-    node when ``held``), ``--period=2s``; returns the fleet, the node and the namespace."""
+    node when ``held``), ``--period=2s``; returns the fleet, the node, the user and the namespace."""
     cluster = audited.cluster
     ns = cluster.new_namespace("req")
     cluster.create_daemonset(ns, "kured")
@@ -133,7 +133,7 @@ def agent(
     fleet.add(node)
     if held:
         fleet.touch(node)
-    return fleet, node, user
+    return fleet, node, user, ns
 
 
 def measure(
@@ -176,14 +176,17 @@ def passes_logged(log: str, window: tuple[float, float]) -> int:
     return count
 
 
-def test_an_annotation_waiter_with_a_live_node_watch_never_gets_its_node(
+def test_an_annotation_waiter_with_the_watches_gets_neither_its_node_nor_the_daemonset(
     audited: Audited, tmp_path: Path
 ) -> None:
-    """Waiting for kured's lock, every pass reads the DaemonSet once and its Node from the watched copy:
-    no GET of its own Node (its pause check included), one pass per wait (not two)."""
-    fleet, node, user = agent(audited, tmp_path, user="waiter-full-rbac", kured_rbac=False, held=True)
+    """Waiting for kured's lock with ``list``/``watch`` on the DaemonSet and on nodes: every pass reads the
+    DaemonSet from the watched copy and its Node from the node watch's (no GET of either, its pause check
+    included), one pass per wait (not two). When the holder's entry goes, the waiter takes the lock from the
+    copy: no GET of the DaemonSet before its take's write."""
+    fleet, node, user, ns = agent(audited, tmp_path, user="waiter-full-rbac", kured_rbac=False, held=True)
     try:
         assert eventually(lambda: audited.watching_nodes(user), timeout=60), fleet.log_text(node)
+        assert eventually(lambda: watching(audited, user, "daemonsets"), timeout=60), fleet.log_text(node)
         assert eventually(lambda: "Lock already held" in fleet.log_text(node), timeout=60), fleet.log_text(
             node
         )
@@ -191,15 +194,41 @@ def test_an_annotation_waiter_with_a_live_node_watch_never_gets_its_node(
         assert published, fleet.log_text(node)
         sent, window = measure(audited, user)
         logged = passes_logged(fleet.log_text(node), window)
+        freed = time.time()
+        release_all(audited.cluster, ns)
+        acquired = f"Acquired reboot lock for node {node}"
+        assert eventually(lambda: acquired in fleet.log_text(node), timeout=LOCK_WAIT_MAX), fleet.log_text(
+            node
+        )
+        took = first_write(audited.events(user), "daemonsets", freed)
     finally:
         fleet.close()
-    passes = sent[("get", "daemonsets", "kured")]
-    assert passes >= 2, sent  # it was waiting, pass after pass
-    assert passes <= WINDOW / PERIOD + 2, sent  # one read of the DaemonSet per pass
-    assert 1 <= logged <= WINDOW / PERIOD, logged  # about one pass per wait
+    assert sent[("get", "daemonsets", "kured")] == 0, sent
+    assert 2 <= logged <= WINDOW / PERIOD, logged  # it was waiting, about one pass per wait
     assert sent[("get", "nodes", node)] == 0, sent
     writes = {k: v for k, v in sent.items() if k[0] not in ("get", "list", "watch")}
     assert writes == {}, sent
+    assert took is not None
+    before_take = audited.requests(user, (freed, took))
+    assert before_take[("get", "daemonsets", "kured")] == 0, before_take
+
+
+def release_all(cluster: Cluster, namespace: str) -> None:
+    """The holder's entry goes (as an operator's ``pykured lock release`` of a gone holder)."""
+    kube = cluster.kube()
+    ds = kube.get_daemonset(namespace, "kured")
+    (ds["metadata"].get("annotations") or {}).pop(LOCK, None)
+    kube.replace_daemonset(namespace, "kured", ds)
+
+
+def first_write(events: list[dict[str, Any]], resource: str, after: float) -> float | None:
+    """When the first write (update, patch) of ``resource`` received after ``after`` was received."""
+    times = [
+        datetime.datetime.fromisoformat(e["requestReceivedTimestamp"]).timestamp()
+        for e in events
+        if (e.get("objectRef") or {}).get("resource") == resource and e["verb"] in ("update", "patch")
+    ]
+    return min((t for t in times if t > after), default=None)
 
 
 def test_under_kureds_rbac_an_annotation_waiter_gets_its_node_once_per_pass(
@@ -207,7 +236,7 @@ def test_under_kureds_rbac_an_annotation_waiter_gets_its_node_once_per_pass(
 ) -> None:
     """kured's RBAC grants no ``watch`` on nodes: a pass GETs its Node, once (its pause check reads the
     same answer), and the DaemonSet once."""
-    fleet, node, user = agent(audited, tmp_path, user="", kured_rbac=True, held=True)
+    fleet, node, user, _ = agent(audited, tmp_path, user="", kured_rbac=True, held=True)
     try:
         assert eventually(lambda: "Not allowed to watch node" in fleet.log_text(node), timeout=60)
         assert eventually(lambda: "Lock already held" in fleet.log_text(node), timeout=60), fleet.log_text(
@@ -219,13 +248,15 @@ def test_under_kureds_rbac_an_annotation_waiter_gets_its_node_once_per_pass(
     passes = sent[("get", "daemonsets", "kured")]
     assert 2 <= passes <= WINDOW / PERIOD + 2, sent
     assert sent[("get", "nodes", node)] <= passes + 1, sent
+    refused = [line for line in fleet.log_text(node).splitlines() if "Not allowed to watch daemonset" in line]
+    assert len(refused) == 1, refused  # the DaemonSet's watch refused, said once: kured's polling
 
 
 def test_an_idle_agent_sends_nothing_but_its_watches(audited: Audited, tmp_path: Path) -> None:
     """Nothing to do: no GET of its Node (the watch serves it), no write, and no read of the lock after the
     start-up pass's (kured's annotation: a GET of the DaemonSet), however many ``--period`` passes run; the
     watches run on. As kured, which looks at its lock at start-up and then only once its sentinel is there."""
-    fleet, node, user = agent(audited, tmp_path, user="idle-full-rbac", kured_rbac=False, held=False)
+    fleet, node, user, _ = agent(audited, tmp_path, user="idle-full-rbac", kured_rbac=False, held=False)
     try:
         assert eventually(lambda: audited.watching_nodes(user), timeout=60), fleet.log_text(node)
         assert eventually(lambda: "Reboot not required" in fleet.log_text(node), timeout=60)

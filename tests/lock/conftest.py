@@ -301,6 +301,7 @@ def make_annotation_lock(
         "retry_interval": 0.2,
         "retry_timeout": 10.0,
         "poll_interval": 0.2,
+        "watch": False,  # polled, as under kured's RBAC; the watched wait's tests ask for it
     }
     options.update(kw)
     return AnnotationLock(

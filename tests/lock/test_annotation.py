@@ -10,16 +10,18 @@ import io
 import json
 import logging
 import re
+import threading
 from typing import Any
 
 import pytest
 
-from pykured.core.errors import KubeError, LockError
+from pykured.core.errors import ForbiddenError, KubeError, LockError
 from pykured.gocompat.goflags import Duration
-from pykured.lock.annotation import AnnotationLock, AnnotationView
+from pykured.lock.annotation import UNKNOWN, AnnotationLock, AnnotationView, slot_state
 from pykured.lock.budget import Budget
 from pykured.lock.operator import Released
 from pykured.lock.record import UNKNOWN_HOLDER
+from pykured_dev.eventually import eventually
 from tests.fakes import FakeClock, FakeKube
 from tests.lock import conftest
 from tests.lock.conftest import ANNOTATION, T_NS, FaultyKube, OwnNodeOnly
@@ -482,3 +484,135 @@ def test_a_multi_lock_released_beside_others_keeps_its_stored_max_owners(
     assert wider.release()
     stored = json.loads(raw(kube, lock_ns) or "")
     assert stored["maxOwners"] == 2 and [e["nodeID"] for e in stored["locks"]] == [a]
+
+
+# -- the watched wait (a single-object watch of the DaemonSet, where RBAC grants list and watch) -------------
+
+
+def entry_json(node: str, *, created: str = "2026-11-18T00:00:00Z", ttl_ns: int = 0) -> str:
+    return json.dumps(
+        {"nodeID": node, "metadata": {"unschedulable": False}, "created": created, "TTL": ttl_ns},
+        separators=(",", ":"),
+    )
+
+
+def test_slot_state_says_whether_a_slot_is_free_who_holds_and_the_next_expiry() -> None:
+    assert slot_state(None, me="w", limit=1, now_ns=T_NS) == (True, (), None)
+    free, holders, expiry = slot_state(entry_json("h"), me="w", limit=1, now_ns=T_NS)
+    assert (free, [e.node_id for e in holders], expiry) == (False, ["h"], None)
+    assert slot_state(entry_json("w"), me="w", limit=1, now_ns=T_NS)[0]  # its own: reentrant
+    assert slot_state(entry_json("h"), me="w", limit=2, now_ns=T_NS)[0]  # room left
+    hour = 3600 * 10**9
+    free, holders, expiry = slot_state(entry_json("h", ttl_ns=1000 * hour), me="w", limit=1, now_ns=T_NS)
+    assert not free and expiry == holders[0].created_ns + 1000 * hour
+    expired = entry_json("h", created="2000-01-01T00:00:00Z", ttl_ns=hour)
+    assert slot_state(expired, me="w", limit=1, now_ns=T_NS) == (True, (), None)
+    held = slot_state(expired, me="w", limit=1, now_ns=T_NS, refused=True)  # a policy refused the take
+    assert not held[0] and [e.node_id for e in held[1]] == ["h"]
+    assert slot_state("{not json", me="w", limit=1, now_ns=T_NS)[:2] == (False, (UNKNOWN,))
+
+
+def waiting_lock(kube: Any, lock_ns: str, node: str, **kw: Any) -> AnnotationLock:
+    """A watching waiter on the real clock (the watch runs in its own thread), its delays short."""
+    kw.setdefault("stagger", 0.05)
+    kw.setdefault("liveness_interval", None)
+    return conftest.make_annotation_lock(kube, lock_ns, node, watch=True, **kw)
+
+
+def start_waiting(lock: AnnotationLock, done: threading.Event) -> None:
+    """The waiter's wait in a thread of its own (the daemon's): ``done`` is set when it ends."""
+
+    def wait() -> None:
+        lock.wait_for_change(60)
+        done.set()
+
+    threading.Thread(target=wait, daemon=True).start()
+
+
+def test_a_watched_wait_ends_when_the_holder_releases_and_the_pass_reads_nothing(
+    kube: FakeKube, lock_ns: str, nodes: Any
+) -> None:
+    holder, waiter = nodes(2)
+    holding = make_annotation_lock(kube, lock_ns, holder)
+    assert holding.acquire(unschedulable=False, now_ns=T_NS).acquired
+    faulty = FaultyKube(kube)
+    lock = waiting_lock(faulty, lock_ns, waiter)
+    assert lock.watched
+    assert not lock.acquire(unschedulable=False, now_ns=T_NS).acquired
+    gets = faulty.calls.get("get_daemonset", 0)
+    done = threading.Event()
+    start_waiting(lock, done)
+    assert kube.wait_for_watches(1)
+    assert not done.wait(0.3)  # the lock is held: the wait goes on
+    assert holding.release()
+    assert done.wait(30)
+    # the pass after the wait: its own read and its take come from the watched copy
+    assert lock.holding(now_ns=T_NS, honour_ttl=False) is None
+    assert lock.acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert faulty.calls.get("get_daemonset", 0) == gets
+    assert faulty.calls.get("list_daemonsets") == 1 and faulty.calls.get("watch_daemonsets") == 1
+    assert SINGLE_RE.fullmatch(raw(kube, lock_ns) or "")["node"] == waiter  # type: ignore[index]
+
+
+def test_a_watched_waiter_whose_delay_ends_after_another_take_goes_on_waiting(
+    kube: FakeKube, lock_ns: str, nodes: Any
+) -> None:
+    """A slot freed and taken again before this waiter's delay ends: its wait goes on, and it sends
+    nothing."""
+    holder, other, waiter = nodes(3)
+    holding = make_annotation_lock(kube, lock_ns, holder)
+    assert holding.acquire(unschedulable=False, now_ns=T_NS).acquired
+    faulty = FaultyKube(kube)
+    lock = waiting_lock(faulty, lock_ns, waiter, stagger=5.0)
+    lock._rng.seed(1)
+    assert not lock.acquire(unschedulable=False, now_ns=T_NS).acquired
+    before = dict(faulty.calls)
+    done = threading.Event()
+    start_waiting(lock, done)
+    assert kube.wait_for_watches(1)
+    with lock._watch.changed:  # type: ignore[union-attr]
+        assert holding.release()
+        assert make_annotation_lock(kube, lock_ns, other).acquire(unschedulable=False, now_ns=T_NS).acquired
+    assert eventually(lambda: lock._look_at is None and lock._freed_at is None, timeout=10)
+    assert not done.wait(0.5)
+    assert {k: v for k, v in faulty.calls.items() if k != "watch_daemonsets"} == {
+        k: v for k, v in before.items() if k != "watch_daemonsets"
+    } | {"list_daemonsets": 1}
+
+
+def test_under_kureds_rbac_the_wait_says_so_once_and_polls(
+    kube: FakeKube, lock_ns: str, nodes: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    holder, waiter = nodes(2)
+    holding = make_annotation_lock(kube, lock_ns, holder)
+    assert holding.acquire(unschedulable=False, now_ns=T_NS).acquired
+    faulty = FaultyKube(kube)
+    refusal = ForbiddenError("daemonsets.apps is forbidden: cannot list (HTTP 403)", status=403)
+    faulty.fail("list_daemonsets", "before", refusal, times=5)
+    clock = FakeClock(T)
+    released: list[bool] = []
+
+    def sleep(seconds: float) -> None:  # the holder releases during the wait's polls
+        clock.sleep(seconds)
+        if not released:
+            released.append(holding.release())
+
+    lock = make_annotation_lock(
+        faulty, lock_ns, waiter, watch=True, poll_interval=0.1, sleep=sleep, clock=clock
+    )
+    watched = AnnotationLock.watched.fget  # type: ignore[attr-defined]  # read anew each time (no narrowing)
+    assert watched(lock)  # until the watch is refused
+    assert not lock.acquire(unschedulable=False, now_ns=T_NS).acquired
+    with caplog.at_level(logging.INFO, logger="pykured.lock.annotation"):
+        lock.wait_for_change(10)  # longer than a poll: it polls
+        assert released == [True]
+        assert not watched(lock)  # the daemon now looks every minute, as before
+        lock.wait_for_change(0.05)
+    said = [r.getMessage() for r in caplog.records if "Not allowed to watch daemonset" in r.getMessage()]
+    assert said == [
+        f"Not allowed to watch daemonset {lock_ns}/kured: waiting for the lock by reading it every --period "
+        "(at most every 0.1s), as kured; `list` and `watch` on daemonsets (resourceNames: [kured]) let the "
+        "agent watch it instead"
+    ]
+    assert faulty.calls.get("list_daemonsets") == 1 and "watch_daemonsets" not in faulty.calls
+    assert lock.acquire(unschedulable=False, now_ns=T_NS).acquired

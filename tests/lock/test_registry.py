@@ -74,7 +74,8 @@ def test_the_lock_backend_values_are_registered_kureds_first() -> None:
 
 @pytest.mark.parametrize(
     ("backend", "label", "watched", "other"),
-    [("daemonset", "annotation", False, make_lease_lock), ("lease", "lease", True, make_annotation_lock)],
+    # both watched: the annotation lock's waits watch the DaemonSet until RBAC refuses it (then polled)
+    [("daemonset", "annotation", True, make_lease_lock), ("lease", "lease", True, make_annotation_lock)],
     ids=["daemonset", "lease"],
 )
 def test_the_configured_backend_is_the_agents_and_the_other_guards_it(
