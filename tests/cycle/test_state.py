@@ -250,7 +250,8 @@ def test_the_autoscalers_annotations_go_on_only_where_absent(
 @pytest.mark.parametrize(
     ("annotations", "expected"),
     [
-        ({CA: "true", KARPENTER: "true", RECORD: f"{CA},{KARPENTER}"}, {CA: None, KARPENTER: None, RECORD: None}),
+        ({CA: "true", KARPENTER: "true", RECORD: f"{CA},{KARPENTER}"},
+         {CA: None, KARPENTER: None, RECORD: None}),
         ({CA: "true", KARPENTER: "false", RECORD: KARPENTER}, {RECORD: None}),
         ({CA: "true", KARPENTER: "true", RECORD: KARPENTER}, {KARPENTER: None, RECORD: None}),
         ({CA: "true"}, {}),
