@@ -489,7 +489,7 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
         STR,
         "karpenter.sh/do-not-disrupt",
         'pykured: from the lock until its cycle ends, the Node carries this annotation as "true" (where it '
-        'has none) so Karpenter does not disrupt it while it is drained; "" turns it off',
+        'has none) so Karpenter neither consolidates nor drifts it while it is drained; "" turns it off',
         varname="key",
     ),
 )

@@ -742,9 +742,9 @@ def test_the_signal_method_renders_the_kustomize_signal_profile_s_two_containers
 @pytest.mark.parametrize(
     ("autoscalers", "args", "allowed"),
     [({}, [], ["cluster-autoscaler.kubernetes.io/scale-down-disabled", "karpenter.sh/do-not-disrupt"]),
-     ({"clusterAutoscaler": "", "karpenter": "karpenter.sh/do-not-evict"},
-      ["--cluster-autoscaler-annotation=", "--karpenter-annotation=karpenter.sh/do-not-evict"],
-      ["karpenter.sh/do-not-evict"]),
+     ({"clusterAutoscaler": "", "karpenter": "karpenter.sh/do-not-consolidate"},
+      ["--cluster-autoscaler-annotation=", "--karpenter-annotation=karpenter.sh/do-not-consolidate"],
+      ["karpenter.sh/do-not-consolidate"]),
      ({"clusterAutoscaler": "", "karpenter": ""},
       ["--cluster-autoscaler-annotation=", "--karpenter-annotation="], [])],
     ids=["default", "renamed-and-off", "both-off"],

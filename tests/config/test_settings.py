@@ -117,7 +117,7 @@ SAMPLES: dict[str, tuple[str | None, Any]] = {
     "alertmanager-url": ("http://am:9093", "http://am:9093"), "silence-during-reboot": (None, None),
     "silence-max": ("30m", D("30m")),
     "cluster-autoscaler-annotation": ("example.com/keep", "example.com/keep"),
-    "karpenter-annotation": ("karpenter.sh/do-not-evict", "karpenter.sh/do-not-evict"),
+    "karpenter-annotation": ("karpenter.sh/do-not-consolidate", "karpenter.sh/do-not-consolidate"),
 }  # fmt: skip
 
 

@@ -169,9 +169,9 @@ def test_the_autoscalers_annotations_are_on_by_default_renamed_or_off() -> None:
         "karpenter.sh/do-not-disrupt",
     )
     off = parse(
-        ["--cluster-autoscaler-annotation=", "--karpenter-annotation=karpenter.sh/do-not-evict"], NODE
+        ["--cluster-autoscaler-annotation=", "--karpenter-annotation=karpenter.sh/do-not-consolidate"], NODE
     )
-    assert off.autoscaler_annotations == ("karpenter.sh/do-not-evict",)
+    assert off.autoscaler_annotations == ("karpenter.sh/do-not-consolidate",)
     env = {**NODE, "KURED_CLUSTER_AUTOSCALER_ANNOTATION": "", "KURED_KARPENTER_ANNOTATION": ""}
     assert parse([], env).autoscaler_annotations == ()
 

@@ -841,17 +841,17 @@ def test_an_operators_autoscaler_annotation_stays_and_each_may_be_renamed_or_off
     parity: Bench, driver: str, setting: str
 ) -> None:
     """An autoscaler's annotation the Node carries before the cycle is the operator's: the cycle neither
-    records nor removes it (and adds the other). ``--karpenter-annotation`` renames Karpenter's (its older
-    ``karpenter.sh/do-not-evict``); ``""`` turns each off."""
-    evict = "karpenter.sh/do-not-evict"
+    records nor removes it (and adds the other). ``--karpenter-annotation`` renames Karpenter's (the
+    ``karpenter.sh/do-not-consolidate`` of Karpenter before v0.32); ``""`` turns each off."""
+    older = "karpenter.sh/do-not-consolidate"
     if setting == "off":
         flags = ["--cluster-autoscaler-annotation=", "--karpenter-annotation="]
         before: dict[str, str] = {}
         during: dict[str, str] = {}
     else:
-        flags = [f"--karpenter-annotation={evict}"]
+        flags = [f"--karpenter-annotation={older}"]
         before = {CLUSTER_AUTOSCALER: "true"}
-        during = {CLUSTER_AUTOSCALER: "true", evict: "true", state.AUTOSCALER_RECORD_ANNOTATION: evict}
+        during = {CLUSTER_AUTOSCALER: "true", older: "true", state.AUTOSCALER_RECORD_ANNOTATION: older}
 
     def annotate(_namespace: str, node: str) -> None:
         if before:
@@ -860,8 +860,8 @@ def test_an_operators_autoscaler_annotation_stays_and_each_may_be_renamed_or_off
     run = parity.run(driver, flags, before_start=annotate)
     run.need()
     assert run.drive(), run.replies
-    assert run.cordoned() and autoscaler_marks(run, CLUSTER_AUTOSCALER, KARPENTER, evict) == during
+    assert run.cordoned() and autoscaler_marks(run, CLUSTER_AUTOSCALER, KARPENTER, older) == during
     run.reboot()
     run.settle()
     done(run)
-    assert autoscaler_marks(run, CLUSTER_AUTOSCALER, KARPENTER, evict) == before
+    assert autoscaler_marks(run, CLUSTER_AUTOSCALER, KARPENTER, older) == before
