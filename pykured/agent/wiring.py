@@ -285,6 +285,7 @@ def build_behaviour(cfg: Config) -> Behaviour:
         reboot_delay_s=cfg.reboot_delay.seconds,
         pre_labels=cfg.pre_reboot_labels,
         post_labels=cfg.post_reboot_labels,
+        autoscaler_annotations=cfg.autoscaler_annotations,
     )
 
 

@@ -476,6 +476,22 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
         "pykured: the longest a --silence-during-reboot silence lasts, at most 24h (it is expired sooner, "
         "when the node is back and settled)",
     ),
+    _x(
+        "cluster-autoscaler-annotation",
+        STR,
+        "cluster-autoscaler.kubernetes.io/scale-down-disabled",
+        'pykured: from the lock until its cycle ends, the Node carries this annotation as "true" (where it '
+        'has none) so the cluster-autoscaler does not scale it down while it is drained; "" turns it off',
+        varname="key",
+    ),
+    _x(
+        "karpenter-annotation",
+        STR,
+        "karpenter.sh/do-not-disrupt",
+        'pykured: from the lock until its cycle ends, the Node carries this annotation as "true" (where it '
+        'has none) so Karpenter neither consolidates nor drifts it while it is drained; "" turns it off',
+        varname="key",
+    ),
 )
 
 FLAGS: tuple[FlagSpec, ...] = KURED_FLAGS + EXTENSION_FLAGS

@@ -141,6 +141,8 @@ class Config:
     alertmanager_url: str = ""
     silence_during_reboot: str = ""
     silence_max: Duration = _2H
+    cluster_autoscaler_annotation: str = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+    karpenter_annotation: str = "karpenter.sh/do-not-disrupt"
     # derived at parse time
     time_window: TimeWindow = _DEFAULT_WINDOW
     """The reboot window built from reboot_days, start_time, end_time and time_zone by
@@ -179,6 +181,12 @@ class Config:
     def blocking_node_annotations(self) -> tuple[NodeMark, ...]:
         """``--blocking-node-annotation`` parsed."""
         return checks.parse_node_marks(self.blocking_node_annotation, flag="blocking-node-annotation")
+
+    @property
+    def autoscaler_annotations(self) -> tuple[str, ...]:
+        """The autoscalers' annotations the Node carries while its cycle runs (each flag's, unless ``""``)."""
+        names = (self.cluster_autoscaler_annotation, self.karpenter_annotation)
+        return tuple(dict.fromkeys(name.strip() for name in names if name.strip()))
 
     @property
     def effective_notify_url(self) -> str:

@@ -41,6 +41,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from pykured.blockers.options import key_error
 from pykured.config import checks
 from pykured.config.flags import FLAGS
 from pykured.config.reader import FlagValues, read_flags
@@ -176,6 +177,7 @@ def _extensions(cfg: Config) -> list[str]:
                 f"--{flag}: {', '.join(own)}: a reboot hook is another controller's annotation, not one "
                 f"under {' or '.join(OWN_ANNOTATION_PREFIXES)} (which the agent itself may write)"
             )
+    _autoscalers(cfg)
     cfg.blocking_node_labels  # noqa: B018 - a bad key is fatal here
     cfg.blocking_node_annotations  # noqa: B018
     _silence(cfg)
@@ -187,6 +189,24 @@ def _extensions(cfg: Config) -> list[str]:
     if "" in cfg.blocking_pod_selector:
         warnings.append("an empty --blocking-pod-selector matches every pod on the node")
     return warnings
+
+
+def _autoscalers(cfg: Config) -> None:
+    """``--cluster-autoscaler-annotation``, ``--karpenter-annotation``: an annotation key, not one of
+    pykured's or kured's own (the cycle writes and clears those itself)."""
+    for flag, name in (
+        ("cluster-autoscaler-annotation", cfg.cluster_autoscaler_annotation.strip()),
+        ("karpenter-annotation", cfg.karpenter_annotation.strip()),
+    ):
+        if not name:
+            continue
+        if error := key_error(name):
+            raise _fatal(f"invalid --{flag} {name!r}: {error}")
+        if name.startswith(OWN_ANNOTATION_PREFIXES):
+            raise _fatal(
+                f"--{flag}: {name}: an autoscaler's annotation, not one under "
+                f"{' or '.join(OWN_ANNOTATION_PREFIXES)}"
+            )
 
 
 def _silence(cfg: Config) -> None:

@@ -2,7 +2,7 @@
 
 Concept: everything the reboot cycle writes on a Node except ``spec.unschedulable`` (:mod:`pykured.drain`)
 and the taint (:mod:`pykured.kube.taints`): kured's reboot annotations, the labels, pykured's
-``pykured.dev/*`` memory, the back-off, FleetLock's mark and the quarantine
+``pykured.dev/*`` memory, the back-off, FleetLock's mark, the autoscalers' annotations and the quarantine
 (:mod:`pykured.policy.quarantine`). Reading returns a :class:`~pykured.cycle.state.NodeState`.
 
 Invariants:
@@ -105,8 +105,10 @@ class NodeBook:
         reboot_triggered_at: datetime.datetime | Keep | None = KEEP,
         release_after: datetime.datetime | Keep | None = KEEP,
         reboot_attempts: int | Keep | None = KEEP,
+        also: Patch | None = None,
     ) -> NodeState | None:
-        """Set (a value) or clear (``None``) several ``pykured.dev/*`` annotations in one merge patch.
+        """Set (a value) or clear (``None``) several ``pykured.dev/*`` annotations in one merge patch, with
+        the changes ``also`` names (the autoscalers' annotations).
 
         Returns the patched node, or ``None`` when every argument was ``KEEP`` (no call made).
         """
@@ -117,7 +119,7 @@ class NodeBook:
             release_after=release_after,
             reboot_attempts=reboot_attempts,
         )
-        return self._write(changes)
+        return self._write({**changes, **(also or {})})
 
     def quarantine(self, record: QuarantineRecord) -> None:
         """Write the quarantine (``pykured.dev/quarantined``) on the Node."""
@@ -134,14 +136,14 @@ class NodeBook:
         backoff_until: datetime.datetime | Keep | None = KEEP,
         fleetlock_id: Keep | None = KEEP,
         backoff_reason: str | Keep | None = KEEP,
+        also: Patch | None = None,
     ) -> None:
         """Clear the cycle's memory (and, when named, set or clear the back-off, with its reason, and
-        FleetLock's mark)."""
-        self._write(
-            forget_patch(
-                backoff_until=backoff_until, fleetlock_id=fleetlock_id, backoff_reason=backoff_reason
-            )
+        FleetLock's mark), with the changes ``also`` names (the autoscalers' annotations), in one patch."""
+        changes = forget_patch(
+            backoff_until=backoff_until, fleetlock_id=fleetlock_id, backoff_reason=backoff_reason
         )
+        self._write({**changes, **(also or {})})
 
     def _write(self, changes: Patch) -> NodeState | None:
         if not changes:

@@ -220,14 +220,14 @@ class CycleRunner:
             self.hands.observers.waiting(self.node)
             return Outcome(acquired=False, holders=result.holder_names or "?")
         logger.info("Acquired reboot lock for node %s (%s)", self.node, self.hands.lock.backend)
-        self.steps.begin(unschedulable_before=obs.node.unschedulable)
+        self.steps.begin(obs.node, unschedulable_before=obs.node.unschedulable)
         self.hands.events.record("LockAcquired", f"acquired the reboot lock ({self.hands.lock.backend})")
         self.hands.observers.slot_taken(self.node)
         return Outcome(acquired=True)
 
     def _drain_and_reboot(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
         if action.unschedulable_before is not None:
-            self.steps.begin(unschedulable_before=action.unschedulable_before)
+            self.steps.begin(obs.node, unschedulable_before=action.unschedulable_before)
         if obs.gate is not None:
             self._gate_passed()
         self.hands.observers.drain_starting(self.node)  # also when a restarted agent resumes the cycle
@@ -255,7 +255,7 @@ class CycleRunner:
                 return Outcome(drain=outcome, failure=failure, retry=True, pause=self.period_s)
             if outcome is DrainOutcome.QUARANTINE:
                 assert failed is not None
-                self._quarantine(failed, ours=action.uncordon, now=self._clock())
+                self._quarantine(failed, view, ours=action.uncordon, now=self._clock())
                 return Outcome(drain=outcome, failure=failure, pause=self.period_s)
             if failed is not None and escalation is Escalation.FORCE:
                 logger.warning(
@@ -282,7 +282,9 @@ class CycleRunner:
         timed_out = failed is not None and failed.timed_out
         return next_escalation(timed_out=timed_out, taken=taken, policy=self.policy)
 
-    def _quarantine(self, failed: DrainFailure, *, ours: bool, now: datetime.datetime) -> None:
+    def _quarantine(
+        self, failed: DrainFailure, node: NodeState, *, ours: bool, now: datetime.datetime
+    ) -> None:
         """``--drain-escalation=…,quarantine``: one log line naming the pods, then the quarantine step."""
         steps = ",".join(e.value for e in self.policy.escalation)
         reason = f"the drain did not finish in time (--drain-escalation={steps})"
@@ -296,7 +298,7 @@ class CycleRunner:
             len(failed.pods),
             bounded_names(failed.pods),
         )
-        self.steps.quarantine(record, message=record.describe())
+        self.steps.quarantine(node, record, message=record.describe())
 
     def _holding(self, now: datetime.datetime) -> LockEntry | None:
         return self.hands.lock.holding(now_ns=unix_ns(now), honour_ttl=False, node_id=self.node)
@@ -389,7 +391,7 @@ class CycleRunner:
                 format_rfc3339(action.backoff_until),
             )
             self.hands.events.record("RebootLoopBackoff", "sentinel still present after reboot", warning=True)
-        self.steps.forget(backoff_until=action.backoff_until, backoff_reason=_reason(action))
+        self.steps.forget(obs.node, backoff_until=action.backoff_until, backoff_reason=_reason(action))
         return Outcome()
 
     def _abort(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:
@@ -410,7 +412,7 @@ class CycleRunner:
             self.finish(action, obs)
         elif action.settle_cordon:
             self.steps.uncordon(obs.node, ours=action.uncordon)
-        self.steps.forget(backoff_until=None)
+        self.steps.forget(obs.node, backoff_until=None)
         return Outcome()
 
     def _alert_stuck(self, action: Action, obs: Observation, now: datetime.datetime) -> Outcome:

@@ -17,6 +17,12 @@ kured mirrored (kured 1.23.0's ``cmd/kured/main.go``): ``weave.works/kured-reboo
 ``weave.works/kured-most-recent-reboot-needed``. kured keeps "was the node unschedulable before I cordoned
 it" only in the lock entry; pykured also writes it on the Node (``pykured.dev/unschedulable-before``) so
 losing the lock does not lose it.
+
+Autoscalers (pykured's extension): from the lock slot until the cycle ends the Node carries the annotations
+that keep the cluster-autoscaler (``cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"``) and
+Karpenter (``karpenter.sh/do-not-disrupt: "true"``) from deleting a node that looks empty because it is
+drained. Each is set only where the Node has none, and ``pykured.dev/autoscaler-annotations`` names the ones
+pykured set: those, and only those, are removed when the cycle ends (an operator's own stays).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from pykured.core.times import format_rfc3339, parse_rfc3339
@@ -50,6 +56,10 @@ BACKOFF_REASON_ANNOTATION: Final = PYKURED_PREFIX + "backoff-reason"
 ``no-reboot`` (it holds every trigger); absent or anything else holds every trigger."""
 FLEETLOCK_ID_ANNOTATION: Final = PYKURED_PREFIX + "fleetlock-id"
 """On a Node while FleetLock runs its cycle: the Zincati id that asked; the daemon keeps off it."""
+AUTOSCALER_RECORD_ANNOTATION: Final = PYKURED_PREFIX + "autoscaler-annotations"
+"""The autoscalers' annotations the cycle put on the Node (comma-separated keys): the ones it removes."""
+AUTOSCALER_VALUE: Final = "true"
+"""The value of an autoscaler's annotation as the cycle writes it (and the only one it removes)."""
 
 STATE_ANNOTATIONS: Final = (
     UNSCHEDULABLE_BEFORE_ANNOTATION,
@@ -57,6 +67,7 @@ STATE_ANNOTATIONS: Final = (
     REBOOT_TRIGGERED_AT_ANNOTATION,
     RELEASE_AFTER_ANNOTATION,
     REBOOT_ATTEMPTS_ANNOTATION,
+    AUTOSCALER_RECORD_ANNOTATION,
 )
 """The ``pykured.dev/*`` annotations of one cycle, in a stable order (cleared together when it ends)."""
 
@@ -184,6 +195,11 @@ class NodeState(NodeView):
         return self.annotations.get(FLEETLOCK_ID_ANNOTATION)
 
     @property
+    def autoscaler_marks(self) -> tuple[str, ...]:
+        """The autoscalers' annotations this cycle put on the Node (its record; empty when none)."""
+        return autoscaler_record(self.annotations)
+
+    @property
     def quarantined(self) -> bool:
         """The node carries a quarantine (``pykured.dev/quarantined``, a garbled one too): its cordon stays
         and no cycle drains it (:mod:`pykured.policy.quarantine`)."""
@@ -196,8 +212,14 @@ class NodeState(NodeView):
 
     @property
     def has_memory(self) -> bool:
-        """Any of a cycle's memory is on the Node: its start, the reboot's bootID, or the release time."""
-        return self.cycle_started or self.reboot_boot_id is not None or self.release_after is not None
+        """Any of a cycle's memory is on the Node: its start, the reboot's bootID, the release time, or the
+        autoscalers' annotations it put there."""
+        return (
+            self.cycle_started
+            or self.reboot_boot_id is not None
+            or self.release_after is not None
+            or bool(self.autoscaler_marks)
+        )
 
 
 # -- the patches ---------------------------------------------------------------------------------------------
@@ -249,12 +271,50 @@ def forget_patch(
     fleetlock_id: Keep | None = KEEP,
     backoff_reason: str | Keep | None = KEEP,
 ) -> Patch:
-    """End a cycle: clear every :data:`STATE_ANNOTATIONS` key (and the others named) in one patch."""
-    return state_patch(
+    """End a cycle: clear every :data:`STATE_ANNOTATIONS` key (and the others named) in one patch (the
+    autoscalers' annotations the record names: :func:`autoscaler_unmarks_patch`)."""
+    out = state_patch(
         unschedulable_before=None, reboot_boot_id=None, reboot_triggered_at=None, release_after=None,
         reboot_attempts=None, backoff_until=backoff_until, fleetlock_id=fleetlock_id,
         backoff_reason=backoff_reason,
     )  # fmt: skip
+    out[AUTOSCALER_RECORD_ANNOTATION] = None
+    return out
+
+
+def autoscaler_record(annotations: Mapping[str, str]) -> tuple[str, ...]:
+    """The keys ``pykured.dev/autoscaler-annotations`` names, in order, once each (a garbled record names
+    only what it names; never a key of pykured's or kured's own)."""
+    text = annotations.get(AUTOSCALER_RECORD_ANNOTATION) or ""
+    keys = (key.strip() for key in text.split(","))
+    own = (PYKURED_PREFIX, "weave.works/kured-")
+    return tuple(dict.fromkeys(key for key in keys if key and not key.startswith(own)))
+
+
+def autoscaler_marks_patch(annotations: Mapping[str, str], wanted: Sequence[str]) -> Patch:
+    """Put the ``wanted`` autoscalers' annotations on a Node that carries ``annotations``: each one it does
+    not carry set to ``"true"``, and the record naming them (with those already recorded: a cycle begun
+    again keeps what it put there). An annotation the Node carries already is the operator's: not touched,
+    not recorded. Empty when there is nothing to write."""
+    ours = autoscaler_record(annotations)
+    added = [key for key in dict.fromkeys(wanted) if key and key not in annotations]
+    if not added:
+        return {}
+    out: Patch = dict.fromkeys(added, AUTOSCALER_VALUE)
+    out[AUTOSCALER_RECORD_ANNOTATION] = ",".join(dict.fromkeys([*ours, *added]))
+    return out
+
+
+def autoscaler_unmarks_patch(annotations: Mapping[str, str]) -> Patch:
+    """Take off the autoscalers' annotations the record names (each only while it still says ``"true"``: a
+    value changed since is the operator's) and the record. Empty when there is no record."""
+    if AUTOSCALER_RECORD_ANNOTATION not in annotations:
+        return {}
+    out: Patch = {
+        key: None for key in autoscaler_record(annotations) if annotations.get(key) == AUTOSCALER_VALUE
+    }
+    out[AUTOSCALER_RECORD_ANNOTATION] = None
+    return out
 
 
 def reboot_annotations(now: datetime.datetime) -> dict[str, str]:

@@ -14,6 +14,10 @@ Invariants:
 * Every path that frees the slot goes through :meth:`Steps.release`, which tells the observers
   ``releasing`` before the lock is written (the silence in Alertmanager is expired there, before another
   node can take the slot).
+* The autoscalers' annotations (:func:`~pykured.cycle.state.autoscaler_marks_patch`) go on in the write that
+  begins the cycle and come off in the write that forgets it, with the record of which are pykured's: every
+  path that takes a slot begins the cycle, and every end of it (done, aborted, given up, a failed drain, a
+  quarantine, a slot lost or freed by an operator, found by a restarted agent) forgets it.
 * ``--drain-delay`` and ``--reboot-delay`` are waits on the cancel event: a stop (SIGTERM) ends them at once.
 * Nothing here reboots anything but :meth:`Steps.reboot`, through the configured
   :class:`~pykured.host.reboot.Rebooter` (whose every path is guarded by :mod:`pykured.host.guard`).
@@ -35,7 +39,7 @@ from collections.abc import Callable, Mapping
 from pykured.core import errors
 from pykured.cycle.book import NodeBook
 from pykured.cycle.observers import CycleObservers
-from pykured.cycle.state import KEEP, Keep, NodeState
+from pykured.cycle.state import KEEP, Keep, NodeState, autoscaler_marks_patch, autoscaler_unmarks_patch
 from pykured.drain import Drainer
 from pykured.host.reboot import Rebooter
 from pykured.kube.events import EventRecorder
@@ -55,6 +59,9 @@ class Behaviour:
     reboot_delay_s: float = 0.0
     pre_labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     post_labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    autoscaler_annotations: tuple[str, ...] = ()
+    """The autoscalers' annotations the Node carries, as ``"true"``, while its cycle runs
+    (``--cluster-autoscaler-annotation``, ``--karpenter-annotation``)."""
 
 
 @dataclasses.dataclass
@@ -108,12 +115,18 @@ class Steps:
         self.cancel = cancel
         self._monotonic = monotonic
 
-    def begin(self, *, unschedulable_before: bool) -> None:
-        """The slot is ours: remember whether the node was cordoned already (before any cordon of ours)."""
+    def begin(self, node: NodeState, *, unschedulable_before: bool) -> None:
+        """The slot is ours: remember whether the node was cordoned already (before any cordon of ours),
+        and put the autoscalers' annotations the Node does not carry on it, with their record, in the same
+        write."""
+        marks = autoscaler_marks_patch(node.annotations, self.behaviour.autoscaler_annotations)
         self.hands.book.update_state(
             unschedulable_before=unschedulable_before, reboot_boot_id=None, reboot_triggered_at=None,
-            release_after=None,
+            release_after=None, also=marks,
         )  # fmt: skip
+        if marks:
+            added = sorted(key for key in marks if key in self.behaviour.autoscaler_annotations)
+            logger.info("Annotated node %s for the autoscalers until its cycle ends: %s", self.node, added)
 
     def annotate(self, now: datetime.datetime) -> None:
         """kured's ``--annotate-nodes``: reboot in progress, most recent reboot needed."""
@@ -155,7 +168,7 @@ class Steps:
             self.hands.observers.drain_timed(self.node, self._monotonic() - started)
         return None
 
-    def quarantine(self, record: QuarantineRecord, *, message: str) -> None:
+    def quarantine(self, node: NodeState, record: QuarantineRecord, *, message: str) -> None:
         """Leave the node cordoned and not rebooted: the record on the Node (before the slot goes, so the
         node never takes it again unmarked), an Event, a notification, the metric; then release and forget."""
         self.hands.book.quarantine(record)
@@ -163,7 +176,7 @@ class Steps:
         self.hands.notifier.send(f"Node {self.node} quarantined: {message}")
         self.hands.observers.quarantined(self.node)
         self.release(event="released the reboot lock: node quarantined")
-        self.forget(backoff_until=None)
+        self.forget(node, backoff_until=None)
 
     def pause_before_reboot(self) -> None:
         """``--reboot-delay`` between the drain and the reboot (or the grant)."""
@@ -253,21 +266,30 @@ class Steps:
         """End the cycle without (or after a failed) reboot: uncordon if ours, release the slot, forget."""
         self.uncordon(node, ours=ours)
         self.release()
-        self.forget(backoff_until=backoff_until, fleetlock_id=fleetlock_id, backoff_reason=backoff_reason)
+        self.forget(
+            node, backoff_until=backoff_until, fleetlock_id=fleetlock_id, backoff_reason=backoff_reason
+        )
 
     def forget(
         self,
+        node: NodeState,
         *,
         backoff_until: datetime.datetime | Keep | None = KEEP,
         fleetlock_id: Keep | None = None,
         backoff_reason: str | Keep | None = KEEP,
     ) -> None:
-        """The observers told, then the cycle's memory cleared from the Node, FleetLock's mark with it (and
-        the back-off set or cleared, with its reason)."""
+        """The observers told, then the cycle's memory cleared from the Node, FleetLock's mark and the
+        autoscalers' annotations ``node``'s record names with it (and the back-off set or cleared, with its
+        reason)."""
         self.hands.observers.forgetting(self.node)
+        unmarks = autoscaler_unmarks_patch(node.annotations)
         self.hands.book.forget(
-            backoff_until=backoff_until, fleetlock_id=fleetlock_id, backoff_reason=backoff_reason
-        )
+            backoff_until=backoff_until, fleetlock_id=fleetlock_id, backoff_reason=backoff_reason,
+            also=unmarks,
+        )  # fmt: skip
+        if len(unmarks) > 1:
+            removed = sorted(key for key in unmarks if key in node.autoscaler_marks)
+            logger.info("Removed the autoscalers' annotations from node %s: %s", self.node, removed)
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0:

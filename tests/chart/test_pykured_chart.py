@@ -31,6 +31,7 @@ import pytest
 import yaml
 
 from pykured import __version__
+from pykured.config import parse
 from pykured_dev.testenv.pods import PYKURED_IMAGE
 from pykured_dev.testenv.reference import Reference, helm_template, reference
 from tests.e2e.kured.values import every_key_values
@@ -735,3 +736,29 @@ def test_the_signal_method_renders_the_kustomize_signal_profile_s_two_containers
     ]["spec"]
     assert [c["name"] for c in kured_shape["containers"]] == ["kured"]
     assert RELAY_ARG not in kured_shape["containers"][0]["args"]
+
+
+@pytest.mark.parametrize(
+    ("autoscalers", "args", "allowed"),
+    [({}, [], ["cluster-autoscaler.kubernetes.io/scale-down-disabled", "karpenter.sh/do-not-disrupt"]),
+     ({"clusterAutoscaler": "", "karpenter": "karpenter.sh/do-not-consolidate"},
+      ["--cluster-autoscaler-annotation=", "--karpenter-annotation=karpenter.sh/do-not-consolidate"],
+      ["karpenter.sh/do-not-consolidate"]),
+     ({"clusterAutoscaler": "", "karpenter": ""},
+      ["--cluster-autoscaler-annotation=", "--karpenter-annotation="], [])],
+    ids=["default", "renamed-and-off", "both-off"],
+)  # fmt: skip
+def test_the_autoscaler_annotations_render_their_flags_and_the_policy_allows_those(
+    autoscalers: dict[str, str], args: list[str], allowed: list[str], tmp_path: Path
+) -> None:
+    """``pykured.autoscalerAnnotations``: the agent's defaults render no flag; a name changed or ``""``
+    renders its flag, and the Node policy allows the names the agent writes, no others."""
+    ours = by_key(render("pykured", {"pykured": {"autoscalerAnnotations": autoscalers}}, tmp_path))
+    rendered = ours[("DaemonSet", "kured")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [a for a in rendered if a.startswith(("--cluster-autoscaler", "--karpenter"))] == args
+    assert parse(rendered, {"KURED_NODE_ID": "n1"}).autoscaler_annotations == tuple(allowed)
+    nodes = {
+        v["name"]: v["expression"]
+        for v in ours[("ValidatingAdmissionPolicy", "kured-agent-nodes")]["spec"]["variables"]
+    }
+    assert nodes["autoscalerAnnotations"] == "[" + ", ".join(f"'{name}'" for name in allowed) + "]"

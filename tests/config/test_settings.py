@@ -52,6 +52,8 @@ DEFAULTS: dict[str, Any] = {
     "max-failed-drains": 0, "blocking-node-label": (), "blocking-node-annotation": (),
     "drain-escalation": (),
     "alertmanager-url": "", "silence-during-reboot": "", "silence-max": D("2h"),
+    "cluster-autoscaler-annotation": "cluster-autoscaler.kubernetes.io/scale-down-disabled",
+    "karpenter-annotation": "karpenter.sh/do-not-disrupt",
 }  # fmt: skip
 
 
@@ -114,6 +116,8 @@ SAMPLES: dict[str, tuple[str | None, Any]] = {
     "blocking-node-annotation": ("example.com/hold", ("example.com/hold",)),
     "alertmanager-url": ("http://am:9093", "http://am:9093"), "silence-during-reboot": (None, None),
     "silence-max": ("30m", D("30m")),
+    "cluster-autoscaler-annotation": ("example.com/keep", "example.com/keep"),
+    "karpenter-annotation": ("karpenter.sh/do-not-consolidate", "karpenter.sh/do-not-consolidate"),
 }  # fmt: skip
 
 

@@ -160,3 +160,32 @@ def test_a_hook_the_agent_could_approve_itself_is_fatal(flag: str, name: str) ->
         settle(flags, NODE)
     assert caught.value.exit_code == 1
     settle(read_flags([f"{flag}=example.com/ok"], NODE), NODE)  # another controller's name is fine
+
+
+def test_the_autoscalers_annotations_are_on_by_default_renamed_or_off() -> None:
+    defaults = parse([], NODE)
+    assert defaults.autoscaler_annotations == (
+        "cluster-autoscaler.kubernetes.io/scale-down-disabled",
+        "karpenter.sh/do-not-disrupt",
+    )
+    off = parse(
+        ["--cluster-autoscaler-annotation=", "--karpenter-annotation=karpenter.sh/do-not-consolidate"], NODE
+    )
+    assert off.autoscaler_annotations == ("karpenter.sh/do-not-consolidate",)
+    env = {**NODE, "KURED_CLUSTER_AUTOSCALER_ANNOTATION": "", "KURED_KARPENTER_ANNOTATION": ""}
+    assert parse([], env).autoscaler_annotations == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [("bad key!", "must be"), ("pykured.dev/keep", "an autoscaler's annotation"),
+     ("weave.works/kured-keep", "an autoscaler's annotation")],
+    ids=["not-a-key", "pykureds-own", "kureds-own"],
+)  # fmt: skip
+@pytest.mark.parametrize("flag", ["--cluster-autoscaler-annotation", "--karpenter-annotation"])
+def test_an_autoscaler_annotation_that_is_no_key_or_pykureds_own_is_fatal(
+    flag: str, value: str, why: str
+) -> None:
+    with pytest.raises(ConfigError, match=f"{flag.lstrip('-')}.*{why}") as caught:
+        parse([f"{flag}={value}"], NODE)
+    assert caught.value.exit_code == 1

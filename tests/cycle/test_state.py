@@ -7,7 +7,14 @@ import datetime
 import pytest
 
 from pykured.cycle import state
-from pykured.cycle.state import KEEP, NodeState, forget_patch, state_patch
+from pykured.cycle.state import (
+    KEEP,
+    NodeState,
+    autoscaler_marks_patch,
+    autoscaler_unmarks_patch,
+    forget_patch,
+    state_patch,
+)
 from pykured.lock.record import LockEntry
 from tests.fakes import sample_node
 
@@ -95,7 +102,7 @@ def test_accessors(annotations: dict[str, str], attr: str, expected: object) -> 
                     "reboot_attempts",
                 )
             },
-            dict.fromkeys(state.STATE_ANNOTATIONS),
+            dict.fromkeys(k for k in state.STATE_ANNOTATIONS if k != state.AUTOSCALER_RECORD_ANNOTATION),
         ),
     ],
     ids=["nothing", "unsched-false", "unsched-true", "clear-one", "several", "keep-is-omitted", "clear-all"],
@@ -117,7 +124,7 @@ def test_state_patch_round_trips_through_view() -> None:
 
 def test_all_pykured_keys_share_the_prefix() -> None:
     assert all(k.startswith(state.PYKURED_PREFIX) for k in state.STATE_ANNOTATIONS)
-    assert len(set(state.STATE_ANNOTATIONS)) == 5
+    assert len(set(state.STATE_ANNOTATIONS)) == 6
 
 
 @pytest.mark.parametrize(
@@ -211,3 +218,57 @@ READY = [
 @pytest.mark.parametrize(("node", "expected"), [c[1:] for c in READY], ids=[c[0] for c in READY])
 def test_ready_since(node: dict[str, object], expected: datetime.datetime | None) -> None:
     assert state.ready_since(node) == expected
+
+
+# -- the autoscalers' annotations ----------------------------------------------------------------------------
+
+CA = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+KARPENTER = "karpenter.sh/do-not-disrupt"
+RECORD = state.AUTOSCALER_RECORD_ANNOTATION
+
+
+@pytest.mark.parametrize(
+    ("annotations", "wanted", "expected"),
+    [
+        ({}, (CA, KARPENTER), {CA: "true", KARPENTER: "true", RECORD: f"{CA},{KARPENTER}"}),
+        ({}, (), {}),
+        ({}, (KARPENTER, KARPENTER), {KARPENTER: "true", RECORD: KARPENTER}),
+        ({CA: "false"}, (CA, KARPENTER), {KARPENTER: "true", RECORD: KARPENTER}),
+        ({CA: "true", KARPENTER: "true"}, (CA, KARPENTER), {}),
+        ({CA: "true", RECORD: CA}, (CA, KARPENTER), {KARPENTER: "true", RECORD: f"{CA},{KARPENTER}"}),
+        ({CA: "true", KARPENTER: "true", RECORD: f"{CA},{KARPENTER}"}, (CA, KARPENTER), {}),
+    ],
+    ids=["both", "off", "once-each", "operators-own-stays", "operators-both", "begun-again-keeps-record",
+         "begun-again-nothing-new"],
+)  # fmt: skip
+def test_the_autoscalers_annotations_go_on_only_where_absent(
+    annotations: dict[str, str], wanted: tuple[str, ...], expected: dict[str, str | None]
+) -> None:
+    assert autoscaler_marks_patch(annotations, wanted) == expected
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        ({CA: "true", KARPENTER: "true", RECORD: f"{CA},{KARPENTER}"},
+         {CA: None, KARPENTER: None, RECORD: None}),
+        ({CA: "true", KARPENTER: "false", RECORD: KARPENTER}, {RECORD: None}),
+        ({CA: "true", KARPENTER: "true", RECORD: KARPENTER}, {KARPENTER: None, RECORD: None}),
+        ({CA: "true"}, {}),
+        ({RECORD: f" {CA} ,,{CA}"}, {RECORD: None}),
+        ({"pykured.dev/quarantined": "true", "weave.works/kured-node-lock": "true",
+          RECORD: "pykured.dev/quarantined,weave.works/kured-node-lock"}, {RECORD: None}),
+    ],
+    ids=["ours-removed", "changed-since-stays", "operators-own-stays", "no-record-nothing", "garbled-record",
+         "never-own-keys"],
+)  # fmt: skip
+def test_only_the_recorded_annotations_come_off(
+    annotations: dict[str, str], expected: dict[str, str | None]
+) -> None:
+    assert autoscaler_unmarks_patch(annotations) == expected
+
+
+def test_the_record_is_cycle_memory_and_forgotten_with_it() -> None:
+    node = NodeState.from_obj(sample_node(metadata={"name": "n1", "annotations": {RECORD: f"{CA},x/y"}}))
+    assert node.autoscaler_marks == (CA, "x/y") and node.has_memory and not node.cycle_started
+    assert forget_patch()[RECORD] is None

@@ -26,6 +26,7 @@ import dataclasses
 import datetime
 import json
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -353,6 +354,67 @@ def test_forged_writes_are_refused_with_the_reason(k8s: TestEnv, setup: Setup) -
     refused(lambda: agent.replace_daemonset(setup.ns, setup.ds, other_annotation), "only the lock annotation")
     image = k8s.kube().get_daemonset(setup.ns, setup.ds)["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image == before != "registry.invalid/evil:1"
+
+
+CLUSTER_AUTOSCALER = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+KARPENTER = "karpenter.sh/do-not-disrupt"
+
+
+def test_the_agent_adds_and_removes_the_autoscaler_annotations_on_its_own_node_only(
+    k8s: TestEnv, setup: Setup
+) -> None:
+    """The autoscalers' annotations (``--cluster-autoscaler-annotation``, ``--karpenter-annotation``): the
+    agent adds each as ``"true"`` where its own Node has none, with its record, and removes it while
+    ``"true"``; it may not write them on another node, with another value, over an operator's own value, nor
+    write any other autoscaler's annotation."""
+    agent, mine, other = setup.agent, setup.mine, setup.other
+    record = "pykured.dev/autoscaler-annotations"
+    marks = {CLUSTER_AUTOSCALER: "true", KARPENTER: "true", record: f"{CLUSTER_AUTOSCALER},{KARPENTER}"}
+    # the cycle's begin and end, as one merge patch each (pykured.cycle.steps)
+    agent.patch_node(mine, {"metadata": {"annotations": marks}}, patch_type=MERGE_PATCH)
+    assert marks.items() <= node_annotations(k8s, mine).items()
+    unmarks = {"metadata": {"annotations": dict.fromkeys(marks)}}
+    agent.patch_node(mine, unmarks, patch_type=MERGE_PATCH)
+    assert not set(marks) & set(node_annotations(k8s, mine))
+    # another node: refused by the own-node rule
+    for key in (CLUSTER_AUTOSCALER, KARPENTER):
+        write = {"metadata": {"annotations": {key: "true"}}}
+        refused(partial(agent.patch_node, other, write, patch_type=MERGE_PATCH), f"Node {other}")
+    k8s.kube().patch_node(other, {"metadata": {"annotations": {KARPENTER: "true"}}})  # an operator's
+    refused(
+        lambda: agent.patch_node(
+            other, {"metadata": {"annotations": {KARPENTER: None}}}, patch_type=MERGE_PATCH
+        ),
+        f"may not write Node {other}",
+    )
+    assert node_annotations(k8s, other)[KARPENTER] == "true"
+    # another value than "true"
+    refused(
+        lambda: agent.patch_node(
+            mine, {"metadata": {"annotations": {CLUSTER_AUTOSCALER: "false"}}}, patch_type=MERGE_PATCH
+        ),
+        f"not: {CLUSTER_AUTOSCALER}",
+    )
+    # an operator's own value: not overwritten, not removed
+    k8s.kube().patch_node(mine, {"metadata": {"annotations": {CLUSTER_AUTOSCALER: "false"}}})
+    refused(
+        lambda: agent.patch_node(
+            mine, {"metadata": {"annotations": {CLUSTER_AUTOSCALER: "true"}}}, patch_type=MERGE_PATCH
+        ),
+        f"not: {CLUSTER_AUTOSCALER}",
+    )
+    refused(
+        lambda: agent.patch_node(
+            mine, {"metadata": {"annotations": {CLUSTER_AUTOSCALER: None}}}, patch_type=MERGE_PATCH
+        ),
+        f"not: {CLUSTER_AUTOSCALER}",
+    )
+    assert node_annotations(k8s, mine)[CLUSTER_AUTOSCALER] == "false"
+    # any other annotation of the autoscalers: refused
+    for key in ("cluster-autoscaler.kubernetes.io/safe-to-evict", "karpenter.sh/do-not-evict"):
+        write = {"metadata": {"annotations": {key: "true"}}}
+        refused(partial(agent.patch_node, mine, write, patch_type=MERGE_PATCH), f"not: {key}")
+        assert key not in node_annotations(k8s, mine)
 
 
 def policy_map(k8s: TestEnv, setup: Setup) -> dict[str, Any]:

@@ -155,6 +155,13 @@ true
 {{- if not $p.events }}
 - --events=false
 {{- end }}
+{{- with $p.autoscalerAnnotations }}
+{{- range $pair := list (list "cluster-autoscaler-annotation" .clusterAutoscaler "cluster-autoscaler.kubernetes.io/scale-down-disabled") (list "karpenter-annotation" .karpenter "karpenter.sh/do-not-disrupt") }}
+{{- if ne (index $pair 1) (index $pair 2) }}
+- {{ printf "--%s=%s" (index $pair 0) (index $pair 1) | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{- define "pykured.extraArgs" -}}

@@ -9,6 +9,7 @@ to these tests (or to the reason a driver cannot have it); ``docs/parity.md`` is
 from __future__ import annotations
 
 import datetime
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from pykured.cycle import state
 from pykured.cycle.decide import Step
 from pykured.fleet import view as fleetview
 from pykured.fleet.freeze import freeze
+from pykured.fleet.locks import lock_release
 from pykured.fleet.quarantine import unquarantine
 from pykured.fleet.requester import lock_holders
 from pykured.halting.streak import FAILED_DRAINS_ANNOTATION, Streak
@@ -753,3 +755,113 @@ def test_the_loop_guard_holds_the_sentinel_never_a_request(parity: Bench, driver
         return run.reboots() == 2
 
     assert eventually(rebooted_again, timeout=60), run.events()
+
+
+# -- the autoscalers kept off the node while its cycle runs ------------------------------------------------
+
+CLUSTER_AUTOSCALER = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+KARPENTER = "karpenter.sh/do-not-disrupt"
+
+
+def autoscaler_marks(run: Run, *keys: str) -> dict[str, str]:
+    """The autoscalers' annotations on the Node (``keys``, default the two defaults) and pykured's record."""
+    found = run.annotations()
+    keys = keys or (CLUSTER_AUTOSCALER, KARPENTER)
+    return {k: found[k] for k in (*keys, state.AUTOSCALER_RECORD_ANNOTATION) if k in found}
+
+
+MARKED = {
+    CLUSTER_AUTOSCALER: "true",
+    KARPENTER: "true",
+    state.AUTOSCALER_RECORD_ANNOTATION: f"{CLUSTER_AUTOSCALER},{KARPENTER}",
+}
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize(
+    "end",
+    ["done-daemonset", "done-lease", "drain-fails", "quarantine", "abort", "released", "restarted"],
+)
+def test_the_autoscalers_keep_off_the_node_for_its_cycle(parity: Bench, driver: str, end: str) -> None:
+    """From the lock until the cycle ends the Node carries the cluster-autoscaler's and Karpenter's
+    annotations (``"true"``), cordoned and drained or not yet; every end of the cycle takes them off with
+    their record: the release after the reboot (annotation and Lease lock), a failed drain, a quarantine (the
+    node stays cordoned), an abort (the need gone while a before-reboot hook holds the drain), the slot freed
+    by an operator (``pykured lock release``) and an agent (FleetLock: the server) restarted mid-cycle."""
+    backend = "lease" if end == "done-lease" else "daemonset"
+    guarded = (
+        (lambda ns, node: guarded_pod(parity, ns, node)) if end in ("drain-fails", "quarantine") else None
+    )
+    flags = {
+        "drain-fails": ["--drain-timeout=2s"],
+        "quarantine": ["--drain-timeout=5s", "--drain-escalation=quarantine"],
+        "abort": ["--before-reboot-annotations=parity.example/ok"],
+    }.get(end, [])
+    run = parity.run(driver, flags, backend=backend, before_start=guarded)
+    assert autoscaler_marks(run) == {}
+    run.need()
+    if end in ("drain-fails", "quarantine"):
+        assert not run.drive(passes=3), run.replies
+        assert eventually(lambda: holders_now(run) == [])  # FleetLock: its drain worker frees the slot
+        assert autoscaler_marks(run) == {} and run.memory() == {} and run.reboots() == 0
+        assert run.cordoned() is (end == "quarantine")
+        return
+    if end == "abort":
+        assert not run.drive(passes=3), run.replies
+        assert holders_now(run) == [run.node] and not run.cordoned()  # held before the cordon: marked
+        assert autoscaler_marks(run) == MARKED
+        run.unneed()  # FleetLock: Zincati's steady-state before the reboot
+        if not run.fleetlock:
+            run.daemon.run_once()
+        assert eventually(lambda: holders_now(run) == [])
+        assert autoscaler_marks(run) == {} and run.memory() == {} and run.reboots() == 0
+        return
+    assert run.drive(), run.replies
+    assert run.cordoned() and autoscaler_marks(run) == MARKED
+    if end == "released":
+        cfg = parse(run.argv, {})
+        freed = lock_release(
+            run.k8s.kube(), run.node, namespace=run.namespace, ds_name=cfg.ds_name,
+            annotation=cfg.lock_annotation, lease_prefix=cfg.lease_name_prefix, out=io.StringIO(),
+        )  # fmt: skip
+        assert freed == 0 and holders_now(run) == []
+    if end == "restarted":
+        parity.restart(run)
+        run.step() if run.fleetlock else run.daemon.run_once()  # the new agent keeps them while it waits
+        assert autoscaler_marks(run) == MARKED
+    run.reboot()
+    run.settle()
+    done(run)
+    assert autoscaler_marks(run) == {}
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("setting", ["operators-own-renamed", "off"])
+def test_an_operators_autoscaler_annotation_stays_and_each_may_be_renamed_or_off(
+    parity: Bench, driver: str, setting: str
+) -> None:
+    """An autoscaler's annotation the Node carries before the cycle is the operator's: the cycle neither
+    records nor removes it (and adds the other). ``--karpenter-annotation`` renames Karpenter's (the
+    ``karpenter.sh/do-not-consolidate`` of Karpenter before v0.32); ``""`` turns each off."""
+    older = "karpenter.sh/do-not-consolidate"
+    if setting == "off":
+        flags = ["--cluster-autoscaler-annotation=", "--karpenter-annotation="]
+        before: dict[str, str] = {}
+        during: dict[str, str] = {}
+    else:
+        flags = [f"--karpenter-annotation={older}"]
+        before = {CLUSTER_AUTOSCALER: "true"}
+        during = {CLUSTER_AUTOSCALER: "true", older: "true", state.AUTOSCALER_RECORD_ANNOTATION: older}
+
+    def annotate(_namespace: str, node: str) -> None:
+        if before:
+            parity.k8s.kube().patch_node(node, {"metadata": {"annotations": before}})
+
+    run = parity.run(driver, flags, before_start=annotate)
+    run.need()
+    assert run.drive(), run.replies
+    assert run.cordoned() and autoscaler_marks(run, CLUSTER_AUTOSCALER, KARPENTER, older) == during
+    run.reboot()
+    run.settle()
+    done(run)
+    assert autoscaler_marks(run, CLUSTER_AUTOSCALER, KARPENTER, older) == before
