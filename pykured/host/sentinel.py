@@ -9,7 +9,9 @@ Mirrors kured's ``pkg/checkers``:
   names the file (created, deleted, moved from or to), so the daemon can re-check at once instead of waiting
   for ``--period``. The watch is only an accelerator (``benchmarks/sentinel_latency.py``): a supervisor thread
   re-arms it when the directory is missing at start, deleted or replaced, falls back to a polling observer on
-  inotify limits (EMFILE/ENOSPC), and stats the file every ``rearm_interval`` seconds, so a missed event costs
+  inotify limits (EMFILE/ENOSPC), and stats the file every ``check_interval`` seconds while the inotify watch
+  is armed (60 s: an idle node wakes once a minute, as kured's metric refresh) and every ``rearm_interval``
+  seconds while it is not (5 s: the directory missing, a polling observer, stat only), so a missed event costs
   at most that.
 * :class:`CommandSentinel` — ``--reboot-sentinel-command`` run as ``/usr/bin/nsenter -m/proc/1/ns/mnt --
   <argv>``: exit 0 → required; any other exit → not required, with a warning carrying stdout/stderr unless the
@@ -91,11 +93,13 @@ class FileSentinel:
         *,
         on_change: Callable[[], None] | None = None,
         rearm_interval: float = 5.0,
+        check_interval: float = 60.0,
         poll_interval: float = 1.0,
     ) -> None:
         self.path = path
         self._on_change = on_change
         self._rearm_interval = rearm_interval
+        self._check_interval = check_interval
         self._poll_interval = poll_interval
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -147,7 +151,7 @@ class FileSentinel:
 
     def _supervise(self) -> None:
         while True:
-            self._wake.wait(self._rearm_interval)
+            self._wake.wait(self._check_interval if self.mode == "inotify" else self._rearm_interval)
             self._wake.clear()
             if self._stopping:
                 return

@@ -247,7 +247,7 @@ def test_directory_replaced_is_rearmed(
     directory.mkdir()
     (directory / "reboot-required").write_text("")
     recorder = Recorder()
-    watch = started(directory / "reboot-required", recorder, rearm_interval=0.05)
+    watch = started(directory / "reboot-required", recorder, rearm_interval=0.05, check_interval=0.05)
     assert watch.arms == 1
     replace(directory)
     assert recorder.wait_any(0)  # the file is gone with its directory
@@ -410,3 +410,35 @@ def test_start_and_stop_are_no_ops() -> None:
     command.start()
     command.stop()
     assert command.argv == ["true"]
+
+
+def test_an_armed_watch_checks_at_the_check_interval_and_an_unarmed_one_at_the_rearm_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An idle node with its inotify watch armed wakes only every ``check_interval`` (60 s by default); the
+    periodic check runs every ``rearm_interval`` only while no watch is armed."""
+    checks: list[str] = []
+    original = sentinel.FileSentinel._maintain
+
+    def counted(self: sentinel.FileSentinel) -> None:
+        checks.append(self.mode)
+        original(self)
+
+    monkeypatch.setattr(sentinel.FileSentinel, "_maintain", counted)
+    assert sentinel.FileSentinel("/x").__dict__["_check_interval"] == 60.0
+    intervals = {"rearm_interval": 0.01, "check_interval": 3600.0}
+    armed = sentinel.FileSentinel(str(tmp_path / "reboot-required"), on_change=Recorder(), **intervals)
+    missing = sentinel.FileSentinel(
+        str(tmp_path / "none" / "reboot-required"), on_change=Recorder(), **intervals
+    )
+    armed.start()
+    try:
+        assert armed.mode == "inotify"
+        missing.start()
+        try:
+            assert _until(lambda: checks.count("stat") >= 5)  # the unarmed one, every 10 ms
+        finally:
+            missing.stop()
+        assert "inotify" not in checks  # the armed one waited all along for its hour
+    finally:
+        armed.stop()
