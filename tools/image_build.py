@@ -263,10 +263,11 @@ def in_use(now: float) -> set[str]:
 def prune_contexts() -> None:
     """Keep the four newest contexts (each an index and its platforms' images) and every context a checkout
     used within a day (a test or a release may be reading it); untag the rest."""
-    done = run("podman", "images", "--format", "{{.CreatedAt}}|{{.Tag}}", IMAGE_REPO, check=False, capture=True)
+    listing = ("podman", "images", "--format", "{{.CreatedAt}}|{{.Tag}}", IMAGE_REPO)
+    done = run(*listing, check=False, capture=True)
     if done.returncode != 0:
-        # podman 4.3 cannot always list a store holding image indexes made with `podman manifest add` ("reading
-        # manifest for image instance ..."); pruning is housekeeping, and the build it follows stands.
+        # podman 4.3 cannot always list a store holding image indexes made with `podman manifest add`
+        # ("reading manifest for image instance ..."); pruning is housekeeping: the build it follows stands.
         Step("prune").done("skipped: podman could not list the images")
         return
     listed = done.stdout.decode().splitlines()

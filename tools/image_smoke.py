@@ -82,7 +82,8 @@ missing = [os.path.join(top, name) for root in roots
            if name.endswith(".py")
            and not os.path.exists(importlib.util.cache_from_source(os.path.join(top, name)))]
 assert not missing, f"{len(missing)} modules without bytecode: {missing[:5]}"
-sourceless = [m.__name__ for m in (importlib.import_module("json"), zoneinfo, sys.modules["pydantic"], sys.modules["yaml"])
+sourceless = [m.__name__ for m in (importlib.import_module("json"), zoneinfo, sys.modules["pydantic"],
+                                   sys.modules["yaml"])
               if not m.__file__.endswith(".pyc")]
 assert not sourceless, f"modules with their sources in the image: {sourceless}"
 import apprise
