@@ -12,6 +12,7 @@ before the cycle (:mod:`tests.revisions`), never snapshots or timing.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,21 @@ from typing import Any
 import pytest
 
 from pykured.cycle.state import STATE_ANNOTATIONS
+from pykured.fleet.locks import lock_status
 from pykured.policy.quarantine import QUARANTINED_ANNOTATION
 from pykured_dev.testenv.fleet import Fleet
 from tests.e2e.fleet.test_freeze import run
 from tests.fleets import MakeFleet, fleet_factory, since_last_start
-from tests.revisions import Flips, flips, lock_freed, lock_names, lock_path, lock_taken, version_of
+from tests.revisions import (
+    LOCK_ANNOTATION,
+    Flips,
+    flips,
+    lock_freed,
+    lock_names,
+    lock_path,
+    lock_taken,
+    version_of,
+)
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
@@ -86,6 +97,21 @@ def holders(k8s: TestEnv, backend: str, ns: str) -> set[str]:
     """The nodes the lock names now (an expired slot's holder too)."""
     items = k8s.kube().get(lock_path(backend, ns))["items"]
     return {name for obj in items for name in lock_names(backend, obj)}
+
+
+def expired(k8s: TestEnv, ns: str, node: str) -> bool:
+    """``pykured lock status`` shows ``node``'s slot with its TTL run out."""
+    out = io.StringIO()
+    lock_status(
+        k8s.kube(),
+        namespace=ns,
+        ds_name="kured",
+        annotation=LOCK_ANNOTATION,
+        lease_prefix="kured-lock",
+        out=out,
+    )
+    rows = [line.split() for line in out.getvalue().splitlines()]
+    return any(len(row) == 6 and row[1] == node and row[4] == "yes" for row in rows)
 
 
 def ended(
@@ -183,6 +209,23 @@ def test_the_holders_ttl_runs_out_while_it_drains_and_another_node_takes_the_slo
         assert seen.cordons[0] < taken < seen.uncordons[0], (taken, seen)
     else:
         assert LEAVING in fleet.log_text(first)
+
+
+@pytest.mark.parametrize("owner", OWNERS)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_holders_ttl_runs_out_while_it_drains_and_nobody_takes_the_slot(
+    k8s: TestEnv, make_fleet: MakeFleet, backend: str, owner: str
+) -> None:
+    fleet, ns, (node,) = make_fleet(args=(f"--lock-backend={backend}", "--lock-ttl=3s"))
+    let_go = guard(k8s, node)
+    start = before_cycle(k8s, node, owner)
+    fleet.touch(node)
+    assert fleet.wait_for(draining(k8s, fleet, backend, ns, node), timeout=90), fleet.log_text(node)
+    assert fleet.wait_for(lambda: expired(k8s, ns, node), timeout=90)  # as `pykured lock status` says
+    let_go()  # the holder finishes its own cycle on its expired slot
+    assert fleet.wait_for(ended(k8s, fleet, backend, ns, node, owner), timeout=120), fleet.log_text(node)
+    assert fleet.requests(node) == 1
+    assert_kept_or_undone_once(flips(k8s.kube(), start), owner, cycles=1)
 
 
 @pytest.mark.parametrize("owner", OWNERS)
