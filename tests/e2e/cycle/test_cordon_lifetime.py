@@ -2,12 +2,12 @@
 real API server, with real agents on simulated nodes, on both lock backends.
 
 The ways: an operator frees the slot (``pykured lock release``) while the drain is held; ``--lock-ttl``
-runs out while the holder drains and another node takes the slot; the agent is down while its slot is freed
-or expires and another node takes it; the drain fails (``--drain-timeout``); the drain is escalated to a
-quarantine that ``pykured unquarantine`` ends. In each, a cordon pykured set is undone exactly once, and an
-administrator's cordon set before the cycle is never undone. What is counted is what the API server
-committed: every transition of ``spec.unschedulable`` replayed with a watch from a resourceVersion read
-before the cycle (:mod:`tests.revisions`), never snapshots or timing.
+runs out while the holder drains (and another node takes the slot, or none does); the agent is down while
+its slot is freed or expires and another node takes it; the drain fails (``--drain-timeout``); the drain is
+escalated to a quarantine that ``pykured unquarantine`` ends. In each, a cordon pykured set is undone
+exactly once, and an administrator's cordon set before the cycle is never undone. What is counted is what
+the API server committed: every transition of ``spec.unschedulable`` replayed with a watch from a
+resourceVersion read before the cycle (:mod:`tests.revisions`), never snapshots or timing.
 """
 
 from __future__ import annotations
