@@ -17,6 +17,7 @@ import pytest
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.fleet import Fleet
 from tests.fleets import MakeFleet, fleet_factory, since_last_start
+from tests.revisions import flips, lock_freed, version_of
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
@@ -345,15 +346,6 @@ def test_sigterm_while_waiting_for_the_lock_exits_within_the_grace_period(
     assert time.monotonic() - began < 30, "the agent waited for the lock instead of stopping"
 
 
-def _revision_of_first(k8s: TestEnv, path: str, since: str, matches: Callable[[dict[str, Any]], bool]) -> int:
-    """The resourceVersion (etcd revision) of the first watch event since ``since`` that ``matches``."""
-    for event in k8s.kube().watch(path, query={"resourceVersion": since}, timeout_seconds=3):
-        obj = event.get("object") or {}
-        if event.get("type") in ("ADDED", "MODIFIED") and matches(obj):
-            return int(obj["metadata"]["resourceVersion"])
-    raise AssertionError(f"no matching event on {path} since {since}")
-
-
 def test_a_failed_drain_uncordons_before_it_releases_the_lock(k8s: TestEnv, make_fleet: MakeFleet) -> None:
     # Found by the soak: releasing first let another node cordon while this one still was (three nodes
     # unschedulable at --concurrency=2). The API server's revisions order the two writes.
@@ -362,7 +354,7 @@ def test_a_failed_drain_uncordons_before_it_releases_the_lock(k8s: TestEnv, make
     k8s.create_pod(apps, "guarded", node=node, labels={"app": "guarded"})
     k8s.create_pdb(apps, "guard", {"app": "guarded"}, min_available=1)
     k8s.set_pdb_status(apps, "guard", disruptions_allowed=0)
-    since = str(k8s.kube().get_node(node)["metadata"]["resourceVersion"])
+    start = k8s.kube().get_node(node)
     fleet.touch(node)
     assert fleet.wait_for(
         lambda: (
@@ -372,28 +364,10 @@ def test_a_failed_drain_uncordons_before_it_releases_the_lock(k8s: TestEnv, make
         ),
         timeout=90,
     ), fleet.log_text(node)
-    cordoned = _revision_of_first(
-        k8s,
-        "/api/v1/nodes",
-        since,
-        lambda o: o["metadata"]["name"] == node and bool(o["spec"].get("unschedulable")),
-    )
-    uncordoned = _revision_of_first(
-        k8s,
-        "/api/v1/nodes",
-        str(cordoned),
-        lambda o: o["metadata"]["name"] == node and not o["spec"].get("unschedulable"),
-    )
-    taken = _revision_of_first(
-        k8s,
-        f"/apis/apps/v1/namespaces/{ns}/daemonsets",
-        since,
-        lambda o: bool((o["metadata"].get("annotations") or {}).get(LOCK)),
-    )
-    released = _revision_of_first(
-        k8s,
-        f"/apis/apps/v1/namespaces/{ns}/daemonsets",
-        str(taken),
-        lambda o: not (o["metadata"].get("annotations") or {}).get(LOCK),
-    )
-    assert uncordoned < released, (uncordoned, released)
+    kube = k8s.kube()
+    seen = flips(kube, start)
+    released = lock_freed(kube, "daemonset", ns, node, version_of(start))
+    # exactly one cordon and one uncordon while it held the slot, the uncordon before the release
+    assert [r for r in seen.cordons if r < released] == seen.cordons[:1], (released, seen)
+    assert [r for r in seen.uncordons if r < released] == seen.uncordons[:1], (released, seen)
+    assert seen.cordons[0] < seen.uncordons[0] < released, (released, seen)
