@@ -311,19 +311,19 @@ class Daemon:
         return pause
 
     def _publish_status(self, obs: Observation, action: Action, now: datetime.datetime) -> None:
-        """Publish ``pykured.dev/status`` for ``pykured status``, only when it changed."""
+        """Publish ``pykured.dev/status`` for ``pykured status``, only when it changed. A condition a breaker
+        holds back is named, with the breaker as what blocks it."""
+        found = self.conditions.last if self.conditions is not None else None
+        held = found.held if found is not None else None
+        held_back = found.held_back if found is not None else ""
         status = AgentStatus(
             step=action.step.value,
             reason=action.reason,
             sentinel=self._sentinel,
             request=self.requests.pending.reason if self.requests.pending else None,
-            condition=(
-                self.conditions.pending.describe()
-                if self.conditions is not None and self.conditions.pending is not None
-                else None
-            ),
-            blocked=action.blocked.kind if action.blocked else "",
-            blocked_by=action.blocked.message if action.blocked else "",
+            condition=held.describe() if held is not None else None,
+            blocked=action.blocked.kind if action.blocked else ("conditions" if held_back else ""),
+            blocked_by=action.blocked.message if action.blocked else held_back,
             window_opens=None if obs.in_window else obs.next_window,
             lock_wait=self._waiting_for_lock and action.step is Step.ACQUIRE,
             resume_rolls=self._turns is not None,

@@ -63,6 +63,8 @@ class Found:
 
     need: rules.Held | None = None
     due: datetime.datetime | None = None
+    held: rules.Held | None = None
+    """The condition that is a need before the breakers are asked (what the status names)."""
     held_back: str = ""
     """Why a condition that is a need does not count this pass (a breaker; "" when none holds it)."""
 
@@ -96,6 +98,8 @@ class ConditionKeeper:
         self._seen: tuple[object, ...] | None = None
         self.pending: rules.Held | None = None
         """The condition that is this node's need, as of the last pass."""
+        self.last = Found()
+        """The last pass's answer (what the status publishes: the condition, and a breaker holding it)."""
 
     @property
     def booted(self) -> datetime.datetime | None:
@@ -126,7 +130,7 @@ class ConditionKeeper:
 
     def observe(self, node: NodeState, now: datetime.datetime) -> Found:
         """The condition that makes this node need a reboot now, if one does (the breakers asked)."""
-        found = self._found(node, now)
+        found = self.last = self._found(node, now)
         self.pending = found.need
         self._metrics.set_reboot_condition(found.need.spec.type if found.need else None)
         return found
@@ -148,9 +152,9 @@ class ConditionKeeper:
         if idle and quarantine_record(node.annotations) is None:
             why = self._held_back(node, need, now)
             if why:
-                return Found(due=due, held_back=why)
+                return Found(due=due, held=need, held_back=why)
         self._announce(need)
-        return Found(need=need, due=due)
+        return Found(need=need, due=due, held=need)
 
     def _held_back(self, node: NodeState, need: rules.Held, now: datetime.datetime) -> str:
         """Ask the breakers: the fleet's first (a cluster-wide cause), then the node's count."""
