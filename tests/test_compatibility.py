@@ -2,7 +2,8 @@
 metric, every node annotation and every ``configuration.*`` value of kured's Helm chart.
 
 The lists come from the code (``pykured.config.flags``, ``pykured.metrics``, ``pykured.cycle.state``,
-``pykured.requests.record``, ``pykured.status.agent``, ``pykured.roll.record``), so a new flag, metric or
+``pykured.requests.record``, ``pykured.status.agent``, ``pykured.roll.record``,
+``pykured.conditions.record``), so a new flag, metric or
 annotation without a row fails
 here. The chart keys are kured's Helm chart 6.1.0 ``values.yaml``. Each case is one parametrized test whose id
 names the missing item.
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from pykured.conditions import record as conditionrecord
 from pykured.config.flags import FLAGS
 from pykured.cycle import state as nodeinfo
 from pykured.metrics import Metrics
@@ -93,7 +95,7 @@ def _metric_names() -> list[str]:
 def _pykured_annotations() -> list[str]:
     values = {
         value
-        for module in (nodeinfo, rebootrequest, agentstatus, rollrecord)
+        for module in (nodeinfo, rebootrequest, agentstatus, rollrecord, conditionrecord)
         for value in vars(module).values()
         if isinstance(value, str)
         and value.startswith(nodeinfo.PYKURED_PREFIX)

@@ -4,7 +4,8 @@
     tools/testenv-build [name ...]     the test control plane: etcd kube-apiserver kube-controller-manager
                                        kubectl kube-scheduler kubelet, and alertmanager (the default: all)
     tools/kured-build [name ...]       what pykured is judged against: kured timewindow goregexp helm chart
-                                       krew (the default: all six)
+                                       krew (the default: all six), and npd (Node Problem Detector, on
+                                       demand only)
     tools/prometheus-build             Prometheus and promtool (one go build)
     tools/release-build [name ...]     the release tools: registry cosign (the default: both)
 
@@ -467,6 +468,16 @@ def kured_build(names: Sequence[str]) -> None:
             package="sigs.k8s.io/krew/cmd/krew",
             ldflags=f"-s -w -X sigs.k8s.io/krew/internal/version.gitTag={v['KREW']}",
             estimate="about 1 min",
+        ),
+        # Node Problem Detector: its own condition, from a custom plugin monitor, reboots a simulated node
+        # (built on demand only: tools/kured-build npd)
+        "npd": lambda: module_tool(
+            tool="kured-build",
+            name="npd",
+            version=v["NPD"],
+            package="k8s.io/node-problem-detector/cmd/nodeproblemdetector",
+            ldflags=f"-s -w -X k8s.io/node-problem-detector/pkg/version.version={v['NPD']}",
+            estimate="about 4-5 min",
         ),
     }
     with gobuild.locked(".lock-kured"):

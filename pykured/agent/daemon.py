@@ -10,7 +10,8 @@ pykured did not cordon. Nor does anything else: a pass that raises any other exc
 no parser foresaw) is logged with its traceback (once while it repeats), counted in
 ``pykured_pass_errors_total`` and followed, after a back-off, by a fresh pass.
 
-The daemon drives the cycle for the sentinel, a reboot request and the Zincati marker hand-off: it observes,
+The daemon drives the cycle for the sentinel, a reboot request, a Node condition (``--reboot-condition``) and
+the Zincati marker hand-off, one need whichever asks: it observes,
 and :class:`~pykured.cycle.run.CycleRunner` (shared with FleetLock) decides and carries out the step. What is
 the daemon's own is how it waits — for the sentinel, a request, the lock (a background watch), the window —
 and the order of a roll (``--resume-rolls``). The only memory kept in the process is kured's: the retry
@@ -173,6 +174,10 @@ class Daemon:
         """``--resume-rolls``: the node's turn in the roll (pykured.roll.turns)."""
         self._watch = parts.watch
         """The reboot requests' watch, run on its own thread (pykured.requests.watch)."""
+        self.conditions = parts.conditions
+        """``--reboot-condition``: the Node conditions that are needs (pykured.conditions.keeper)."""
+        self._condition_due: datetime.datetime | None = None
+        """When a condition not yet held for its FOR becomes a need (the next pass looks then)."""
         self._sentinel = False
         self._waiting_for_lock = False
         self._held_since_ns: int | None = None
@@ -224,9 +229,13 @@ class Daemon:
                 logger.exception("Refreshing kured_reboot_required failed")
 
     def _refresh_metric(self) -> bool:
-        """Check the sentinel; ``kured_reboot_required`` is 1 for the sentinel or a pending request."""
+        """Check the sentinel; ``kured_reboot_required`` is 1 for the sentinel, a pending request or a Node
+        condition."""
         required = self._required()
-        self.senses.metrics.set_reboot_required(self.node, required or self.requests.pending is not None)
+        condition = self.conditions is not None and self.conditions.pending is not None
+        self.senses.metrics.set_reboot_required(
+            self.node, required or self.requests.pending is not None or condition
+        )
         return required
 
     def _required(self) -> bool:
@@ -297,17 +306,24 @@ class Daemon:
         if self._turns is not None and action.step is not Step.ACQUIRE:  # ACQUIRE renews or clears it itself
             self._turns.after_pass(obs.node, required=obs.required is True, in_window=obs.in_window, now=now)
         self._publish_status(obs, action, now)
+        if self._condition_due is not None:  # look again when a condition has held for its FOR
+            pause = min(pause, max((self._condition_due - now).total_seconds(), 1.0))
         return pause
 
     def _publish_status(self, obs: Observation, action: Action, now: datetime.datetime) -> None:
-        """Publish ``pykured.dev/status`` for ``pykured status``, only when it changed."""
+        """Publish ``pykured.dev/status`` for ``pykured status``, only when it changed. A condition a breaker
+        holds back is named, with the breaker as what blocks it."""
+        found = self.conditions.last if self.conditions is not None else None
+        held = found.held if found is not None else None
+        held_back = found.held_back if found is not None else ""
         status = AgentStatus(
             step=action.step.value,
             reason=action.reason,
             sentinel=self._sentinel,
             request=self.requests.pending.reason if self.requests.pending else None,
-            blocked=action.blocked.kind if action.blocked else "",
-            blocked_by=action.blocked.message if action.blocked else "",
+            condition=held.describe() if held is not None else None,
+            blocked=action.blocked.kind if action.blocked else ("conditions" if held_back else ""),
+            blocked_by=action.blocked.message if action.blocked else held_back,
             window_opens=None if obs.in_window else obs.next_window,
             lock_wait=self._waiting_for_lock and action.step is Step.ACQUIRE,
             resume_rolls=self._turns is not None,
@@ -333,7 +349,8 @@ class Daemon:
         """Read the sentinel, the window, the Node and the lock (and the blockers when they matter)."""
         required = self._sentinel = self._refresh_metric()
         node = self.hands.book.view()
-        if self._lock_clear and not required and not _cycle_marks(node):
+        condition = self.conditions is not None and self.conditions.wants(node, now)
+        if self._lock_clear and not required and not condition and not _cycle_marks(node):
             entry = None  # nothing asks for a reboot; the lock was clear at the last read since a write
         else:
             entry = self.hands.lock.holding(now_ns=unix_ns(now), honour_ttl=False)
@@ -348,6 +365,14 @@ class Daemon:
             required = True
             trigger |= Trigger.REQUEST
             self.senses.metrics.set_reboot_required(self.node, True)
+        self._condition_due = None
+        if self.conditions is not None:  # a condition since the boot counts as the sentinel does (no guard)
+            found = self.conditions.observe(node, now)
+            self._condition_due = found.due
+            if found.need is not None:
+                required = True
+                trigger |= Trigger.CONDITION
+                self.senses.metrics.set_reboot_required(self.node, True)
         in_window = self.senses.window.contains(now)
         obs = Observation(
             required=required,
@@ -368,6 +393,8 @@ class Daemon:
         """Carry out one step; returns the pause before the next pass."""
         if action.step is Step.ACQUIRE:
             return self._acquire(action, obs, now)
+        if action.step is Step.DRAIN_AND_REBOOT and Trigger.CONDITION in obs.trigger and self.conditions:
+            self.conditions.count(obs.node, now)  # counted before the drain: no uncounted reboot
         outcome = self.runner.execute(action, obs, now)
         if (
             action.step is Step.RELEASE

@@ -1,5 +1,6 @@
 """The daemon's own parts beside the cycle's hands: the reboot requests' keeper and their watch, the status
-publisher, and the node's turns in a roll (``--resume-rolls``).
+publisher, the node's turns in a roll (``--resume-rolls``) and the keeper of its Node conditions
+(``--reboot-condition``).
 
 They are built here, once, from the hands and what the daemon is configured with: the composition root
 (:mod:`pykured.agent.wiring`) builds them and passes them to the :class:`~pykured.agent.daemon.Daemon`, so
@@ -24,7 +25,8 @@ from pykured.requests.watch import RequestWatch
 from pykured.status.agent import reported_boot_ids
 from pykured.status.publisher import StatusPublisher
 
-if TYPE_CHECKING:  # --resume-rolls only: imported where it is built
+if TYPE_CHECKING:  # --resume-rolls and --reboot-condition only: imported where they are built
+    from pykured.conditions.keeper import ConditionKeeper
     from pykured.roll.queue import RollQueue
     from pykured.roll.turns import RollTurns
 
@@ -42,6 +44,9 @@ class Parts:
     turns: RollTurns | None = None
     """``--resume-rolls``: the node's turn in the roll (pykured.roll.turns); None = kured's race for the
     lock."""
+    conditions: ConditionKeeper | None = None
+    """``--reboot-condition``: the Node conditions that are needs, and their breakers
+    (pykured.conditions.keeper); None = off."""
 
 
 def build_parts(
@@ -54,10 +59,12 @@ def build_parts(
     clock: Callable[[], datetime.datetime],
     metrics: Metrics,
     queue: RollQueue | None = None,
+    conditions: ConditionKeeper | None = None,
 ) -> Parts:
     """The parts of ``node``'s daemon on ``kube``: its requests are watched every ``period`` seconds at
     least and a new one sets ``wake``; the drain's blocker is published as it happens; ``queue`` is the lock
-    queue of ``--resume-rolls`` (None: off)."""
+    queue of ``--resume-rolls`` (None: off); ``conditions`` the keeper of ``--reboot-condition`` (None:
+    off), whose conditions the same watch follows."""
     requests = RequestKeeper(
         kube,
         node=node,
@@ -80,5 +87,6 @@ def build_parts(
         clock=clock,
         poll_seconds=period,
         copy=hands.book.copy,
+        also=conditions.see if conditions is not None else None,
     )
-    return Parts(requests=requests, watch=watch, status=status, turns=turns)
+    return Parts(requests=requests, watch=watch, status=status, turns=turns, conditions=conditions)

@@ -21,6 +21,8 @@ from pykured.blockers import Blocker
 from pykured.blockers.freeze import FreezeBlocker
 from pykured.blockers.options import FleetInputs, NodeInputs
 from pykured.blockers.registry import BlockerTable
+from pykured.conditions.fleet import FleetBreaker
+from pykured.conditions.keeper import ConditionKeeper, ConditionSettings
 from pykured.config import Config, checks
 from pykured.cycle.book import NodeBook
 from pykured.cycle.decide import CyclePolicy, Escalation
@@ -35,6 +37,7 @@ from pykured.halting.deadline import HaltWatch
 from pykured.halting.fleet import FleetHalt
 from pykured.halting.streak import DrainStreak
 from pykured.host import relay as signal_relay
+from pykured.host.boot import boot_time
 from pykured.host.guard import NSENTER
 from pykured.host.reboot import CommandRebooter, Rebooter, SignalRebooter, ZincatiHandoff
 from pykured.host.sentinel import CommandSentinel, FileSentinel, Sentinel
@@ -42,6 +45,7 @@ from pykured.kube.client import Kube, Obj
 from pykured.kube.events import EventRecorder
 from pykured.lock import registry
 from pykured.lock.base import Lock
+from pykured.lock.budget import Budget
 from pykured.metrics import Metrics
 from pykured.notify import KuredMessages, Notifier
 from pykured.policy.maintenance import Window
@@ -466,14 +470,56 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
             node=node,
             period=cfg.period.seconds,
         )
+    conditions = build_conditions(cfg, kube, hands, source=maintenance, notifier=notifier, metrics=metrics)
     parts = build_parts(
-        kube, hands, node=node, period=settings.period, wake=wake, clock=_utcnow, metrics=metrics, queue=queue
-    )
+        kube, hands, node=node, period=settings.period, wake=wake, clock=_utcnow, metrics=metrics,
+        queue=queue, conditions=conditions,
+    )  # fmt: skip
     daemon = Daemon(hands, senses, settings=settings, clock=_utcnow, stopping=cancel, wake=wake, parts=parts)
     return Agent(
         daemon=daemon, metrics=metrics, kube=kube, fleetlock=fleetlock, stopping=cancel, policy=maintenance,
         halt=halt,
     )  # fmt: skip
+
+
+def build_conditions(
+    cfg: Config,
+    kube: Kube,
+    hands: Hands,
+    *,
+    source: PolicySource | None,
+    notifier: Notifier,
+    metrics: Metrics,
+) -> ConditionKeeper | None:
+    """``--reboot-condition``: the keeper of the node's conditions and their breakers (None: off). The fleet
+    breaker halts through the policy ConfigMap; without one, the nodes only hold back."""
+    specs = cfg.reboot_conditions
+    if not specs:
+        return None
+    halt = None
+    if source is None:
+        logger.warning(
+            '--reboot-condition-fleet-max needs the policy ConfigMap (--policy-configmap="") to halt the '
+            "fleet: nodes only hold back while too many show a condition"
+        )
+    else:
+        halt = FleetHalt(
+            kube=kube,
+            namespace=cfg.ds_namespace,
+            configmap=cfg.policy_configmap,
+            me=cfg.node_id,
+            notifier=notifier,
+            events_for=lambda name: EventRecorder(kube, node=name, enabled=cfg.events),
+        )
+    fleet = FleetBreaker(kube, specs=specs, budget=Budget.of(cfg.reboot_condition_fleet_max), halt=halt)
+    settings = ConditionSettings(
+        specs=specs,
+        max_reboots=cfg.reboot_condition_max,
+        period=_delta(cfg.reboot_condition_period.seconds),
+    )
+    return ConditionKeeper(
+        kube, hands, node=cfg.node_id, settings=settings, booted=boot_time, metrics=metrics, fleet=fleet
+    )
 
 
 def build_halt(

@@ -22,6 +22,7 @@ import zoneinfo
 from collections.abc import Iterable, Mapping
 
 from pykured.blockers.options import NodeMark
+from pykured.conditions.record import ConditionSpec, parse_specs
 from pykured.core.errors import ConfigError
 from pykured.gocompat import goshlex, gourl
 from pykured.gocompat.goflags import GoValueError, go_quote
@@ -144,6 +145,39 @@ def check_budget(value: int | str, *, flag: str) -> None:
         Budget.of(value)
     except BudgetError as exc:
         raise ConfigError(f"invalid --{flag} {value}: {exc}", exit_code=1) from None
+
+
+def parse_conditions(items: tuple[str, ...]) -> tuple[ConditionSpec, ...]:
+    """``--reboot-condition``: each ``TYPE[=STATUS][:FOR]`` (its syntax checked by the flag reader as it is
+    set), no type named twice; a bad value is a flag error (exit code 2)."""
+    try:
+        return parse_specs(items)
+    except GoValueError as exc:
+        raise ConfigError(f"invalid --reboot-condition: {exc}", exit_code=2) from None
+
+
+def check_conditions(
+    items: tuple[str, ...], *, max_reboots: int, period_ns: int, fleet_max: int | str
+) -> tuple[ConditionSpec, ...]:
+    """``--reboot-condition`` and its breakers: the conditions parse, the per-node breaker allows at least
+    one reboot in a period longer than 0, and the fleet's is a number of nodes (>= 1) or a percentage. Their
+    breakers are checked even without a condition (a bad value is a mistake either way); exit code 2."""
+    specs = parse_conditions(items)
+    if max_reboots < 1:
+        raise ConfigError(
+            f"invalid --reboot-condition-max {max_reboots}: must be >= 1 (no condition configured turns "
+            "reboots from conditions off)",
+            exit_code=2,
+        )
+    if period_ns <= 0:
+        raise ConfigError("invalid --reboot-condition-period: must be > 0", exit_code=2)
+    try:
+        if isinstance(fleet_max, int) and fleet_max < 1:
+            raise BudgetError("must be >= 1, or a percentage (1% to 100%)")
+        Budget.of(fleet_max)
+    except BudgetError as exc:
+        raise ConfigError(f"invalid --reboot-condition-fleet-max {fleet_max}: {exc}", exit_code=2) from None
+    return specs
 
 
 ESCALATION_STEPS = ("delete", "force", "quarantine")

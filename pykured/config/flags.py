@@ -492,6 +492,36 @@ EXTENSION_FLAGS: tuple[FlagSpec, ...] = (
         'has none) so Karpenter neither consolidates nor drifts it while it is drained; "" turns it off',
         varname="key",
     ),
+    _x(
+        "reboot-condition",
+        ARRAY,
+        "",
+        "pykured: a Node condition TYPE[=STATUS][:FOR] that makes this node need a reboot, as the sentinel "
+        "does, once it has held for FOR and only if it appeared since the node's current boot, e.g. "
+        "KernelDeadlock=True:5m (STATUS default True, FOR default 0; repeatable) (default: none)",
+        varname="condition",
+    ),
+    _x(
+        "reboot-condition-max",
+        INT,
+        "2",
+        "pykured: at most this many reboots for --reboot-condition per node within "
+        "--reboot-condition-period; a condition asking for one more quarantines the node instead",
+    ),
+    _x(
+        "reboot-condition-period",
+        DUR,
+        "24h0m0s",
+        "pykured: the period --reboot-condition-max counts reboots in",
+    ),
+    _x(
+        "reboot-condition-fleet-max",
+        Kind.INT_OR_PERCENT,
+        "20%",
+        "pykured: when more nodes than N, or than P% of the nodes (rounded down, at least 1), show a "
+        "--reboot-condition at once, the fleet halts instead of rebooting for it (until pykured unfreeze)",
+        varname="N|P%",
+    ),
 )
 
 FLAGS: tuple[FlagSpec, ...] = KURED_FLAGS + EXTENSION_FLAGS

@@ -29,11 +29,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import configargparse
 
+from pykured.conditions.record import parse_spec
 from pykured.config.flags import BY_NAME, FLAGS, FlagSpec, Kind, usage
 from pykured.core.errors import ConfigError
 from pykured.gocompat.gocsv import parse_string_slice
@@ -90,10 +91,16 @@ class FlagValues:
         self.set(spec, text)
 
 
+_CHECKS: dict[str, Callable[[str], object]] = {"reboot-condition": parse_spec}
+"""Flags whose every value is checked by its own grammar as it is set (a bad one: pflag's error)."""
+
+
 def _convert(spec: FlagSpec, text: str | None) -> Any:
     kind = spec.kind
     if text is None:
         return None
+    if (check := _CHECKS.get(spec.name)) is not None:
+        check(text)
     if kind is Kind.BOOL:
         return parse_bool(text)
     if kind is Kind.INT:

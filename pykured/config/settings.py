@@ -22,6 +22,7 @@ import dataclasses
 from typing import Any
 
 from pykured.blockers.options import NodeMark
+from pykured.conditions.record import ConditionSpec
 from pykured.config import checks
 from pykured.config.flags import FLAGS, Kind
 from pykured.config.flags import usage as _usage
@@ -46,6 +47,7 @@ _H = Duration(3_600_000_000_000)
 _10M = Duration(600_000_000_000)
 _30M = Duration(1_800_000_000_000)
 _2H = Duration(7_200_000_000_000)
+_24H = Duration(86_400_000_000_000)
 _ZERO = Duration(0)
 
 
@@ -143,6 +145,10 @@ class Config:
     silence_max: Duration = _2H
     cluster_autoscaler_annotation: str = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
     karpenter_annotation: str = "karpenter.sh/do-not-disrupt"
+    reboot_condition: tuple[str, ...] = ()
+    reboot_condition_max: int = 2
+    reboot_condition_period: Duration = _24H
+    reboot_condition_fleet_max: int | str = "20%"
     # derived at parse time
     time_window: TimeWindow = _DEFAULT_WINDOW
     """The reboot window built from reboot_days, start_time, end_time and time_zone by
@@ -181,6 +187,11 @@ class Config:
     def blocking_node_annotations(self) -> tuple[NodeMark, ...]:
         """``--blocking-node-annotation`` parsed."""
         return checks.parse_node_marks(self.blocking_node_annotation, flag="blocking-node-annotation")
+
+    @property
+    def reboot_conditions(self) -> tuple[ConditionSpec, ...]:
+        """``--reboot-condition`` parsed (:func:`pykured.conditions.record.parse_specs`)."""
+        return checks.parse_conditions(self.reboot_condition)
 
     @property
     def autoscaler_annotations(self) -> tuple[str, ...]:

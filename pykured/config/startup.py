@@ -181,6 +181,12 @@ def _extensions(cfg: Config) -> list[str]:
     cfg.blocking_node_labels  # noqa: B018 - a bad key is fatal here
     cfg.blocking_node_annotations  # noqa: B018
     _silence(cfg)
+    checks.check_conditions(
+        cfg.reboot_condition,
+        max_reboots=cfg.reboot_condition_max,
+        period_ns=cfg.reboot_condition_period.ns,
+        fleet_max=cfg.reboot_condition_fleet_max,
+    )
     warnings = []
     if cfg.slack_username != "kured" or cfg.slack_channel:
         warnings.append("--slack-username and --slack-channel are ignored, as in kured")

@@ -1,11 +1,12 @@
 """The reboot cycle as one pure decision, for every driver: what one pass does next, and every rule the steps
 act on.
 
-Every path a reboot can take is decided here and only here: the sentinel daemon, a reboot request and the
-Zincati marker hand-off (:class:`Driver.DAEMON`: the agent on the node), and FleetLock, central or node-local
-(:class:`Driver.FLEETLOCK`: Zincati asks over HTTP; ``required`` is its request, ``None`` on a reconcile pass
-when Zincati said nothing). The drivers observe, call :func:`decide` (and :func:`drain_outcome` after a
-drain), and run the step with :class:`~pykured.cycle.run.CycleRunner`; none of them decides anything.
+Every path a reboot can take is decided here and only here: the sentinel daemon, a reboot request, a Node
+condition and the Zincati marker hand-off (:class:`Driver.DAEMON`: the agent on the node), and FleetLock,
+central or node-local (:class:`Driver.FLEETLOCK`: Zincati asks over HTTP; ``required`` is its request,
+``None`` on a reconcile pass when Zincati said nothing). The drivers observe, call :func:`decide` (and
+:func:`drain_outcome` after a drain), and run the step with :class:`~pykured.cycle.run.CycleRunner`; none
+of them decides anything.
 
 kured's cycle lives in two ``for range tick`` loops whose state is the program counter, so a pod restart at
 the wrong moment loses it (nodes left cordoned, #63/#955; reboot loops, #44/#976). pykured keeps the state
@@ -27,9 +28,9 @@ Invariants:
 * The holder always finishes its own cycle, even after its lock TTL expired (``holding`` ignores TTL).
 * A reboot is triggered at most ``max_attempts`` times per boot, and a sentinel still present right after a
   completed reboot backs off (kured #976) instead of rebooting again at once. The loop guard is the
-  sentinel's only (:class:`Trigger`): a reboot request names the boot it wants left, so it cannot loop, and
-  neither writes a loop back-off nor waits for one; a back-off after a reboot that never happened holds
-  every trigger.
+  sentinel's only (:class:`Trigger`): a reboot request names the boot it wants left, and a Node condition
+  counts only when it appeared since the current boot, so neither can loop, and neither writes a loop
+  back-off nor waits for one; a back-off after a reboot that never happened holds every trigger.
 * Every action has a reason (it is what the daemon logs).
 * A quarantined node (``--drain-escalation=…,quarantine``) is never uncordoned by the cycle and never drained:
   a cycle that finds the quarantine before its drain (a restart mid-way through the quarantine step, a
@@ -50,7 +51,8 @@ class Driver(enum.Enum):
     """Who drives the cycle."""
 
     DAEMON = "daemon"
-    """The agent on the node: the sentinel, a reboot request, the Zincati marker hand-off."""
+    """The agent on the node: the sentinel, a reboot request, a Node condition, the Zincati marker
+    hand-off."""
     FLEETLOCK = "fleetlock"
     """Zincati over FleetLock: its pre-reboot request is the need, the 200 answer is the reboot (a grant)."""
 
@@ -67,6 +69,11 @@ class Trigger(enum.Flag):
     REQUEST = enum.auto()
     """A reboot request naming the current boot (:mod:`pykured.requests.record`). The boot it names is left
     by the reboot, so it cannot ask twice: the loop guard never applies to it."""
+    CONDITION = enum.auto()
+    """A Node condition of ``--reboot-condition`` that appeared since the current boot
+    (:mod:`pykured.conditions.record`). One left from before the reboot is not a need, so it cannot loop
+    either: the loop guard never applies to it (a condition that comes back after each reboot is bounded by
+    its breakers, ``--reboot-condition-max`` and ``--reboot-condition-fleet-max``)."""
 
 
 class Backoff(enum.Enum):
@@ -196,8 +203,8 @@ class Observation:
     """One pass's view of the world."""
 
     required: bool | None
-    """The sentinel or a request (daemon); Zincati's pre-reboot / steady-state (FleetLock); ``None``:
-    FleetLock's reconcile pass, Zincati said nothing."""
+    """The sentinel, a request or a Node condition (daemon); Zincati's pre-reboot / steady-state
+    (FleetLock); ``None``: FleetLock's reconcile pass, Zincati said nothing."""
     in_window: bool
     node: NodeState
     next_window: datetime.datetime | None = None
@@ -286,12 +293,12 @@ def lost_lock(node: NodeState) -> LostLock:
 
 def _stored_backoff(obs: Observation) -> datetime.datetime | None:
     """The back-off on the Node, if it holds this need: one written because the sentinel outlived a reboot
-    does not hold a reboot request (the request cannot loop)."""
+    does not hold a reboot request or a condition (neither can loop)."""
     stored = obs.node.backoff_until
     if stored is None:
         return None
     sentinel_only = obs.node.backoff_reason == Backoff.SENTINEL.value
-    if sentinel_only and obs.driver is Driver.DAEMON and Trigger.REQUEST in obs.trigger:
+    if sentinel_only and obs.driver is Driver.DAEMON and obs.trigger & (Trigger.REQUEST | Trigger.CONDITION):
         return None
     return stored
 

@@ -88,6 +88,8 @@ def _why(row: fleetview.Row, status: agentstatus.AgentStatus | None) -> str:
         parts.append(f"request: {row.reason}")
     elif "request" in row.needs_reboot:
         parts.append("request")
+    if status is not None and status.condition is not None:
+        parts.append(f"condition: {status.condition}")
     return "; ".join(parts)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from pykured.conditions.record import COUNT_ANNOTATION
 from pykured.core.errors import ConflictError, KubeError
 from pykured.kube.node import NodeView
 from pykured.policy.quarantine import (
@@ -67,7 +68,8 @@ def unquarantine(kube: KubeApi, node: str) -> Unquarantined:
         patch: dict[str, object] = {
             "metadata": {
                 "resourceVersion": metadata.get("resourceVersion"),
-                "annotations": {QUARANTINED_ANNOTATION: None},
+                # the count of condition reboots that tripped the breaker goes with it: a fresh start
+                "annotations": {QUARANTINED_ANNOTATION: None, COUNT_ANNOTATION: None},
             }
         }
         uncordon = ours and view.unschedulable

@@ -99,11 +99,14 @@ class Row:
     ``pykured.dev/silence``); it is expired sooner, before the node's slot is freed."""
     silence_due: datetime.datetime | None = None
     """The silence outlived its cycle: its expiry failed then and is being retried (``expireDue``)."""
+    condition: str = ""
+    """The Node condition that makes the node need a reboot, as its agent last reported it."""
 
     def cells(self, now: datetime.datetime) -> tuple[str, ...]:
         last = rebootrequest.ago(now, self.last_reboot, future="0s ago") if self.last_reboot else "-"
         unreadable = f"UNREADABLE: {self.unreadable}" if self.unreadable else ""
-        reason = "; ".join(filter(None, [unreadable, self.reason])) or "-"
+        condition = f"condition {self.condition}" if self.condition else ""
+        reason = "; ".join(filter(None, [unreadable, self.reason, condition])) or "-"
         step = self.step
         if self.silence_due is not None:
             step += f", silence not expired since {format_rfc3339(self.silence_due)} (retrying)"
@@ -122,6 +125,8 @@ def _needs(view: NodeState, status: agentstatus.AgentStatus | None, req: rebootr
         parts.append("request")
     elif req.state is rebootrequest.RequestState.UNBOUND:
         parts.append("request(no bootID)")
+    if status is not None and status.condition is not None:
+        parts.append("condition")
     return "+".join(parts) if parts else ("no" if status is not None else "?")
 
 
@@ -232,6 +237,7 @@ def node_row(view: NodeState, *, holders: Sequence[str] = (), now: datetime.date
         quarantined=quarantine.describe() if (quarantine := quarantine_record(view.annotations)) else "",
         silenced_until=silence.until if (silence := _silence(view)) else None,
         silence_due=silence.due if silence else None,
+        condition=(status.condition or "") if status else "",
     )
 
 
@@ -342,6 +348,7 @@ def to_json(
                 **({"quarantined": r.quarantined} if r.quarantined else {}),
                 **({"silencedUntil": format_rfc3339(r.silenced_until)} if r.silenced_until else {}),
                 **({"silenceExpiryDue": format_rfc3339(r.silence_due)} if r.silence_due else {}),
+                **({"condition": r.condition} if r.condition else {}),
             }
             for r in table
         ],

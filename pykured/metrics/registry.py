@@ -161,6 +161,13 @@ class Metrics:
             ["reason", "rollout"],
             registry=reg,
         )
+        self._condition = Gauge(
+            "pykured_reboot_condition",
+            "1 while a Node condition of --reboot-condition makes this node need a reboot (its type; at most "
+            "one series per agent).",
+            ["condition"],
+            registry=reg,
+        )
         self._freeze = Gauge(
             "pykured_freeze_active",
             "1 while the cluster-wide freeze (pykured freeze) or a halt stops new reboots.",
@@ -283,6 +290,14 @@ class Metrics:
             if reason is not None:
                 self._request_info.labels(reason[:MAX_LABEL], rollout).set(1)
 
+    def set_reboot_condition(self, condition: str | None) -> None:
+        """The Node condition that is this node's need (``None``: none); the series is replaced, never
+        accumulated."""
+        with self._state_lock:
+            self._condition.clear()
+            if condition is not None:
+                self._condition.labels(condition[:MAX_LABEL]).set(1)
+
     def fleetlock_request(self, api: str, kind: str) -> None:
         self._fleetlock.labels(api, kind).inc()
 
@@ -370,6 +385,9 @@ class NullMetrics(Metrics):
         pass
 
     def set_reboot_request(self, reason: str | None, rollout: str = "") -> None:
+        pass
+
+    def set_reboot_condition(self, condition: str | None) -> None:
         pass
 
     def watch_freeze(self, frozen: Callable[[], bool]) -> None:

@@ -62,7 +62,11 @@ class RequestWatch:
         poll_seconds: float = POLL_SECONDS,
         copy: NodeCopy | None = None,
         quiet_seconds: float = QUIET_SECONDS,
+        also: Callable[[Obj], bool] | None = None,
     ) -> None:
+        """``also``: asked about every fresh copy of the Node too; ``True`` wakes the loop as a new request
+        does (the conditions of ``--reboot-condition`` changed)."""
+        self._also = also
         self._quiet = quiet_seconds
         self._kube = kube
         self._copy = copy
@@ -114,7 +118,8 @@ class RequestWatch:
                 said = text
 
     def _seen(self, node: Obj) -> None:
-        if self._keeper.see(node, self._clock()):
+        new_request = self._keeper.see(node, self._clock())
+        if new_request or (self._also is not None and self._also(node)):
             self._on_request()
 
     def _follow(self, stopping: threading.Event) -> None:

@@ -9,6 +9,7 @@ The value is compact JSON with sorted keys; absent fields are omitted::
 
     {"bootID":"…","lastBootID":"…","lastReboot":"2026-11-30T21:40:00Z","lockWait":true,
      "reason":"Reboot required","request":"kernel 6.12","sentinel":true,"step":"acquire",
+     "condition":"KernelDeadlock=True since 2026-11-30T21:35:00Z: DockerHung: task docker:7 blocked",
      "blocked":"alerts","blockedBy":"Reboot blocked: 1 active alerts: [KubePodCrashLooping]",
      "resumeRolls":true,"freeze":"on","policy":"kube-system/kured-policy","waitingSince":"2026-11-30T23:10:00Z","windowOpens":"2026-12-01T02:00:00Z","v":"0.1.0"}
 
@@ -60,6 +61,8 @@ class AgentStatus:
     sentinel: bool = False
     request: str | None = None
     """The reason of the pending reboot request, if one names the current boot."""
+    condition: str | None = None
+    """The Node condition that makes the node need a reboot (``--reboot-condition``), described."""
     blocked: str = ""
     """The blocker kind (``alerts``, ``pods``, …) while a blocker holds the reboot back."""
     blocked_by: str = ""
@@ -86,7 +89,7 @@ class AgentStatus:
 
     @property
     def needs_reboot(self) -> bool:
-        return self.sentinel or self.request is not None
+        return self.sentinel or self.request is not None or self.condition is not None
 
 
 def encode(status: AgentStatus) -> str:
@@ -102,6 +105,7 @@ def encode(status: AgentStatus) -> str:
         "reason": status.reason or None,
         "sentinel": True if status.sentinel else None,
         "request": status.request,
+        "condition": status.condition,
         "windowOpens": format_rfc3339(status.window_opens) if status.window_opens is not None else None,
         "lockWait": True if status.lock_wait else None,
         "waitingSince": format_rfc3339(status.waiting_since) if status.waiting_since is not None else None,
@@ -143,7 +147,7 @@ def parse(text: str) -> AgentStatus:
     if not isinstance(data, dict):
         raise ValueError("unreadable status record: not a JSON object")
     holders = data.get("lockHolders")  # written by earlier pykured versions
-    request = data.get("request")
+    request, condition = data.get("request"), data.get("condition")
     return AgentStatus(
         version=_s(data, "v"),
         boot_id=_s(data, "bootID"),
@@ -151,6 +155,7 @@ def parse(text: str) -> AgentStatus:
         reason=_s(data, "reason"),
         sentinel=data.get("sentinel") is True,
         request=request if isinstance(request, str) else None,
+        condition=condition if isinstance(condition, str) else None,
         blocked=_s(data, "blocked"),
         blocked_by=_s(data, "blockedBy"),
         window_opens=parse_rfc3339(_s(data, "windowOpens")),

@@ -11,7 +11,8 @@ that runs the command after ``--`` in place. The reboot methods end in a file or
 
 A supervisor thread sees the request and reboots the node the way a host does: the agent process dies
 (SIGKILL), the sentinel (on tmpfs ``/run``) is gone, the Node goes NotReady and comes back with a new
-bootID, and a fresh agent starts.
+bootID, and a fresh agent starts, told the simulated boot's time (``PYKURED_BOOT_TIME``, as the kernel's
+``btime`` tells a real one).
 
 :meth:`Fleet.add_pod` runs a DaemonSet's pod template instead, as a kubelet would: the container's own
 command, arguments and environment, in a :mod:`~pykured_dev.testenv.sandbox` with the in-cluster configuration
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import os
 import shutil
 import subprocess
@@ -34,12 +36,19 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from pykured.core.times import format_rfc3339
+from pykured.host.boot import BOOT_TIME_ENV
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv import agentfork
 from pykured_dev.testenv.cluster import Cluster
 from pykured_dev.testenv.pods import Image, PodTemplate, sandbox_spec
 from pykured_dev.testenv.procs import TestEnvError, _die_with_parent, free_port
 from pykured_dev.testenv.sandbox import Sandbox
+
+
+def _second(moment: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(int(moment), datetime.UTC)
+
 
 SHIM = """#!/bin/sh
 # A stand-in for /usr/bin/nsenter: drop nsenter's options up to "--" and run the rest in place.
@@ -72,6 +81,9 @@ class AgentSlot:
     metrics_port: int = 0
     """The agent's ``--metrics-port`` on 127.0.0.1, the same across its restarts and reboots (as a pod's
     port); 0: a port of the agent's choosing, unknown to the test (:class:`Fleet`'s ``metrics``)."""
+    booted: datetime.datetime = dataclasses.field(default_factory=lambda: _second(time.time()))
+    """When the simulated host last booted (its agent's ``PYKURED_BOOT_TIME``): when it was added, then when
+    its reboot brought the new bootID; at a whole second, as the kernel's ``btime``."""
 
     @property
     def metrics_address(self) -> str:
@@ -289,7 +301,8 @@ class Fleet:
             self._start_pod(slot)
             slot.starts += 1
             return
-        env = {**os.environ, "PYKURED_SAFE_MODE": "1", "PYKURED_NSENTER": str(self.shim), **self.env}
+        env = {**os.environ, "PYKURED_SAFE_MODE": "1", "PYKURED_NSENTER": str(self.shim),
+               BOOT_TIME_ENV: format_rfc3339(slot.booted), **self.env}  # fmt: skip
         if self.method == "signal":
             slot.fake_pid1 = subprocess.Popen(
                 ["sleep", "100000"],
@@ -477,6 +490,7 @@ class Fleet:
                     else:
                         leftover.unlink(missing_ok=True)
             self.cluster.reboot_node(node, down_seconds=self.down_seconds)
+            slot.booted = _second(time.time())
             slot.reboots += 1
             if self.on_reboot:
                 self.on_reboot(node)

@@ -54,6 +54,8 @@ DEFAULTS: dict[str, Any] = {
     "alertmanager-url": "", "silence-during-reboot": "", "silence-max": D("2h"),
     "cluster-autoscaler-annotation": "cluster-autoscaler.kubernetes.io/scale-down-disabled",
     "karpenter-annotation": "karpenter.sh/do-not-disrupt",
+    "reboot-condition": (), "reboot-condition-max": 2, "reboot-condition-period": D("24h"),
+    "reboot-condition-fleet-max": "20%",
 }  # fmt: skip
 
 
@@ -118,6 +120,9 @@ SAMPLES: dict[str, tuple[str | None, Any]] = {
     "silence-max": ("30m", D("30m")),
     "cluster-autoscaler-annotation": ("example.com/keep", "example.com/keep"),
     "karpenter-annotation": ("karpenter.sh/do-not-consolidate", "karpenter.sh/do-not-consolidate"),
+    "reboot-condition": ("KernelDeadlock=True:5m", ("KernelDeadlock=True:5m",)),
+    "reboot-condition-max": ("3", 3), "reboot-condition-period": ("12h", D("12h")),
+    "reboot-condition-fleet-max": ("2", 2),
 }  # fmt: skip
 
 

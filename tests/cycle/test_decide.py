@@ -541,9 +541,11 @@ RELEASING: dict[str, Any] = {"holding": True, "reboot_boot_id": "boot-0", "relea
         (Trigger.SENTINEL, Backoff.SENTINEL),
         (Trigger.REQUEST, None),
         (BOTH, Backoff.SENTINEL),
+        (Trigger.CONDITION, None),
+        (Trigger.SENTINEL | Trigger.CONDITION, Backoff.SENTINEL),
         (Trigger.NONE, None),
     ],
-    ids=["sentinel", "request", "sentinel-and-request", "nothing"],
+    ids=["sentinel", "request", "sentinel-and-request", "condition", "sentinel-and-condition", "nothing"],
 )
 def test_the_loop_guard_after_a_completed_reboot_is_the_sentinels(
     trigger: Trigger, backoff: Backoff | None
@@ -587,6 +589,8 @@ def test_a_request_for_the_new_boot_written_during_the_reboot_is_carried_out_at_
         ),
         ("sentinel", Trigger.REQUEST, Step.ACQUIRE, "Reboot required"),
         ("sentinel", BOTH, Step.ACQUIRE, "Reboot required"),
+        ("sentinel", Trigger.CONDITION, Step.ACQUIRE, "Reboot required"),
+        ("no-reboot", Trigger.CONDITION, Step.WAIT, "backing off after a reboot that never happened"),
         ("no-reboot", Trigger.SENTINEL, Step.WAIT, "backing off after a reboot that never happened"),
         ("no-reboot", Trigger.REQUEST, Step.WAIT, "backing off after a reboot that never happened"),
         (None, Trigger.REQUEST, Step.WAIT, "backing off after the last reboot cycle"),
@@ -596,6 +600,8 @@ def test_a_request_for_the_new_boot_written_during_the_reboot_is_carried_out_at_
         "loop-holds-the-sentinel",
         "loop-never-holds-a-request",
         "loop-lets-a-request-through-with-the-sentinel",
+        "loop-never-holds-a-condition",
+        "no-reboot-holds-a-condition",
         "no-reboot-holds-the-sentinel",
         "no-reboot-holds-a-request",
         "unsaid-holds-every-trigger",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tests.parity.harness import DAEMON_DRIVERS, DRIVERS
+from tests.parity.harness import DAEMON_DRIVERS, DRIVERS, FLEETLOCK_DRIVERS
 
 __all__ = ["DRIVERS", "FEATURES", "Feature", "cell", "render"]
 
@@ -20,6 +20,16 @@ FLEETLOCK_NO_QUEUE = (
 FLEETLOCK_NO_LOOP = (
     "a reboot Zincati asks for right after a completed one is a new update, not a sentinel that did not "
     "clear; Zincati's own state machine cannot loop on one update"
+)
+
+
+CONDITION_IS_A_NEED = (
+    "a reboot request is a need of its own; a condition is another, joining the same decision as the "
+    "sentinel does (the sentinel's and the marker's cells)"
+)
+FLEETLOCK_NO_CONDITION = (
+    "Zincati's request is the need and Zincati decides when to ask; a Node's condition is read by the agent "
+    "on that node, which hands its reboot to Zincati on the marker path"
 )
 
 
@@ -122,6 +132,9 @@ FEATURES = (
     Feature("the loop guard holds the sentinel, never a boot-bound request",
             "test_the_loop_guard_holds_the_sentinel_never_a_request[{driver}]",
             na={d: FLEETLOCK_NO_LOOP for d in DRIVERS if d not in DAEMON_DRIVERS}),
+    Feature("a Node condition as the need (`--reboot-condition`)",
+            "test_a_node_condition_is_the_need[{driver}]",
+            na={"request": CONDITION_IS_A_NEED, **{d: FLEETLOCK_NO_CONDITION for d in FLEETLOCK_DRIVERS}}),
 )  # fmt: skip
 
 

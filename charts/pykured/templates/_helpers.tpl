@@ -130,6 +130,20 @@ true
 {{- with $p.drainEscalation }}
 - --drain-escalation={{ join "," . }}
 {{- end }}
+{{- with $p.rebootConditions }}
+{{- range .conditions }}
+- --reboot-condition={{ . }}
+{{- end }}
+{{- with .max }}
+- --reboot-condition-max={{ . }}
+{{- end }}
+{{- with .period }}
+- --reboot-condition-period={{ . }}
+{{- end }}
+{{- with .fleetMax }}
+- --reboot-condition-fleet-max={{ . }}
+{{- end }}
+{{- end }}
 {{- range $pair := list (list "maintenance-window" $p.maintenanceWindows) (list "blackout" $p.blackouts) (list "settle-pod-selector" $p.settle.podSelectors) (list "blocking-node-label" $p.blockingNodeLabels) (list "blocking-node-annotation" $p.blockingNodeAnnotations) }}
 {{- range index $pair 1 }}
 - --{{ index $pair 0 }}={{ . }}

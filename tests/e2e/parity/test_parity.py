@@ -865,3 +865,21 @@ def test_an_operators_autoscaler_annotation_stays_and_each_may_be_renamed_or_off
     run.settle()
     done(run)
     assert autoscaler_marks(run, CLUSTER_AUTOSCALER, KARPENTER, older) == before
+
+
+# -- a Node condition as the need ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("driver", ("sentinel", "zincati-marker"))
+def test_a_node_condition_is_the_need(parity: Bench, driver: str) -> None:
+    """``--reboot-condition``: a condition written as Node Problem Detector writes it (the status subresource)
+    takes the sentinel's place: the node reboots (the marker path hands the reboot off to Zincati), and the
+    Event names the condition."""
+    kind = "RebootRequired" + parity.k8s.unique("c").replace("-", "")  # one node only shows it: the fleet's
+    run = parity.run(driver, (f"--reboot-condition={kind}",))  # breaker counts every Node of the cluster
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    condition = {"type": kind, "status": "True", "reason": "KernelUpdateStaged", "message": "staged",
+                 "lastHeartbeatTime": now, "lastTransitionTime": now}  # fmt: skip
+    run.kube.patch_node_status(run.node, {"status": {"conditions": [condition]}})
+    assert run.drive()
+    assert "RebootConditionHeld" in run.events()
