@@ -174,9 +174,19 @@ def chart_every_key(c: Campaign) -> dict[str, Any]:
 # -- what the history says a side did to its nodes ---------------------------------------------------------
 
 
+AUTOSCALER_MARKS = ("cluster-autoscaler.kubernetes.io/scale-down-disabled", "karpenter.sh/do-not-disrupt")
+"""pykured's own extension, on by default: a node in its cycle is marked for the autoscalers (not kured)."""
+
+
+def _pykureds_own(key: str) -> bool:
+    return key.startswith("pykured.dev/") or key in AUTOSCALER_MARKS
+
+
 def _node_story(changes: list[Change], nodes: list[str]) -> dict[str, Any]:
-    """Per node: the kured-visible annotation keys ever set, final annotations, label values in order."""
+    """Per node: the kured-visible annotation keys ever set, final annotations, label values in order, and
+    the autoscalers' marks ever set (pykured's extension, kept out of the comparison)."""
     keys: dict[str, list[str]] = {n: [] for n in nodes}
+    marks: dict[str, set[str]] = {n: set() for n in nodes}
     labels: dict[str, list[str]] = {n: [] for n in nodes}
     final: dict[str, dict[str, str]] = {}
     for change, state in replay(changes):
@@ -184,15 +194,18 @@ def _node_story(changes: list[Change], nodes: list[str]) -> dict[str, Any]:
             continue
         meta = state.nodes[change.key]["metadata"]
         for key in meta.get("annotations") or {}:
-            if not key.startswith("pykured.dev/") and key not in keys[change.key]:
+            if key in AUTOSCALER_MARKS:
+                marks[change.key].add(key)
+            if not _pykureds_own(key) and key not in keys[change.key]:
                 keys[change.key].append(key)
         value = (meta.get("labels") or {}).get(LABEL)
         if value and (not labels[change.key] or labels[change.key][-1] != value):
             labels[change.key].append(value)
-        final[change.key] = {
-            k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith("pykured.dev/")
-        }
-    return {"keys": keys, "labels": labels, "final": final}
+        final[change.key] = {k: v for k, v in (meta.get("annotations") or {}).items() if not _pykureds_own(k)}
+        final[change.key].update(
+            {k: v for k, v in (meta.get("annotations") or {}).items() if k in AUTOSCALER_MARKS}
+        )  # a mark left at the end is a difference
+    return {"keys": keys, "labels": labels, "final": final, "marks": marks}
 
 
 def _lock_value(changes: list[Change], key: str) -> str | None:
@@ -257,6 +270,8 @@ def test_chart_every_key_full_cycle_kured_and_pykured_write_the_same(kured: Camp
             final = story["final"][node]
             assert RFC3339.match(final["weave.works/kured-most-recent-reboot-needed"]), final
             assert "weave.works/kured-reboot-in-progress" not in final
+            # pykured marks a node in its cycle for the autoscalers by default, under kured's chart too
+            assert story["marks"][node] == (set(AUTOSCALER_MARKS) if side == "pykured" else set()), story
         values = [json.loads(v) for v in roll.lock_values]
         assert all(v["maxOwners"] == 2 for v in values)
         entries = [e for v in values for e in v["locks"]]
