@@ -233,11 +233,14 @@ def write_due(
 ) -> bool:
     """Is ``current`` to be written over ``written`` now? A change only, and: a clear at once (when something
     was written); the first record once the drain has run ``every`` seconds (a quick drain writes nothing);
-    later ones at most every ``every`` seconds (``since_write``: seconds since the last write)."""
+    later ones at most every ``every`` seconds (``since_write``: seconds since the last write); never one that
+    waits on no pod (the drain is ending)."""
     if current == written:
         return False
     if current is None:
         return True
+    if current.total == 0:  # nothing left to wait on: the drain ends, and its end clears the record
+        return False
     if since_write is None:
         return seen_for >= every
     return since_write >= every

@@ -128,6 +128,8 @@ def test_the_record_is_written_on_a_change_at_most_every_few_seconds_and_cleared
     assert not p.write_due(
         None, None, seen_for=1, since_write=None, every=5
     )  # nothing written, nothing to clear
+    empty = p.progress([], started=T0)
+    assert not p.write_due(a, empty, seen_for=60, since_write=60, every=5)  # all gone: the end clears it
 
 
 def test_a_slow_drain_is_told_once_then_only_when_it_changed() -> None:
