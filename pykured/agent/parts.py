@@ -23,6 +23,7 @@ from pykured.metrics import Metrics
 from pykured.requests.keeper import RequestKeeper
 from pykured.requests.watch import RequestWatch
 from pykured.status.agent import reported_boot_ids
+from pykured.status.drainwatch import SLOW_AFTER, watch_drains
 from pykured.status.publisher import StatusPublisher
 
 if TYPE_CHECKING:  # --resume-rolls and --reboot-condition only: imported where they are built
@@ -60,11 +61,15 @@ def build_parts(
     metrics: Metrics,
     queue: RollQueue | None = None,
     conditions: ConditionKeeper | None = None,
+    status: StatusPublisher | None = None,
+    slow_after: float = SLOW_AFTER,
 ) -> Parts:
     """The parts of ``node``'s daemon on ``kube``: its requests are watched every ``period`` seconds at
-    least and a new one sets ``wake``; the drain's blocker is published as it happens; ``queue`` is the lock
-    queue of ``--resume-rolls`` (None: off); ``conditions`` the keeper of ``--reboot-condition`` (None:
-    off), whose conditions the same watch follows."""
+    least and a new one sets ``wake``; the drain's blocker is published as it happens, its progress as
+    :mod:`pykured.status.drainwatch` paces it (a drain slow after ``slow_after`` seconds is told in an
+    Event); ``queue`` is the lock queue of ``--resume-rolls`` (None: off); ``conditions`` the keeper of
+    ``--reboot-condition`` (None: off), whose conditions the same watch follows; ``status``: the node's
+    publisher (shared with a node-local FleetLock server; a new one by default)."""
     requests = RequestKeeper(
         kube,
         node=node,
@@ -73,8 +78,9 @@ def build_parts(
         metrics=metrics,
         reported_boots=reported_boot_ids,
     )
-    status = StatusPublisher(kube, node=node, version=__version__)
+    status = status or StatusPublisher(kube, node=node, version=__version__)
     hands.drainer.on_blocked = status.drain_blocked  # the drain's blocker, published as it happens
+    watch_drains(hands.drainer, status, metrics=metrics, events=hands.events, slow_after=slow_after)
     turns = None
     if queue is not None:
         from pykured.roll.turns import RollTurns

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pykured import __version__
 from pykured.agent.daemon import Daemon, Senses, Settings
 from pykured.agent.parts import build_parts
 from pykured.blockers import Blocker
@@ -50,6 +51,8 @@ from pykured.metrics import Metrics
 from pykured.notify import KuredMessages, Notifier
 from pykured.policy.maintenance import Window
 from pykured.policy.source import PolicySource, PolicyWindow
+from pykured.status.drainwatch import slow_drain_after, watch_drains
+from pykured.status.publisher import StatusPublishers
 from pykured.taint import WaitingTaint
 
 if TYPE_CHECKING:  # each imported where it is built, for an agent whose flags ask for it
@@ -433,11 +436,12 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
         return blockers.for_node(NodeInputs(options=cfg, kube=kube, node=name, read=read))
 
     streak = build_streak(cfg, kube, source=maintenance, notifier=notifier)
+    publishers = StatusPublishers(kube, version=__version__)  # one per node: the daemon's and FleetLock's
     fleetlock = None
     if cfg.fleetlock_listen:
         fleetlock = build_fleetlock(
             cfg, kube, lock=lock, notifier=notifier, metrics=metrics, window=window, blockers=blockers_for,
-            policy=policy, behaviour=behaviour, streak=streak, stopping=cancel,
+            policy=policy, behaviour=behaviour, streak=streak, stopping=cancel, publishers=publishers,
         )  # fmt: skip
     halt = build_halt(cfg, kube, lock=lock, source=maintenance, notifier=notifier, metrics=metrics)
     if cfg.fleetlock_listen and cfg.fleetlock_mode == "central":
@@ -473,7 +477,8 @@ def build(cfg: Config, *, kube: Kube | None = None) -> Agent:
     conditions = build_conditions(cfg, kube, hands, source=maintenance, notifier=notifier, metrics=metrics)
     parts = build_parts(
         kube, hands, node=node, period=settings.period, wake=wake, clock=_utcnow, metrics=metrics,
-        queue=queue, conditions=conditions,
+        queue=queue, conditions=conditions, status=publishers.for_node(node),
+        slow_after=slow_drain_after(cfg.drain_timeout.seconds),
     )  # fmt: skip
     daemon = Daemon(hands, senses, settings=settings, clock=_utcnow, stopping=cancel, wake=wake, parts=parts)
     return Agent(
@@ -577,18 +582,28 @@ def build_fleetlock(
     behaviour: Behaviour,
     streak: DrainStreak | None = None,
     stopping: threading.Event | None = None,
+    publishers: StatusPublishers | None = None,
 ) -> FleetLockServer:
-    """The FleetLock server for Zincati: the agent's lock (one reboot budget), policy, behaviour and hands."""
+    """The FleetLock server for Zincati: the agent's lock (one reboot budget), policy, behaviour and hands;
+    each node's drain is watched and recorded in its status through ``publishers`` (the daemon's own
+    publisher for its node, when node-local)."""
     from pykured.fleetlock import FleetLockServer
     from pykured.fleetlock.service import ZincatiGrant
 
     host, _, port = cfg.fleetlock_listen.rpartition(":")
 
+    statuses = publishers or StatusPublishers(kube, version=__version__)
+
     def hands_for(node: str, cancel: threading.Event) -> Hands:
-        return build_hands(
+        hands = build_hands(
             cfg, kube, node, cancel, lock=lock, rebooter=ZincatiGrant(), notifier=notifier, metrics=metrics,
             streak=streak, stopping=stopping or threading.Event(),
         )  # fmt: skip
+        watch_drains(
+            hands.drainer, statuses.for_node(node), metrics=metrics, events=hands.events,
+            slow_after=slow_drain_after(cfg.drain_timeout.seconds),
+        )  # fmt: skip
+        return hands
 
     return FleetLockServer(
         kube=kube,

@@ -1,7 +1,8 @@
 """``pykured status [NODE...] [-l SELECTOR] [-o json] [--watch]``: the fleet's reboot state.
 
 One row per node (:mod:`pykured.fleet.view`), read from what the agents publish, the lock holders and the
-freeze (:mod:`pykured.fleet.freeze`), with the lock's limit under the agents' ``--max-unavailable``. The
+freeze (:mod:`pykured.fleet.freeze`), with the lock's limit under the agents' ``--max-unavailable``; with
+nodes named, each one's running drain follows: the pods it waits on, for how long and why. The
 exit code: 0 done, 1 a failure told in one line on stderr (no traceback), 2 a usage error (argparse).
 """
 
@@ -62,7 +63,7 @@ def status_main(
             moment = now()
             table = fleetview.rows(views, locks, now=moment)
             if opts.output == "json":
-                data = fleetview.to_json(table, locks, limit=limit)
+                data = fleetview.to_json(table, locks, limit=limit, now=moment)
                 if frozen is not None:
                     data["freeze"] = json.loads(frozen.to_json())
                 out.write(json.dumps(data, sort_keys=True) + "\n")
@@ -72,6 +73,8 @@ def status_main(
                 if frozen is not None:
                     out.write(freeze.freeze_line(frozen))
                 out.write(fleetview.render_table(table, locks, now=moment, limit=limit))
+                if opts.nodes:
+                    out.write(fleetview.render_drains(table, now=moment))
             out.flush()
             if not opts.watch:
                 return 0

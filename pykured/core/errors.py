@@ -34,12 +34,17 @@ class ConfigError(PykuredError):
 
 
 class KubeError(PykuredError):
-    """A Kubernetes API call failed. ``status`` is the HTTP status code, 0 when no answer came."""
+    """A Kubernetes API call failed. ``status`` is the HTTP status code, 0 when no answer came; ``causes`` the
+    first few ``(type, message)`` of the Status' ``details.causes`` (bounded; a PodDisruptionBudget's 429
+    names the budget there)."""
 
-    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
+    def __init__(
+        self, message: str, *, status: int = 0, reason: str = "", causes: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
+        self.causes = causes
 
 
 class NotFoundError(KubeError):

@@ -17,6 +17,11 @@ Invariants:
 * ``on_blocked`` hears the latest refusal that holds the drain back (a webhook's denial or a 429, as
   ``eviction of pod ns/name refused: …``) whenever it changes, and ``""`` when a drain completes: the agent
   publishes it in its status for ``pykured status``.
+* ``on_progress`` hears the drain's progress (:mod:`pykured.drain.progress`: the pods it still waits on,
+  since when and why: evicting, held by a PodDisruptionBudget by name, refused by an admission webhook with
+  its message, terminating, terminating past its grace period) at every turn of the drain's loop (a few
+  times a second, from the drain's own thread: the listener decides what to write and when), and ``None``
+  when the drain (or its escalation step) ends, however it ends.
 * Without the eviction API (discovery of ``pods/eviction``) pods are DELETEd with a UID precondition.
 * A pod counts as gone when it is no longer listed on the node with the same UID (one LIST per poll for all
   pods instead of one GET per pod and second), or when it has been terminating longer than the skip-wait
@@ -47,6 +52,7 @@ from typing import Any
 
 from pykured.core import errors
 from pykured.core.printable import bounded_names
+from pykured.drain import progress as drainprogress
 from pykured.drain.filters import (
     PodRef,
     PodSelection,
@@ -124,6 +130,7 @@ class Drainer:
         wall_clock: Callable[[], datetime.datetime] = _utcnow,
         on_denied: Callable[[str], None] | None = None,
         on_blocked: Callable[[str], object] | None = None,
+        on_progress: Callable[[drainprogress.DrainProgress | None], object] | None = None,
     ) -> None:
         self._kube = kube
         self.node = node
@@ -146,6 +153,12 @@ class Drainer:
         """Told the latest refusal holding the drain back, and ``""`` when a drain completes."""
         self._blocker = ""
         self._blocker_lock = threading.Lock()
+        self.on_progress = on_progress
+        """Told the drain's progress at every turn of its loop, and ``None`` when it ends."""
+        self._holds: dict[PodRef, drainprogress.PodHold] = {}
+        """Why each pod the running drain still waits on is held, and since when."""
+        self._holds_lock = threading.Lock()
+        self._started = _utcnow()
         self._per_pod = logging.INFO
         """The level of the per-pod lines (kubectl's); DEBUG in an escalation step, whose one line names
         the pods."""
@@ -226,7 +239,16 @@ class Drainer:
         return self._empty(escalate=True)
 
     def _empty(self, *, escalate: bool) -> DrainResult:
+        try:
+            return self._run(escalate=escalate)
+        finally:
+            with self._holds_lock:
+                self._holds.clear()
+            self._tell_progress(None)
+
+    def _run(self, *, escalate: bool) -> DrainResult:
         start = self._clock()
+        self._started = self._wall_clock()
         self._denials.clear()
         self._blocker = ""
         deadline = start + self._timeout.seconds if self._timeout.ns > 0 else None
@@ -245,6 +267,11 @@ class Drainer:
         if warnings and not escalate:
             logger.warning("WARNING: %s", warnings)
         refs = [d.pod for d in selection.to_evict]
+        with self._holds_lock:
+            self._holds = {
+                r: drainprogress.PodHold(r.namespace, r.name, drainprogress.EVICTING, self._started)
+                for r in refs
+            }
         self._per_pod = logging.DEBUG if escalate else logging.INFO
         if escalate:
             logger.warning(
@@ -280,6 +307,7 @@ class Drainer:
                 if waiting and self._clock() >= next_poll:
                     waiting = self._poll_gone(waiting, gone, use_eviction)
                     next_poll = self._clock() + self._poll_interval
+                self._report()
                 if not pending and not waiting:
                     break
                 if self._cancel.is_set():
@@ -338,12 +366,52 @@ class Drainer:
             if pod is None:
                 logger.log(self._per_pod, "pod/%s %s", ref.name, "evicted" if use_eviction else "deleted")
                 gone.append(ref)
+                self._forget(ref)
             elif deleted_longer_than(pod, self._skip_wait, now=now):
                 logger.info("pod %s still terminating after %ds; not waiting for it", ref, self._skip_wait)
                 gone.append(ref)
+                self._forget(ref)
             else:
                 still.append(ref)
+                overdue = drainprogress.overdue_since(pod, now=now)
+                if overdue is not None:
+                    self._hold(ref, drainprogress.OVERDUE, since=overdue)
         return still
+
+    # -- progress ------------------------------------------------------------------------------------------
+
+    def _hold(
+        self, ref: PodRef, reason: str, detail: str = "", *, since: datetime.datetime | None = None
+    ) -> None:
+        """The pod is held for ``reason`` (its ``since`` kept while the reason and detail stay the same)."""
+        with self._holds_lock:
+            previous = self._holds.get(ref)
+            hold = drainprogress.held(
+                previous, ref.namespace, ref.name, reason, detail, now=since or self._wall_clock()
+            )
+            self._holds[ref] = hold
+
+    def _forget(self, ref: PodRef) -> None:
+        with self._holds_lock:
+            self._holds.pop(ref, None)
+
+    def progress(self) -> drainprogress.DrainProgress:
+        """What the running drain waits on now (pure once the holds are copied)."""
+        with self._holds_lock:
+            holds = list(self._holds.values())
+        return drainprogress.progress(holds, started=self._started)
+
+    def _report(self) -> None:
+        if self.on_progress is not None:
+            self._tell_progress(self.progress())
+
+    def _tell_progress(self, value: drainprogress.DrainProgress | None) -> None:
+        if self.on_progress is None:
+            return
+        try:
+            self.on_progress(value)
+        except Exception as exc:  # a progress that cannot be recorded never stops the drain
+            logger.debug("on_progress failed: %s", exc)
 
     def _evict_one(self, ref: PodRef, use_eviction: bool, stop: threading.Event) -> str:
         """Evict or delete one pod, retrying 429s; returns ``_OK``, ``_STOPPED`` or an error text."""
@@ -358,6 +426,7 @@ class Drainer:
                     self._kube.delete_pod(
                         ref.namespace, ref.name, grace_period_seconds=grace, uid=ref.uid or None
                     )
+                self._hold(ref, drainprogress.TERMINATING)
                 return _OK
             except (errors.NotFoundError, errors.ConflictError):
                 return _OK  # already gone, or (UID precondition) replaced by a new pod of the same name
@@ -372,6 +441,14 @@ class Drainer:
                     self._denied(ref, str(exc))
                 if webhook or isinstance(exc, errors.TooManyRequestsError):
                     self._tell_blocker(f"eviction of pod {ref.namespace}/{ref.name} refused: {exc}")
+                if retryable:
+                    reason, detail = drainprogress.refusal(
+                        str(exc),
+                        too_many=isinstance(exc, errors.TooManyRequestsError),
+                        webhook=webhook,
+                        causes=exc.causes,
+                    )
+                    self._hold(ref, reason, detail)
                 if not retryable:
                     return f'error when evicting pods/"{ref.name}" -n "{ref.namespace}": {exc}'
                 delay = retry_delay_for(

@@ -8,6 +8,9 @@ caller may not read (Leases under kured's RBAC, say) is passed in as an error an
 A node whose record cannot be read (a garbled ``pykured.dev/status``, reboot request or roll record, or
 anything else its row could not be built from) is one row that says so; it never fails the whole view.
 Every cell is one line of terminal-safe text (:func:`pykured.core.printable.one_line`).
+A node whose agent (or a FleetLock server) records a running drain (the status' ``drain``,
+:mod:`pykured.drain.progress`) says so in its STEP, and ``pykured status NODE`` prints the pods the drain
+waits on, for how long and why (:func:`render_drains`); ``-o json`` carries the same under ``drain``.
 Pure: no I/O, ``now`` is passed in.
 """
 
@@ -22,6 +25,7 @@ from pykured.alertmanager.record import SILENCE_ANNOTATION, SilenceRecord, parse
 from pykured.core.printable import one_line
 from pykured.core.times import format_rfc3339, parse_rfc3339
 from pykured.cycle.state import FLEETLOCK_ID_ANNOTATION, NodeState
+from pykured.drain import progress as drainprogress
 from pykured.kube.node import PYKURED_PREFIX
 from pykured.lock.budget import Budget, effective_limit, explain
 from pykured.policy.quarantine import quarantine_record
@@ -101,6 +105,8 @@ class Row:
     """The silence outlived its cycle: its expiry failed then and is being retried (``expireDue``)."""
     condition: str = ""
     """The Node condition that makes the node need a reboot, as its agent last reported it."""
+    drain: drainprogress.DrainProgress | None = None
+    """The running drain's record: the pods it waits on, since when, why (None: none recorded)."""
 
     def cells(self, now: datetime.datetime) -> tuple[str, ...]:
         last = rebootrequest.ago(now, self.last_reboot, future="0s ago") if self.last_reboot else "-"
@@ -112,6 +118,8 @@ class Row:
             step += f", silence not expired since {format_rfc3339(self.silence_due)} (retrying)"
         elif self.silenced_until is not None:
             step += f", silenced until {format_rfc3339(self.silenced_until)}"
+        if self.drain is not None:
+            step += f", waiting for {self.drain.total} pods"
         cells = (self.node, self.needs_reboot, reason, self.blocked_by or "-", self.cordoned, step, last,
                  self.roll or "-", self.agent)  # fmt: skip
         return tuple(one_line(cell) for cell in cells)
@@ -204,7 +212,8 @@ def _status(view: NodeState) -> tuple[agentstatus.AgentStatus | None, str]:
 
 def node_row(view: NodeState, *, holders: Sequence[str] = (), now: datetime.datetime) -> Row:
     """One node's row. ``holders``: every node holding a lock slot (any backend)."""
-    status, unreadable = _status(view)
+    record, unreadable = _status(view)
+    status = record if record is not None and record.from_agent else None  # not a FleetLock drain's alone
     previous = (status.boot_id,) if status and status.boot_id != view.boot_id else ()
     req = rebootrequest.classify(view.annotations, view.boot_id, previous_boot_ids=previous, now=now)
     if req.state is rebootrequest.RequestState.INVALID:
@@ -238,6 +247,7 @@ def node_row(view: NodeState, *, holders: Sequence[str] = (), now: datetime.date
         silenced_until=silence.until if (silence := _silence(view)) else None,
         silence_due=silence.due if silence else None,
         condition=(status.condition or "") if status else "",
+        drain=record.drain if record is not None else None,
     )
 
 
@@ -314,6 +324,44 @@ def render_table(
     return "\n".join([*lines, _roll_line(table, current_roll(table)), *lock_lines(locks), *limits]) + "\n"
 
 
+def render_drains(table: Sequence[Row], *, now: datetime.datetime) -> str:
+    """For each node with a running drain recorded: since when, how many pods it waits on, and the first
+    few of them, each with why it is held and for how long (``""`` when none is)."""
+    lines: list[str] = []
+    for row in table:
+        drain = row.drain
+        if drain is None:
+            continue
+        lines.append(
+            one_line(
+                f"drain of {row.node}: running for {drainprogress.waited(now, drain.started)} (since "
+                f"{format_rfc3339(drain.started)}), waiting for {drain.total} pods"
+            )
+        )
+        cells = [
+            (one_line(h.pod), one_line(h.describe()), f"for {drainprogress.waited(now, h.since)}")
+            for h in drain.pods
+        ]
+        widths = [max((len(c[i]) for c in cells), default=0) for i in range(2)]
+        lines += [f"  {pod.ljust(widths[0])}  {why.ljust(widths[1])}  {age}" for pod, why, age in cells]
+        if drain.total > len(drain.pods):
+            lines.append(f"  and {drain.total - len(drain.pods)} more")
+    return "".join(line + "\n" for line in lines)
+
+
+def drain_json(drain: drainprogress.DrainProgress, *, now: datetime.datetime | None) -> dict[str, Any]:
+    """A drain's record for ``-o json``: the record itself, each pod's reason told, and (given ``now``)
+    how many seconds each has been held."""
+    data = drainprogress.to_json(drain)
+    for entry, hold in zip(data["pods"], drain.pods, strict=True):
+        entry["why"] = hold.describe()
+        if now is not None:
+            entry["seconds"] = max(0, int((now - hold.since).total_seconds()))
+    if now is not None:
+        data["seconds"] = max(0, int((now - drain.started).total_seconds()))
+    return data
+
+
 def _roll_json(table: Sequence[Row], current: roll.Roll) -> dict[str, Any] | None:
     if current.since is None:
         return None
@@ -326,9 +374,14 @@ def _roll_json(table: Sequence[Row], current: roll.Roll) -> dict[str, Any] | Non
 
 
 def to_json(
-    table: Sequence[Row], locks: Sequence[LockInfo], *, limit: LockLimit | None = None
+    table: Sequence[Row],
+    locks: Sequence[LockInfo],
+    *,
+    limit: LockLimit | None = None,
+    now: datetime.datetime | None = None,
 ) -> dict[str, Any]:
-    """The same facts for ``-o json`` (``limit`` only when a budget is given)."""
+    """The same facts for ``-o json`` (``limit`` only when a budget is given; a running drain's record under
+    ``drain``, with how long each pod has been held when ``now`` is given)."""
     return ({"limit": limit.to_json()} if limit is not None else {}) | {
         "nodes": [
             {
@@ -349,6 +402,7 @@ def to_json(
                 **({"silencedUntil": format_rfc3339(r.silenced_until)} if r.silenced_until else {}),
                 **({"silenceExpiryDue": format_rfc3339(r.silence_due)} if r.silence_due else {}),
                 **({"condition": r.condition} if r.condition else {}),
+                **({"drain": drain_json(r.drain, now=now)} if r.drain is not None else {}),
             }
             for r in table
         ],

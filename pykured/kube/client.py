@@ -55,16 +55,35 @@ def error_from_status(status: int, body: str | bytes | None, reason: str = "") -
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
     message = reason or "request failed"
     status_reason = ""
+    causes: tuple[tuple[str, str], ...] = ()
     try:
         decoded = json.loads(text) if text else {}
         if isinstance(decoded, dict):
             message = str(decoded.get("message") or message)
             status_reason = str(decoded.get("reason") or "")
-    except ValueError:
+            causes = _causes(decoded.get("details"))
+    except (ValueError, RecursionError):
         if text:
             message = text[:300]
     cls = _ERRORS.get(status, errors.KubeError)
-    return cls(f"{message} (HTTP {status})", status=status, reason=status_reason)
+    return cls(f"{message} (HTTP {status})", status=status, reason=status_reason, causes=causes)
+
+
+_MAX_CAUSES = 4
+_MAX_CAUSE = 300
+
+
+def _causes(details: Any) -> tuple[tuple[str, str], ...]:
+    """The first few ``(type, message)`` of a Status' ``details.causes``, each cut (a hostile body stays
+    bounded)."""
+    found = details.get("causes") if isinstance(details, dict) else None
+    if not isinstance(found, list):
+        return ()
+    return tuple(
+        (str(c.get("type") or "")[:_MAX_CAUSE], str(c.get("message") or "")[:_MAX_CAUSE])
+        for c in found[:_MAX_CAUSES]
+        if isinstance(c, dict)
+    )
 
 
 def _check_in_cluster(environ: Mapping[str, str], token: str) -> None:

@@ -5,6 +5,6 @@
 agent's components use.
 """
 
-from pykured.metrics.registry import BLOCK_REASONS, REBOOT_OUTCOMES, Metrics, NullMetrics
+from pykured.metrics.registry import BLOCK_REASONS, DRAIN_REASONS, REBOOT_OUTCOMES, Metrics, NullMetrics
 
-__all__ = ["BLOCK_REASONS", "REBOOT_OUTCOMES", "Metrics", "NullMetrics"]
+__all__ = ["BLOCK_REASONS", "DRAIN_REASONS", "REBOOT_OUTCOMES", "Metrics", "NullMetrics"]

@@ -14,10 +14,11 @@ registered; ``python_gc_*`` is not (GC noise with no kured counterpart). Go's ``
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from prometheus_client import (
     CollectorRegistry,
@@ -45,6 +46,9 @@ BLOCK_REASONS = (
     "alertmanager",
 )  # fmt: skip
 REBOOT_OUTCOMES = ("triggered", "completed", "failed", "handoff")
+DRAIN_REASONS = ("overdue", "pdb", "webhook", "refused", "terminating", "evicting")
+"""Why a drain still waits on a pod (:mod:`pykured.drain.progress`'s reasons): the closed set of the
+``reason`` label of ``pykured_drain_pods_waiting`` (pod names are never label values)."""
 KURED_VERSION = "1.23.0"
 MAX_LABEL = 128
 """A free-text label value (a request's reason) is cut to this length."""
@@ -123,6 +127,18 @@ class Metrics:
             "Duration of cordon + drain.",
             registry=reg,
             buckets=_DRAIN_BUCKETS,
+        )
+        self._drain_waiting = Gauge(
+            "pykured_drain_pods_waiting",
+            "Pods the node's running drain still waits on, by why they are held (none while no drain runs).",
+            ["node", "reason"],
+            registry=reg,
+        )
+        self._drain_slow = Counter(
+            "pykured_drain_slow",
+            "Drains that ran past the slow-drain threshold (each told in a DrainSlow Event).",
+            ["node"],
+            registry=reg,
         )
         self._pass_errors = Counter(
             "pykured_pass_errors",
@@ -266,6 +282,19 @@ class Metrics:
     def observe_drain(self, seconds: float) -> None:
         self._drain.observe(seconds)
 
+    def set_drain_waiting(self, node: str, counts: Mapping[str, int] | None) -> None:
+        """The pods ``node``'s running drain waits on, by reason (``None``: no drain runs; the node's
+        series are removed). Reasons outside :data:`DRAIN_REASONS` are not exposed."""
+        for reason in DRAIN_REASONS:
+            if counts is None:
+                with contextlib.suppress(KeyError):
+                    self._drain_waiting.remove(node, reason)
+            else:
+                self._drain_waiting.labels(node, reason).set(counts.get(reason, 0))
+
+    def drain_slow(self, node: str) -> None:
+        self._drain_slow.labels(node).inc()
+
     def pass_error(self) -> None:
         """Count one pass of the agent's loop that ended in an unexpected error."""
         self._pass_errors.inc()
@@ -369,6 +398,12 @@ class NullMetrics(Metrics):
         pass
 
     def observe_drain(self, seconds: float) -> None:
+        pass
+
+    def set_drain_waiting(self, node: str, counts: Mapping[str, int] | None) -> None:
+        pass
+
+    def drain_slow(self, node: str) -> None:
         pass
 
     def pass_error(self) -> None:

@@ -26,7 +26,11 @@ honour the freeze it sets;
 ``lastCycle`` how many seconds the node's last cycle held the lock (``pykured plan`` estimates from it);
 ``drainBlockedBy`` the latest refusal that holds the node's drain back (an eviction denied by an admission
 webhook, with the webhook's message; a PodDisruptionBudget's 429), written while the drain retries it and
-kept after a drain that failed on it, until a drain completes or the node needs no reboot.
+kept after a drain that failed on it, until a drain completes or the node needs no reboot;
+``drain`` the running drain's progress (:mod:`pykured.drain.progress`: when it began, how many pods it still
+waits on, by reason, and the first few of them with why each is held and since when), written while a slow
+drain runs and removed when it ends. A FleetLock server drains nodes no agent runs on: on such a node the
+record carries only ``drain`` (no ``v``, no ``step``), and it is removed with the drain's end.
 Pure: no I/O, ``now`` is passed in. Reading is bounded (:mod:`pykured.core.boundedjson`) and total:
 :func:`parse` raises only :class:`ValueError` (``pykured status`` shows the node as unreadable);
 :func:`decode` never raises (unreadable = absent, for the agent's own uses).
@@ -37,14 +41,17 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from pykured.core import boundedjson
 from pykured.core.times import format_rfc3339, parse_rfc3339
+from pykured.drain import progress as drainprogress
 from pykured.kube.node import PYKURED_PREFIX
 
 STATUS_ANNOTATION = PYKURED_PREFIX + "status"
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -86,15 +93,24 @@ class AgentStatus:
     """How long the node's last reboot cycle took, lock taken to lock released (seconds; for ``plan``)."""
     drain_blocked_by: str = ""
     """The latest eviction refusal holding the drain back (``eviction of pod ns/name refused: …``)."""
+    drain: drainprogress.DrainProgress | None = None
+    """The running drain's progress (None: no drain runs, or it has not been recorded yet)."""
 
     @property
     def needs_reboot(self) -> bool:
         return self.sentinel or self.request is not None or self.condition is not None
 
+    @property
+    def from_agent(self) -> bool:
+        """Written by an agent about itself (not a record that carries only a FleetLock server's drain)."""
+        return bool(self.version or self.step or self.boot_id)
+
 
 def encode(status: AgentStatus) -> str:
     """The annotation value."""
-    data: dict[str, Any] = {"v": status.version, "bootID": status.boot_id, "step": status.step}
+    data: dict[str, Any] = {}
+    if status.from_agent or status.drain is None:
+        data.update({"v": status.version, "bootID": status.boot_id, "step": status.step})
     if status.blocked:
         data["blocked"] = status.blocked
         data["blockedBy"] = status.blocked_by
@@ -114,6 +130,7 @@ def encode(status: AgentStatus) -> str:
         "policy": status.policy or None,
         "lastCycle": status.last_cycle_s,
         "drainBlockedBy": status.drain_blocked_by or None,
+        "drain": drainprogress.to_json(status.drain) if status.drain is not None else None,
     }
     data.update((key, value) for key, value in optional.items() if value is not None)
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -168,7 +185,18 @@ def parse(text: str) -> AgentStatus:
         policy=_s(data, "policy"),
         last_cycle_s=_seconds(data.get("lastCycle")),
         drain_blocked_by=_s(data, "drainBlockedBy"),
+        drain=_drain(data.get("drain")),
     )
+
+
+def _drain(value: Any) -> drainprogress.DrainProgress | None:
+    """The drain's record (absent when it is not one: one log line, the rest of the status is read)."""
+    if value is None:
+        return None
+    found = drainprogress.from_json(value)
+    if found is None:
+        logger.warning("The drain record in %s cannot be read: ignored", STATUS_ANNOTATION)
+    return found
 
 
 def reported_boot_ids(annotations: Mapping[str, str]) -> tuple[str, ...]:

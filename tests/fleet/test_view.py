@@ -342,3 +342,49 @@ def test_a_quarantined_node_says_so_in_step_and_blocked_by() -> None:
     garbled = _node("g", {QUARANTINED_ANNOTATION: "{"})
     assert row(garbled).step == "quarantined" and row(garbled).blocked_by.startswith("quarantined: the")
     assert "quarantined" not in fleetview.to_json([row(_node("ok", {}))], [])["nodes"][0]
+
+
+def test_a_running_drain_shows_its_pods_for_how_long_and_why() -> None:
+    from pykured.drain import progress as dp
+
+    def at(minutes: float) -> datetime.datetime:
+        return NOW - datetime.timedelta(minutes=minutes)
+
+    holds = [
+        dp.PodHold("db", "b-0", dp.WEBHOOK, at(3), 'admission webhook "w" denied the request: \x1b[2Jlater'),
+        dp.PodHold("web", "w-1", dp.PDB, at(4), "web-pdb"),
+        dp.PodHold("ops", "stuck", dp.OVERDUE, at(1)),
+    ]
+    holds += [dp.PodHold("web", f"e{i:02}", dp.EVICTING, at(5)) for i in range(12)]  # fmt: skip
+    drain = dp.progress(holds, started=at(5))
+    draining = NodeState.from_obj({
+        "metadata": {"name": "n", "annotations": {
+            S: status(step="drain-and-reboot", sentinel=True, drain=drain),
+            "pykured.dev/unschedulable-before": "false"}},
+        "spec": {"unschedulable": True}, "status": {"nodeInfo": {"bootID": "b1"}},
+    })  # fmt: skip
+    r = row(draining)
+    assert r.cells(NOW)[5] == "draining, waiting for 15 pods"
+    text = fleetview.render_drains([r, row(_node("idle", {S: status()}))], now=NOW)
+    lines = text.splitlines()
+    assert lines[0] == "drain of n: running for 5m00s (since 2026-11-30T21:35:00Z), waiting for 15 pods"
+    assert lines[1].split() == ["ops/stuck", "terminating", "past", "its", "grace", "period", "for", "60s"]
+    assert lines[2].split() == ["web/w-1", "PodDisruptionBudget", "web-pdb", "for", "4m00s"]
+    assert lines[3].split()[:2] == ["db/b-0", "admission"] and lines[3].endswith("for 3m00s")
+    assert "\x1b" not in text and lines[-1] == "  and 5 more" and len(lines) == 12
+    (data,) = fleetview.to_json([r], [], now=NOW)["nodes"]
+    assert data["drain"]["total"] == 15 and data["drain"]["seconds"] == 300
+    first = data["drain"]["pods"][0]
+    assert first == {"namespace": "ops", "name": "stuck", "reason": "overdue",
+                     "since": "2026-11-30T21:39:00Z", "why": "terminating past its grace period",
+                     "seconds": 60}  # fmt: skip
+    assert data["drain"]["pods"][1]["detail"] == "web-pdb"
+
+
+def test_a_fleetlock_servers_drain_record_alone_is_no_agents_status() -> None:
+    from pykured.drain import progress as dp
+
+    drain = dp.progress([dp.PodHold("web", "w-1", dp.PDB, NOW, "web-pdb")], started=NOW)
+    alone = agentstatus.encode(agentstatus.AgentStatus(drain=drain))
+    r = row(_node("z", {S: alone, "pykured.dev/fleetlock-id": "x"}))
+    assert (r.needs_reboot, r.agent, r.step, r.drain) == ("?", "-", "fleetlock (zincati)", drain)

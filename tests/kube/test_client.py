@@ -67,3 +67,18 @@ def test_an_agent_in_a_pod_never_imports_the_kubernetes_package(tmp_path: Path) 
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_a_status_names_its_first_causes_bounded() -> None:
+    import json as _json
+
+    from pykured.kube.client import error_from_status
+
+    body = {"kind": "Status", "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+            "details": {"causes": [{"type": "DisruptionBudget", "message": "The disruption budget p needs 1"}]
+                        + [{"type": "x", "message": "m" * 5000}] * 50 + ["junk"]}}  # fmt: skip
+    exc = error_from_status(429, _json.dumps(body))
+    assert exc.causes[0] == ("DisruptionBudget", "The disruption budget p needs 1")
+    assert len(exc.causes) == 4 and all(len(m) <= 300 for _, m in exc.causes)
+    assert error_from_status(429, '{"details": {"causes": "x"}}').causes == ()
+    assert error_from_status(429, "[" * 100_000).causes == ()

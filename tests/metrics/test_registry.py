@@ -234,3 +234,16 @@ def test_close_does_not_wait_for_the_idle_servers_hourly_poll(host: str) -> None
     closing.start()
     closing.join(timeout=30)  # without the wake-up connection it would take IDLE_POLL (an hour)
     assert not closing.is_alive()
+
+
+def test_the_pods_a_drain_waits_on_by_reason_and_gone_with_the_drain() -> None:
+    metrics = Metrics(process_collectors=False)
+    metrics.set_drain_waiting("n1", {"pdb": 2, "webhook": 1, "a-pod-name": 9})
+    value = metrics.registry.get_sample_value
+    assert value("pykured_drain_pods_waiting", {"node": "n1", "reason": "pdb"}) == 2.0
+    assert value("pykured_drain_pods_waiting", {"node": "n1", "reason": "evicting"}) == 0.0
+    assert value("pykured_drain_pods_waiting", {"node": "n1", "reason": "a-pod-name"}) is None  # closed set
+    metrics.drain_slow("n1")
+    metrics.set_drain_waiting("n1", None)
+    assert value("pykured_drain_pods_waiting", {"node": "n1", "reason": "pdb"}) is None
+    assert value("pykured_drain_slow_total", {"node": "n1"}) == 1.0

@@ -95,6 +95,10 @@ FEATURES = (
             "test_an_operators_autoscaler_annotation_stays_and_each_may_be_renamed_or_off[off-{driver}]"),
     Feature("drain failure and timeout (`--drain-timeout`)", "test_a_drain_that_fails[drain-fails-{driver}]"),
     Feature("`--force-reboot`", "test_a_drain_that_fails[force-reboot-{driver}]"),
+    Feature("a drain you can watch: the pods it waits on and why in `pykured.dev/status`, cleared when it "
+            "times out", "test_a_drain_you_can_watch[timed-out-{driver}]"),
+    Feature("a drain you can watch, cleared when it is escalated (`--drain-escalation=delete`); "
+            "`pykured_drain_pods_waiting`, `DrainSlow`", "test_a_drain_you_can_watch[escalated-{driver}]"),
     Feature("halt after failed drains (`--max-failed-drains`)",
             "test_failed_drains_halt_the_fleet[{driver}]"),
     Feature("drain escalation: delete past a PodDisruptionBudget (`--drain-escalation=delete`)",

@@ -126,3 +126,21 @@ def test_the_drains_blocker_round_trips_and_is_left_out_when_none() -> None:
     assert '"drainBlockedBy":"eviction of pod a/b refused: x"' in text
     assert st.decode(text) == blocked
     assert "drainBlockedBy" not in st.encode(build())
+
+
+def test_the_drains_record_round_trips_and_a_bad_one_is_absent(caplog: Any) -> None:
+    from pykured.drain import progress as dp
+
+    drain = dp.progress([dp.PodHold("apps", "web", dp.PDB, NOW, "web-pdb")], started=NOW)
+    status = build(step="drain-and-reboot", sentinel=True, drain=drain)
+    assert st.decode(st.encode(status)) == status
+    alone = st.AgentStatus(drain=drain)  # a FleetLock server's drain of a node no agent runs on
+    assert set(json.loads(st.encode(alone))) == {"drain"}
+    assert st.parse(st.encode(alone)) == alone and not alone.from_agent
+    data = json.loads(st.encode(status))
+    data["drain"] = {"since": "never", "pods": "x"}
+    caplog.set_level("WARNING")
+    assert st.parse(json.dumps(data)) == build(step="drain-and-reboot", sentinel=True)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"The drain record in {st.STATUS_ANNOTATION} cannot be read: ignored"
+    ]

@@ -30,6 +30,7 @@ from pykured.halting.streak import FAILED_DRAINS_ANNOTATION, Streak
 from pykured.halting.streak import read as read_streak
 from pykured.policy.freeze import FreezeRecord
 from pykured.policy.quarantine import quarantine_record
+from pykured.status import agent as agentstatus
 from pykured_dev.eventually import eventually
 from pykured_dev.testenv.alertmanager import Alertmanager, AlertmanagerProxy
 from pykured_dev.testenv.prometheus import SEEN_WITHIN, Exporter, Prometheus
@@ -219,6 +220,47 @@ def test_a_drain_that_fails(parity: Bench, driver: str, force: bool) -> None:
         assert "DrainFailed" in run.events()
         if run.fleetlock:
             assert run.replies[-1] == (503, "drain_failed")
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("end", ["timed-out", "escalated"])
+def test_a_drain_you_can_watch(parity: Bench, driver: str, end: str) -> None:
+    """A drain a PodDisruptionBudget holds until ``--drain-timeout``: while it runs, the node's
+    ``pykured.dev/status`` records the pod it waits on, held by the budget named (written by the agent, or by
+    the FleetLock server for a node no agent publishes on); one ``DrainSlow`` Event; the metrics; and the
+    record is gone when the drain has ended: timed out (``DrainFailed``), or escalated
+    (``--drain-escalation=delete``: the pod deleted, the reboot goes ahead)."""
+    escalate = ["--drain-escalation=delete"] if end == "escalated" else []
+    flags = ["--drain-timeout=10s", *escalate]
+    run = parity.run(driver, flags, before_start=lambda ns, node: guarded_pod(parity, ns, node))
+    written: list[str | None] = []  # every status the agent (or the FleetLock server) wrote on the Node
+
+    def heard(name: str, obj: dict[str, Any]) -> None:
+        if name == run.node:
+            written.append((obj["metadata"].get("annotations") or {}).get(agentstatus.STATUS_ANNOTATION))
+
+    run.agent.kube.on_node_written(heard)
+    run.need()
+    over = run.triggered if escalate else lambda: "DrainFailed" in run.events()
+
+    def stepped() -> bool:
+        run.step()
+        return over()
+
+    assert eventually(stepped, timeout=120), run.replies
+    drains = [s.drain for s in map(agentstatus.decode, written) if s is not None and s.drain is not None]
+    assert drains, written
+    for drain in drains:
+        (held,) = drain.pods
+        assert (held.pod, held.reason, held.detail) == (f"{run.namespace}/guarded", "pdb", "guarded"), drain
+    after = agentstatus.decode(run.annotations().get(agentstatus.STATUS_ANNOTATION))
+    assert after is None or after.drain is None  # cleared when the drain timed out
+    assert run.events().count("DrainSlow") == 1
+    assert ("DrainEscalated" if escalate else "DrainFailed") in run.events()
+    assert run.metric("pykured_drain_slow_total", node=run.node) == 1.0
+    assert run.agent.metrics.registry.get_sample_value(
+        "pykured_drain_pods_waiting", {"node": run.node, "reason": "pdb"}
+    ) is None  # fmt: skip
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
