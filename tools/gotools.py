@@ -638,7 +638,7 @@ def karpenter_build(names: Sequence[str]) -> None:
             binaries=["karpenter-kwok"],
             what=f"Karpenter {version}'s kwok provider",
             build=build,
-            estimate="about 2-3 min on 2 cores",
+            estimate="about 2-3.5 min on 2 cores",
         )
 
 

@@ -38,7 +38,7 @@ pytestmark = [
     pytest.mark.timeout(900),
     pytest.mark.skipif(
         BINARY is None,
-        reason="Karpenter's kwok provider is not built (optional): run tools/karpenter-build, about 2 min",
+        reason="Karpenter's kwok provider is not built (optional): run tools/karpenter-build (2-3.5 min)",
     ),
 ]
 KARPENTER_MARK = "karpenter.sh/do-not-disrupt"
