@@ -8,6 +8,7 @@
                                        demand only)
     tools/prometheus-build             Prometheus and promtool (one go build)
     tools/release-build [name ...]     the release tools: registry cosign (the default: both)
+    tools/karpenter-build              Karpenter's kwok provider and its CRDs (optional: not in tools/dev setup)
 
 Each prints the bin directory (``<cache>/bin/current``) on the last line of standard output. Versions are
 in tools/versions.env. Every program is cached by gobuild.cached under a key made of what it is built from;
@@ -36,6 +37,13 @@ tests use, is).
 The release tools: the CNCF distribution registry (tools/registry: the registry's root command with the local
 storage drivers only), which the tests push the release to, and cosign (tools/cosign: cosign's command tree
 without the cloud KMS signers), which tools/release signs and attests with.
+
+Karpenter (tools/karpenter: the sigs.k8s.io/karpenter module's kwok provider, sigs.k8s.io/karpenter/kwok, its
+controller with a simulated cloud that creates the Nodes itself) is built as karpenter-kwok, with the
+CustomResourceDefinitions it ships (NodePool, NodeClaim, NodeOverlay, CapacityBuffer, KWOKNodeClass) copied
+from the module's source beside it (<bin>/../karpenter-<version>-<key>/crds). The module asks for a newer Go
+than the machine's: KARPENTER_GO in versions.env names the toolchain the go command fetches (GOTOOLCHAIN).
+No test needs it unless it is built: tests/e2e/test_karpenter.py skips without it.
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ from pathlib import Path
 import gobuild
 from gobuild import BIN, CACHE, CURRENT, HERE, BuildError, Usage, cached, go, go_version, hash16, read
 
-ENTRY_TOOLS = ("testenv-build", "kured-build", "prometheus-build", "release-build")
+ENTRY_TOOLS = ("testenv-build", "kured-build", "prometheus-build", "release-build", "karpenter-build")
 
 
 # ---- the test control plane (tools/testenv-build) ------------------------------------------------------
@@ -576,11 +584,81 @@ def release_build(names: Sequence[str]) -> None:
                 raise BuildError(f"unknown tool {name}")
 
 
+# ---- Karpenter's kwok provider (tools/karpenter-build) ---------------------------------------------------
+KARPENTER_CRDS = (
+    "kwok/charts/crds/karpenter.sh_nodepools.yaml",
+    "kwok/charts/crds/karpenter.sh_nodeclaims.yaml",
+    "kwok/charts/crds/karpenter.sh_nodeoverlays.yaml",
+    "kwok/charts/crds/autoscaling.x-k8s.io_capacitybuffers.yaml",
+    "kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml",
+)
+"""The CRDs the kwok provider's chart installs (kwok/charts/crds) and its own node class, as the module ships
+them."""
+
+
+def karpenter_build(names: Sequence[str]) -> None:
+    if names:
+        raise BuildError(f"karpenter-build takes no names (got {' '.join(names)})")
+    gobuild.go_environment("-mod=readonly -buildvcs=false")
+    v = gobuild.versions()
+    os.environ["GOTOOLCHAIN"] = v["KARPENTER_GO"]  # the module's go.mod asks for more than the machine's Go
+    version = v["KARPENTER"]
+    here = HERE / "karpenter"
+    ldflags = f"-s -w -X sigs.k8s.io/karpenter/pkg/operator.Version={version}"
+    key = hash16(
+        read(here / "go.sum", here / "go.mod"),
+        f"{version} {go_version()} {ldflags} {' '.join(KARPENTER_CRDS)}\n".encode(),
+    )
+
+    def build(scratch: Path, log: Path) -> Usage | None:
+        info = json.loads(
+            gobuild.go_output(
+                ["mod", "download", "-json", f"sigs.k8s.io/karpenter@{version}"], cwd=here, log=log
+            )
+        )
+        source = Path(info.get("Dir", ""))
+        if not source.is_dir():
+            raise BuildError(f"cannot download Karpenter {version}'s module")
+        (scratch / "crds").mkdir()
+        for crd in KARPENTER_CRDS:
+            shutil.copy(source / crd, scratch / "crds" / Path(crd).name)
+        return go(
+            [
+                "build",
+                "-trimpath",
+                "-ldflags",
+                ldflags,
+                "-o",
+                str(scratch / "karpenter-kwok"),
+                "sigs.k8s.io/karpenter/kwok",
+            ],
+            cwd=here,
+            log=log,
+            what="karpenter-kwok",
+            tool="karpenter-build",
+        )
+
+    with gobuild.locked(
+        ".lock-karpenter",
+        busy="karpenter-build: another build of Karpenter is running; waiting for it ...",
+    ):
+        cached(
+            tool="karpenter-build",
+            stem=f"karpenter-{version}",
+            key=key,
+            binaries=["karpenter-kwok"],
+            what=f"Karpenter {version}'s kwok provider",
+            build=build,
+            estimate="about 2-3.5 min on 2 cores",
+        )
+
+
 TOOLS: dict[str, Callable[[Sequence[str]], None]] = {
     "testenv-build": testenv_build,
     "kured-build": kured_build,
     "prometheus-build": prometheus_build,
     "release-build": release_build,
+    "karpenter-build": karpenter_build,
 }
 
 
