@@ -8,7 +8,7 @@
                                        demand only)
     tools/prometheus-build             Prometheus and promtool (one go build)
     tools/release-build [name ...]     the release tools: registry cosign (the default: both)
-    tools/karpenter-build              Karpenter's kwok provider and its CRDs (optional: not in tools/dev setup)
+    tools/karpenter-build              Karpenter's kwok provider and its CRDs (tools/dev setup builds it)
 
 Each prints the bin directory (``<cache>/bin/current``) on the last line of standard output. Versions are
 in tools/versions.env. Every program is cached by gobuild.cached under a key made of what it is built from;
@@ -43,7 +43,7 @@ controller with a simulated cloud that creates the Nodes itself) is built as kar
 CustomResourceDefinitions it ships (NodePool, NodeClaim, NodeOverlay, CapacityBuffer, KWOKNodeClass) copied
 from the module's source beside it (<bin>/../karpenter-<version>-<key>/crds). The module asks for a newer Go
 than the machine's: KARPENTER_GO in versions.env names the toolchain the go command fetches (GOTOOLCHAIN).
-No test needs it unless it is built: tests/e2e/test_karpenter.py skips without it.
+tools/dev setup builds it; tests/e2e/test_karpenter.py fails, saying so, without it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The real Karpenter against a test control plane: its kwok provider, built from its Go module.
 
-``tools/karpenter-build`` (optional: ``tools/dev setup`` does not run it) builds Karpenter's kwok provider,
+``tools/karpenter-build`` (``tools/dev setup`` runs it) builds Karpenter's kwok provider,
 ``sigs.k8s.io/karpenter/kwok``: the real controller (provisioning, disruption, termination) with a simulated
 cloud that creates a NodeClaim's Node itself instead of starting an instance. The build puts the
 CustomResourceDefinitions the module ships (NodePool, NodeClaim, NodeOverlay, CapacityBuffer and the kwok

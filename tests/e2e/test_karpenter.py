@@ -36,10 +36,6 @@ pytestmark = [
     pytest.mark.k8s,
     pytest.mark.slow,
     pytest.mark.timeout(900),
-    pytest.mark.skipif(
-        BINARY is None,
-        reason="Karpenter's kwok provider is not built (optional): run tools/karpenter-build (2-3.5 min)",
-    ),
 ]
 KARPENTER_MARK = "karpenter.sh/do-not-disrupt"
 CLUSTER_AUTOSCALER_MARK = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
@@ -53,7 +49,9 @@ WAIT = 300.0
 @pytest.fixture
 def karpenter() -> Iterator[tuple[TestEnv, Karpenter]]:
     """A control plane of the test's own with the real Karpenter running against it."""
-    assert BINARY is not None
+    assert BINARY is not None, (
+        "Karpenter's kwok provider is not built: run tools/karpenter-build (tools/dev setup does)"
+    )
     env = TestEnv().start()
     try:
         with Karpenter(env, BINARY) as running:
