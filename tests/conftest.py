@@ -78,6 +78,7 @@ REALNODE_TIER = "tests/e2e/realnode/"
 REALNODE_UNITS = {
     "test_migration.py": "kured-and-stuck",
     "test_stuck_node.py": "kured-and-stuck",
+    "test_npd.py": "kured-and-stuck",
     "test_release.py": "roll-and-requests",
     "test_roll.py": "roll-and-requests",
     "test_requests.py": "roll-and-requests",

@@ -9,11 +9,12 @@ kube-scheduler and kube-controller-manager, which it starts). Each node has:
   ``/var/log``, and a fresh, empty ``/run`` per boot, bind-mounted in the node's mount namespace only;
 * its own **cgroup root** (``/pykured-realnode-<id>/<node>`` in every hierarchy) for the kubelet's pods;
 * its own **boot**: containerd and the kubelet run under a PID 1 of their own (``unshare --pid --fork
-  --mount --mount-proc``), with a boot id bind-mounted over ``/proc/sys/kernel/random/boot_id``. A hostPID
-  pod's ``/proc/1`` is that PID 1: ``nsenter -m/proc/1/ns/mnt -- /bin/systemctl reboot`` enters the node's
-  mount namespace, where ``/usr/bin/systemctl`` is the node's own script: it ends PID 1, the kernel ends every
-  process of the node, containers included. The helper then boots the node again with a new boot id and an
-  empty ``/run`` (unless told to keep it down: a node that never comes back).
+  --mount --mount-proc``), with a boot id bind-mounted over ``/proc/sys/kernel/random/boot_id`` and a time
+  namespace whose boot-time clock starts with the boot (``/proc/stat``'s ``btime`` is the node's boot). A
+  hostPID pod's ``/proc/1`` is that PID 1: ``nsenter -m/proc/1/ns/mnt -- /bin/systemctl reboot`` enters the
+  node's mount namespace, where ``/usr/bin/systemctl`` is the node's own script: it ends PID 1, the kernel
+  ends every process of the node, containers included. The helper then boots the node again with a new boot
+  id and an empty ``/run`` (unless told to keep it down: a node that never comes back).
 
 The kernel tunables the kubelet sets (``kernel.panic``, ``vm.overcommit_memory``, …) are private files
 bind-mounted in the node's mount namespace: this machine's settings, network and PID 1 are never touched.
@@ -410,12 +411,39 @@ class Node:
                 "--mount",
                 "--mount-proc",
                 "--propagation=slave",
+                # a boot-time clock that starts with this boot: the kernel's btime in /proc/stat, which every
+                # process of the node and its containers read, is the node's boot
+                "--time",
+                f"--boottime=-{int(time.clock_gettime(time.CLOCK_BOOTTIME))}",
                 "--",
                 "/bin/sh",
                 str(self.dir / "boot.sh"),
             ],
             log_dir=self.dir,
             env={**_clean_env(), "BOOT": str(len(self.boots))},
+        )
+
+    def pid1(self) -> int:
+        """The node's PID 1 as this machine sees it (``unshare``'s child), while the node is up."""
+        proc = self.proc
+        if proc is None or not proc.alive():
+            raise RealNodeError(f"{self.name} is down")
+        pid = proc.popen.pid  # nsenter, which became unshare
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        if not children:
+            raise RealNodeError(f"{self.name}: no PID 1 yet")
+        return int(children[0])
+
+    def start_daemon(self, name: str, argv: Sequence[str]) -> Proc:
+        """Start ``argv`` as a host daemon of the node's current boot, as its init starts a unit: in the
+        node's PID, mount, network and time namespaces (its ``/run``, ``/var/lib``, address and boot). It ends
+        with the boot (the kernel ends every process of the node's PID namespace); its log is ``NAME.log`` in
+        the node's directory."""
+        return Proc(
+            name,
+            ["nsenter", f"--target={self.pid1()}", "--pid", "--mount", "--net", "--time", "--", *argv],
+            log_dir=self.dir,
+            env=_clean_env(),
         )
 
     def _watch(self) -> None:

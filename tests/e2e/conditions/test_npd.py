@@ -5,7 +5,6 @@ so; its exporter writes the condition, and the node's agent reboots the node for
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from pykured.conditions import record as rules
 from pykured_dev.testenv.procs import _die_with_parent
 from pykured_dev.testenv.reference import artifact
 from tests.fleets import MakeFleet, fleet_factory
+from tests.npd import monitor
 from tests.testenv import TestEnv
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
@@ -25,32 +25,6 @@ pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 def make_fleet(k8s: TestEnv, tmp_path: Path) -> Iterator[MakeFleet]:
     with fleet_factory(k8s, tmp_path, period="5s") as make:
         yield make
-
-
-def monitor(tmp_path: Path, problem: Path) -> Path:
-    """A custom plugin monitor: ``RebootRequired`` from a script that exits 1 (a problem) while ``problem``
-    exists, as NPD's plugins report one."""
-    script = tmp_path / "check.sh"
-    script.write_text(
-        f"#!/bin/sh\nif [ -e {problem} ]; then echo 'kernel update staged'; exit 1; fi\nexit 0\n"
-    )
-    script.chmod(0o755)
-    config = {
-        "plugin": "custom",
-        "pluginConfig": {"invoke_interval": "1s", "timeout": "5s", "max_output_length": 80, "concurrency": 1},
-        "source": "pykured-test-monitor",
-        "metricsReporting": False,
-        "conditions": [
-            {"type": "RebootRequired", "reason": "NoRebootRequired", "message": "no reboot required"}
-        ],
-        "rules": [
-            {"type": "permanent", "condition": "RebootRequired", "reason": "KernelUpdateStaged",
-             "path": str(script), "timeout": "3s"}
-        ],
-    }  # fmt: skip
-    path = tmp_path / "monitor.json"
-    path.write_text(json.dumps(config))
-    return path
 
 
 def test_npds_own_condition_reboots_the_node(k8s: TestEnv, make_fleet: MakeFleet, tmp_path: Path) -> None:
