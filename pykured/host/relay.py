@@ -94,16 +94,22 @@ def ask(path: str) -> None:
 
 
 def prepare(path: str) -> None:
-    """Make ``path`` the relay's FIFO (anything else there, left by nobody we know, is replaced)."""
+    """Make ``path`` the relay's FIFO (anything else there, left by nobody we know, is replaced). A new FIFO
+    is made beside it and renamed into place, so ``path`` never shows without its mode (an agent that looked
+    in between would be refused)."""
     try:
         if stat.S_ISFIFO(os.lstat(path).st_mode):
             os.chmod(path, FIFO_MODE)
             return
-        os.unlink(path)
     except FileNotFoundError:
         pass
-    os.mkfifo(path, FIFO_MODE)
-    os.chmod(path, FIFO_MODE)  # whatever the umask
+    directory, name = os.path.split(path)
+    fresh = os.path.join(directory, f".{name}.{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(fresh)
+    os.mkfifo(fresh, FIFO_MODE)
+    os.chmod(fresh, FIFO_MODE)  # whatever the umask
+    os.replace(fresh, path)
 
 
 def is_request(data: bytes) -> bool:
