@@ -508,14 +508,7 @@ def build_conditions(
             "fleet: nodes only hold back while too many show a condition"
         )
     else:
-        halt = FleetHalt(
-            kube=kube,
-            namespace=cfg.ds_namespace,
-            configmap=cfg.policy_configmap,
-            me=cfg.node_id,
-            notifier=notifier,
-            events_for=lambda name: EventRecorder(kube, node=name, enabled=cfg.events),
-        )
+        halt = _fleet_halt(cfg, kube, notifier=notifier)
     fleet = FleetBreaker(kube, specs=specs, budget=Budget.of(cfg.reboot_condition_fleet_max), halt=halt)
     settings = ConditionSettings(
         specs=specs,
@@ -524,6 +517,19 @@ def build_conditions(
     )
     return ConditionKeeper(
         kube, hands, node=cfg.node_id, settings=settings, booted=boot_time, metrics=metrics, fleet=fleet
+    )
+
+
+def _fleet_halt(cfg: Config, kube: Kube, *, notifier: Notifier) -> FleetHalt:
+    """The halt this agent adds to the policy ConfigMap (where there is none), with its Events and
+    notification."""
+    return FleetHalt(
+        kube=kube,
+        namespace=cfg.ds_namespace,
+        configmap=cfg.policy_configmap,
+        me=cfg.node_id,
+        notifier=notifier,
+        events_for=lambda name: EventRecorder(kube, node=name, enabled=cfg.events),
     )
 
 
@@ -536,14 +542,7 @@ def build_halt(
     if source is None:
         logger.warning('--reboot-deadline needs the policy ConfigMap (--policy-configmap=""): no halt')
         return None
-    halt = FleetHalt(
-        kube=kube,
-        namespace=cfg.ds_namespace,
-        configmap=cfg.policy_configmap,
-        me=cfg.node_id,
-        notifier=notifier,
-        events_for=lambda name: EventRecorder(kube, node=name, enabled=cfg.events),
-    )
+    halt = _fleet_halt(cfg, kube, notifier=notifier)
     watch = HaltWatch(lock=lock, source=source, deadline=_delta(cfg.reboot_deadline.seconds), halt=halt)
     metrics.watch_halt(watch.halted)
     return watch
