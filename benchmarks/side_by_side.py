@@ -40,6 +40,7 @@ from pykured_dev.testenv.pods import (
     KURED_IMAGE,
     PYKURED_IMAGE,
     PodTemplate,
+    image_console_script,
     kured_daemonset,
     kured_image,
     pykured_image,
@@ -185,7 +186,11 @@ def main() -> None:
     fleet = Fleet(
         cluster,
         workdir=work / "fleet",
-        images={KURED_IMAGE: kured_image(ref.kured), PYKURED_IMAGE: pykured_image()},
+        # pykured as its image starts it: no development install's import hook
+        images={
+            KURED_IMAGE: kured_image(ref.kured),
+            PYKURED_IMAGE: pykured_image(image_console_script(work)),
+        },
     ).__enter__()
     history = History(cluster.kube()).start()
     bench = Bench(cluster, fleet)

@@ -1,7 +1,8 @@
 """The Grafana dashboard (dashboards/pykured-grafana.json) and the shipped alerting rules on a real Prometheus
 that scrapes real agents on the real API server: every panel's query returns series, once the agents have
 done what the panels show (a reboot with its drain and lock wait, a settle gate holding the lock, a failed
-notification, a FleetLock request, a pending reboot request in a closed window)."""
+notification, a FleetLock request, a pending reboot request in a closed window, a drain a
+PodDisruptionBudget holds)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "dashboards" / "pykured-grafana.json"
 RULES = ROOT / "charts" / "pykured" / "rules" / "pykured.rules.yaml"
 JOB = "pykured"
+RS_REF = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "r1", "controller": True}
 # Grafana's variables as a dashboard viewer has them: "All" for job and node (their allValue), a rate
 # interval and a range that cover what the agents did during the test.
 VARIABLES = {"$__rate_interval": "5m", "$__range": "1h", "$job": ".*", "$node": ".*"}
@@ -102,10 +104,18 @@ def test_every_panel_query_returns_series_from_real_agents(
         )
         # A node whose reboot request waits for its maintenance window (open only on tomorrow's weekday).
         waiting_fleet, _ns2, (waiting,) = make_fleet(args=_closed_window(), metrics=True)
-        for f, node in ((fleet, rebooting), (waiting_fleet, waiting)):
+        # A node whose drain waits on a pod its PodDisruptionBudget allows no disruption of.
+        draining_fleet, _ns3, (draining,) = make_fleet(args=("--drain-timeout=1h",), metrics=True)
+        workloads = k8s.new_namespace("dw")
+        k8s.create_pod(workloads, "guarded", node=draining, labels={"app": "guarded"}, owner=RS_REF)
+        k8s.create_pdb(workloads, "guarded-pdb", {"app": "guarded"}, min_available=1)
+        k8s.set_pdb_status(workloads, "guarded-pdb", disruptions_allowed=0)
+        scraped = ((fleet, rebooting), (waiting_fleet, waiting), (draining_fleet, draining))
+        for f, node in scraped:
             prom.scrape(JOB, f.slots[node].metrics_address, {"node": node})
-        assert eventually(lambda: prom.targets_up(JOB) == 2, timeout=60)
+        assert eventually(lambda: prom.targets_up(JOB) == len(scraped), timeout=60)
         assert _request_reboot(k8s, waiting) == 0
+        draining_fleet.touch(draining)
 
         fleet.touch(rebooting)
         rebooted = fleet.wait_for(lambda: fleet.slots[rebooting].reboots == 1, timeout=90)
@@ -121,6 +131,10 @@ def test_every_panel_query_returns_series_from_real_agents(
         assert eventually(
             lambda: bool(prom.query(f'sum(pykured_fleetlock_requests_total{{job="{JOB}"}})')),
             timeout=SEEN_WITHIN,
+        )
+        held_by_budget = f'pykured_drain_pods_waiting{{node="{draining}", reason="pdb"}} == 1'
+        assert eventually(lambda: bool(prom.query(held_by_budget)), timeout=SEEN_WITHIN), (
+            draining_fleet.log_text(draining)
         )
 
         empty = []
