@@ -509,7 +509,13 @@ def build_conditions(
         )
     else:
         halt = _fleet_halt(cfg, kube, notifier=notifier)
-    fleet = FleetBreaker(kube, specs=specs, budget=Budget.of(cfg.reboot_condition_fleet_max), halt=halt)
+    fleet = FleetBreaker(
+        kube,
+        specs=specs,
+        budget=Budget.of(cfg.reboot_condition_fleet_max),
+        halt=halt,
+        frozen=FreezeBlocker(source).frozen if source is not None else None,
+    )
     settings = ConditionSettings(
         specs=specs,
         max_reboots=cfg.reboot_condition_max,

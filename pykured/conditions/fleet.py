@@ -11,7 +11,11 @@ The agent reads the fleet with what its RBAC grants, ``watch`` on nodes (no ``li
 Node that begins with the current state (``sendInitialEvents``) and is closed once the state is in (the
 bookmark marked ``k8s.io/initial-events-end``; an API server without it ends the watch at its short timeout,
 after the state it sends first). Only an agent whose node holds a condition reads it, at most once per
-:data:`FRESH_SECONDS`: an idle fleet makes no such read.
+:data:`FRESH_SECONDS`: an idle fleet makes no such read. Nor does a frozen or halted fleet (``frozen``): no
+node may start a reboot then, and the halt the breaker would add is added only where none is, so the read
+could change nothing. In an incident the first halt thus ends the reads (every agent would otherwise read
+every Node again at the halt's own news); the condition is held back until the freeze is lifted, and the
+first pass after that reads the fleet again.
 
 Fail safe: a fleet that cannot be read (no RBAC for the watch, an API error) is a reason not to reboot for a
 condition now, never a reason to: the need waits for a fleet that can be read.
@@ -23,7 +27,7 @@ import dataclasses
 import datetime
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pykured.conditions.record import ConditionSpec, fleet_tripped, shows
 from pykured.core import errors
@@ -41,6 +45,7 @@ WATCH_SECONDS = 10
 """The watch's timeout: the state comes first, then the end marker; an older API server ends it here."""
 MAX_NODES = 100_000
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+FROZEN = "the fleet is frozen or halted: the fleet breaker looks at the fleet once that is lifted"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -101,18 +106,28 @@ class FleetBreaker:
         specs: Sequence[ConditionSpec],
         budget: Budget,
         halt: FleetHalt | None,
+        frozen: Callable[[datetime.datetime], bool] | None = None,
     ) -> None:
-        """``halt``: how the fleet is halted (None: no policy ConfigMap; the nodes then only hold back)."""
+        """``halt``: how the fleet is halted (None: no policy ConfigMap; the nodes then only hold back).
+        ``frozen``: whether the policy ConfigMap holds a freeze or a halt in force now (None: there is no
+        ConfigMap)."""
         self._kube = kube
         self._specs = tuple(specs)
         self.budget = budget
         self._halt = halt
+        self._frozen = frozen
         self._look: tuple[float, FleetLook] | None = None
         self._said = ""
 
     def holds(self, *, node: str, now: datetime.datetime) -> str:
         """Why this node's condition must not reboot it now ("" when it may): the fleet cannot be read, or
-        too many nodes show a configured condition (then the fleet is halted, once)."""
+        too many nodes show a configured condition (then the fleet is halted, once), or the fleet is frozen or
+        halted (then it is not read)."""
+        if self._frozen is not None and self._frozen(now):
+            self._look = None  # the first look after the freeze is a new one
+            reason = FROZEN
+            self._say(f"not rebooting for a node condition: {reason}")
+            return reason
         look = self._fresh()
         if look.unreadable:
             self._say(f"not rebooting for a node condition: the fleet cannot be read ({look.unreadable})")

@@ -20,7 +20,7 @@ import pytest
 from pykured.cli.plan import plan_main
 from pykured.cli.status import status_main
 from pykured.conditions import record as rules
-from pykured.conditions.fleet import read_fleet
+from pykured.conditions.fleet import FROZEN, read_fleet
 from pykured.core.errors import ForbiddenError
 from pykured.core.times import format_rfc3339, parse_rfc3339
 from pykured.fleet.quarantine import unquarantine
@@ -173,7 +173,8 @@ def test_too_many_nodes_with_a_condition_halt_the_fleet_and_none_reboots(
 ) -> None:
     """Under kustomize/base's RBAC (nodes get, patch, watch: no list) and admission policies, with pod-bound
     tokens: two of three nodes show the condition at once (``--reboot-condition-fleet-max=1``), the agents
-    read the fleet with their watch, one halts it, and no node reboots."""
+    read the fleet with their watch, one halts it, and no node reboots; while the halt stands, the agents hold
+    the condition back without reading the fleet."""
     kind = "Broken" + k8s.unique("c").replace("-", "")  # other tests' nodes share the cluster
     kubeconfigs: dict[str, str] = {}
     args = ("--lock-backend=lease", f"--reboot-condition={kind}", "--reboot-condition-fleet-max=1")
@@ -205,6 +206,9 @@ def test_too_many_nodes_with_a_condition_halt_the_fleet_and_none_reboots(
             k8s, node, lambda s: s.blocked == "conditions" and (s.condition or "").startswith(f"{kind}=True")
         )
         assert fleet.wait_for(held, timeout=90), fleet.log_text(node)
+    for node in sick:  # the halt's news woke them: while it stands, no agent reads every Node again
+        frozen = status_is(k8s, node, lambda s: s.blocked == "conditions" and s.blocked_by == FROZEN)
+        assert fleet.wait_for(frozen, timeout=90), fleet.log_text(node)
     assert sum(len(events(k8s, n, "RebootHalted")) for n in sick) == 1
     assert [fleet.slots[n].reboots for n in nodes] == [0, 0, 0]
     assert not any(e for n in sick for e in events(k8s, n, "LockAcquired"))
