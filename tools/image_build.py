@@ -184,6 +184,9 @@ def build_platform_image(platform: str, key: str, version: str) -> None:
                 "chroot",
                 "--pull=never",
                 "--layers",
+                # buildah 1.28 leaves the base stage (FROM ... AS base, read only by COPY --from) behind as a
+                # mounted working container after every build unless told to remove them all
+                "--force-rm",
                 "--platform",
                 platform,
                 "--build-arg",
@@ -286,6 +289,28 @@ def prune_contexts() -> None:
             podman_ok("rmi", tag)
 
 
+WORKING_CONTAINER = re.compile(r"-working-container(-[0-9]+)?$")
+"""The name buildah gives a build stage's container (``python3-debian12-working-container-3``)."""
+
+
+def prune_working_containers() -> None:
+    """Remove the build stages' working containers earlier builds left in this store (each a mounted overlay;
+    builds before ``--force-rm`` left two a build). Only buildah's own, by the name buildah gives them: a
+    container podman runs (the smoke test's, the tests') is never one."""
+    listing = ("buildah", "containers", "--format", "{{.ContainerID}} {{.ContainerName}}")
+    done = run(*listing, check=False, capture=True)
+    if done.returncode != 0:
+        return
+    left = [
+        cid
+        for cid, _, name in (line.partition(" ") for line in done.stdout.decode().splitlines())
+        if cid and WORKING_CONTAINER.search(name)
+    ]
+    if left:
+        run("buildah", "rm", *left, check=False, capture=True)
+        Step("prune").done(f"removed {len(left)} working containers earlier builds left")
+
+
 def build() -> None:
     configure()
     # One build at a time on this image store (a concurrent prune could remove another build's layers).
@@ -300,6 +325,7 @@ def build() -> None:
         mark_in_use(key)
         version = read_version()
         image = f"{IMAGE_REPO}:{version}"
+        prune_working_containers()
         if index_complete(key):
             if label_of(image, CONTEXT_LABEL) != key:
                 podman("tag", f"{IMAGE_REPO}:ctx-{key}", image)

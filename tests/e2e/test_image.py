@@ -46,6 +46,14 @@ def podman(*args: str, check: bool = True, timeout: float = 60) -> subprocess.Co
     )
 
 
+def test_the_build_left_no_working_container_in_the_store() -> None:
+    """``tools/image-build`` (run before the tests) leaves none of buildah's build-stage containers behind in
+    its store: each would stay a mounted overlay, two more with every build."""
+    names = podman("ps", "--all", "--external", "--format={{.Names}}").stdout.split()
+    left = [name for name in names if name.endswith("-working-container") or "-working-container-" in name]
+    assert not left
+
+
 def chart_args(*, namespace: str, reboot_command: str, metrics_port: int) -> list[str]:
     """kured's chart 6.1.0 default arguments (templates/daemonset.yaml with values.yaml), release ``kured``.
 

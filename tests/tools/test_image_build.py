@@ -161,3 +161,30 @@ def test_a_store_podman_cannot_list_is_left_unpruned(
     build.prune_contexts()
     assert touched == []
     assert "prune" in capsys.readouterr().err
+
+
+def test_only_the_build_stages_working_containers_are_removed(
+    tools: dict[str, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Earlier builds' leftovers go (buildah names a stage's container ``<image>-working-container[-N]``); a
+    container podman runs (the smoke test's, the tests') stays."""
+    build = tools["image_build"]
+    listed = "\n".join(
+        [
+            "0c05 python3-debian12-working-container",
+            "2032 python3-debian12-working-container-12",
+            "be73 pykured-smoke-amd64",
+            "aa59 test_image-node-1",
+        ]
+    )
+    removed: list[tuple[str, ...]] = []
+
+    def run(*args: str, **_kw: object) -> subprocess.CompletedProcess[bytes]:
+        if args[:2] == ("buildah", "containers"):
+            return subprocess.CompletedProcess(args, 0, stdout=listed.encode())
+        removed.append(args)
+        return subprocess.CompletedProcess(args, 0, stdout=b"")
+
+    monkeypatch.setattr(build, "run", run)
+    build.prune_working_containers()
+    assert removed == [("buildah", "rm", "0c05", "2032")]
