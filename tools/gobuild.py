@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -150,6 +151,15 @@ def go_output(args: Sequence[str], *, cwd: Path, log: Path) -> str:
     if done.returncode != 0:
         raise BuildError(f"go {args[0]} failed")
     return done.stdout.decode()
+
+
+def module_source(module: str, version: str, *, cwd: Path, log: Path, what: str) -> Path:
+    """The source directory of ``module@version`` in Go's module cache (downloaded if it is not there)."""
+    info = json.loads(go_output(["mod", "download", "-json", f"{module}@{version}"], cwd=cwd, log=log))
+    source = Path(info.get("Dir", ""))
+    if not source.is_dir():
+        raise BuildError(f"cannot download {what} {version}'s module")
+    return source
 
 
 Build = Callable[[Path, Path], Usage | None]

@@ -48,7 +48,6 @@ tools/dev setup builds it; tests/e2e/test_karpenter.py fails, saying so, without
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -166,14 +165,9 @@ def alertmanager_source(here: Path, version: str, scratch: Path, log: Path) -> s
     """Alertmanager's module has no web UI in it (ui/app/dist is built by npm in its release process, and its
     //go:embed needs it): a scratch copy of the module gets a one-page placeholder, and a replace in a private
     go.mod points the build at it. The API the tests use is all Go. The -modfile flag of the build."""
-    info = json.loads(
-        gobuild.go_output(
-            ["mod", "download", "-json", f"github.com/prometheus/alertmanager@{version}"], cwd=here, log=log
-        )
+    source = gobuild.module_source(
+        "github.com/prometheus/alertmanager", version, cwd=here, log=log, what="Alertmanager"
     )
-    source = Path(info.get("Dir", ""))
-    if not source.is_dir():
-        raise BuildError(f"cannot download Alertmanager {version}'s module")
     shutil.copytree(source, scratch / "src", symlinks=True)
     subprocess.run(["chmod", "-R", "u+w", str(scratch / "src")], check=True)
     for ui in ("elm", "mantine"):
@@ -611,14 +605,7 @@ def karpenter_build(names: Sequence[str]) -> None:
     )
 
     def build(scratch: Path, log: Path) -> Usage | None:
-        info = json.loads(
-            gobuild.go_output(
-                ["mod", "download", "-json", f"sigs.k8s.io/karpenter@{version}"], cwd=here, log=log
-            )
-        )
-        source = Path(info.get("Dir", ""))
-        if not source.is_dir():
-            raise BuildError(f"cannot download Karpenter {version}'s module")
+        source = gobuild.module_source("sigs.k8s.io/karpenter", version, cwd=here, log=log, what="Karpenter")
         (scratch / "crds").mkdir()
         for crd in KARPENTER_CRDS:
             shutil.copy(source / crd, scratch / "crds" / Path(crd).name)

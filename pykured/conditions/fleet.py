@@ -125,9 +125,8 @@ class FleetBreaker:
         halted (then it is not read)."""
         if self._frozen is not None and self._frozen(now):
             self._look = None  # the first look after the freeze is a new one
-            reason = FROZEN
-            self._say(f"not rebooting for a node condition: {reason}")
-            return reason
+            self._say(f"not rebooting for a node condition: {FROZEN}")
+            return FROZEN
         look = self._fresh()
         if look.unreadable:
             self._say(f"not rebooting for a node condition: the fleet cannot be read ({look.unreadable})")
