@@ -107,6 +107,7 @@ class FleetBreaker:
         budget: Budget,
         halt: FleetHalt | None,
         frozen: Callable[[datetime.datetime], bool] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``halt``: how the fleet is halted (None: no policy ConfigMap; the nodes then only hold back).
         ``frozen``: whether the policy ConfigMap holds a freeze or a halt in force now (None: there is no
@@ -116,6 +117,7 @@ class FleetBreaker:
         self.budget = budget
         self._halt = halt
         self._frozen = frozen
+        self._clock = clock
         self._look: tuple[float, FleetLook] | None = None
         self._said = ""
 
@@ -149,7 +151,7 @@ class FleetBreaker:
         return reason
 
     def _fresh(self) -> FleetLook:
-        now = time.monotonic()
+        now = self._clock()
         if self._look is None or now - self._look[0] >= FRESH_SECONDS:
             self._look = (now, read_fleet(self._kube, self._specs))
         return self._look[1]

@@ -5,7 +5,6 @@ one look stands for ``FRESH_SECONDS``, and a frozen or halted fleet is not read 
 from __future__ import annotations
 
 import datetime
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
@@ -43,21 +42,21 @@ class Nodes:
         yield {"type": "BOOKMARK", "object": end}
 
 
-def breaker(nodes: Nodes, *, frozen: list[bool] | None = None) -> fleet.FleetBreaker:
+def breaker(nodes: Nodes, *, clock: list[float], frozen: list[bool] | None = None) -> fleet.FleetBreaker:
     return fleet.FleetBreaker(
         cast(KubeApi, nodes),
         specs=(SPEC,),
         budget=Budget.of("20%"),
         halt=None,
         frozen=(lambda now: frozen[0]) if frozen is not None else None,
+        clock=lambda: clock[0],
     )
 
 
-def test_a_look_at_the_fleet_stands_for_its_fresh_seconds(monkeypatch: Any) -> None:
+def test_a_look_at_the_fleet_stands_for_its_fresh_seconds() -> None:
     clock = [1000.0]
-    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     nodes = Nodes(showing=1, healthy=9)
-    b = breaker(nodes)
+    b = breaker(nodes, clock=clock)
     assert b.holds(node="sick-0", now=NOW) == ""
     clock[0] += fleet.FRESH_SECONDS - 1
     assert b.holds(node="sick-0", now=NOW) == ""
@@ -69,17 +68,16 @@ def test_a_look_at_the_fleet_stands_for_its_fresh_seconds(monkeypatch: Any) -> N
 
 def test_too_many_showing_hold_the_node_back() -> None:
     nodes = Nodes(showing=3, healthy=7)
-    why = breaker(nodes).holds(node="sick-0", now=NOW)
+    why = breaker(nodes, clock=[1000.0]).holds(node="sick-0", now=NOW)
     assert why.startswith("3 of 10 nodes show a node condition at once"), why
 
 
-def test_a_frozen_or_halted_fleet_is_not_read_and_holds_the_node_back_until_lifted(monkeypatch: Any) -> None:
+def test_a_frozen_or_halted_fleet_is_not_read_and_holds_the_node_back_until_lifted() -> None:
     """In an incident the halt's news wakes every agent: none of them reads every Node again while the halt
     stands; the first pass after it is lifted reads the fleet anew (not a look from before the freeze)."""
     clock = [1000.0]
-    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     nodes, frozen = Nodes(showing=1, healthy=9), [False]
-    b = breaker(nodes, frozen=frozen)
+    b = breaker(nodes, clock=clock, frozen=frozen)
     assert b.holds(node="sick-0", now=NOW) == ""
     assert nodes.watches == 1
     frozen[0] = True
